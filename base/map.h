@@ -1,11 +1,12 @@
 /*
- * base/map.h — the one hash map: byte-string keys to pointers.
+ * base/map.h — the hash map of byte-string keys to pointers (ids as keys:
+ * base/idmap.h, which neither copies nor allocates per key).
  *
  * Open addressing with linear probing and tombstones, FNV-1a hashing, grown
  * (doubled) at half load. The map copies each key (binary safe: keys may hold
  * NULs; a NUL is kept after the copy) and stores the value pointer as given;
- * values are the caller's. Used for the store's topics and groups and the
- * broker's connections by id (the 8 bytes of the id as the key).
+ * values are the caller's. Used where the key is a name or an address (the
+ * store's topics and groups, the broker's handshakes by address, ...).
  *
  * Iteration visits every live entry once in slot order. During an iteration
  * the entry just returned may be deleted (map_del leaves a tombstone, nothing

@@ -402,7 +402,7 @@ void cmd_dispatch(cmd_call_t *call)
         log_debug("client id=%llu: unknown command '%s'", (unsigned long long)call->conn->id, b);
         return;
     }
-    snprintf(call->conn->last_cmd, sizeof call->conn->last_cmd, "%s", d->name);
+    call->conn->last_cmd = d->name; /* the table's own string: no copy per command */
     if ((d->arity > 0 && call->argc != (size_t)d->arity) || (d->arity < 0 && call->argc < (size_t)-d->arity)) {
         cmd_multi_fail(call);
         resp_add_errorf(call->out, "ERR wrong number of arguments for '%s' command", d->name);

@@ -36,7 +36,7 @@
 
 void conn_link(conn_set_t *s, conn_t *c)
 {
-    map_put(&s->by_id, &c->id, sizeof c->id, c);
+    idmap_put(&s->by_id, c->id, c);
     c->all_prev = NULL;
     c->all_next = s->all;
     if (s->all) {
@@ -50,7 +50,7 @@ void conn_link(conn_set_t *s, conn_t *c)
 
 void conn_unlink(conn_set_t *s, conn_t *c)
 {
-    map_del(&s->by_id, &c->id, sizeof c->id);
+    idmap_del(&s->by_id, c->id);
     if (c->all_prev) {
         c->all_prev->all_next = c->all_next;
     } else {
@@ -67,7 +67,7 @@ void conn_unlink(conn_set_t *s, conn_t *c)
 
 conn_t *conn_find(conn_set_t *s, uint64_t id)
 {
-    return map_get(&s->by_id, &id, sizeof id);
+    return idmap_get(&s->by_id, id);
 }
 
 void conn_mark_blocked(conn_t *c, int blocked)
@@ -92,7 +92,6 @@ conn_set_t *conn_set_new(const config_t *cfg, struct event_base *base, server_t 
     s->base = base;
     s->srv = srv;
     s->reading = 1;
-    map_init(&s->by_id);
     map_init(&s->hs_by_addr);
     s->reaper = event_new(base, -1, 0, conn_reaper_cb, s);
     s->sweep = event_new(base, -1, EV_PERSIST, conn_sweep_cb, s);
@@ -121,7 +120,7 @@ void conn_set_free(conn_set_t *s)
     conn_free_dead(s);
     event_free(s->reaper);
     event_free(s->sweep);
-    map_free(&s->by_id, NULL);
+    idmap_free(&s->by_id);
     map_free(&s->hs_by_addr, NULL);
     resp_buf_free(&s->scratch);
     conn_known_paths_free(s);
@@ -267,8 +266,8 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
         }
         /* Redis's fields (clients such as redis-py parse id, age, idle, db, sub,
          * psub, multi, qbuf, qbuf-free, argv-mem, obl, oll, omem, tot-mem as
-         * integers and fail when one is missing), then ours (replies; tls:
-         * yes for a connection from tls-port). */
+         * integers and fail when one is missing; lib-name and lib-ver as Redis 7.2),
+         * then ours (replies; tls: yes for a connection from tls-port). */
         size_t qbuf = evbuffer_get_length(bufferevent_get_input(c->bev));
         struct sockaddr_storage local; /* the broker's end: asked here, CLIENT LIST is rare and accept is not */
         socklen_t local_len = sizeof local;
@@ -280,7 +279,7 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
         buf_printf(out,
                    "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 "
                    "multi=%lld qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu "
-                   "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d replies=%zu tls=%s\n",
+                   "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s replies=%zu tls=%s\n",
                    (unsigned long long)c->id, c->addr, laddr, (int)bufferevent_getfd(c->bev), c->name,
                    (unsigned long long)((now - c->created_mono) / 1000),
                    (unsigned long long)((now - c->last_active_mono) / 1000),
@@ -288,7 +287,7 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
                    : c->multi ? "x"
                               : "N",
                    c->multi ? (long long)cmd_multi_count(c->multi) : -1LL, qbuf, c->nslots, omem, qbuf + omem,
-                   c->last_cmd[0] ? c->last_cmd : "NULL", conn_user_shown(c), c->proto, c->nslots,
-                   c->tls ? "yes" : "no");
+                   c->last_cmd != NULL ? c->last_cmd : "NULL", conn_user_shown(c), c->proto, c->lib_name, c->lib_ver,
+                   c->nslots, c->tls ? "yes" : "no");
     }
 }

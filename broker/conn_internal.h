@@ -35,6 +35,7 @@
 
 #include <event2/event.h>
 
+#include "base/idmap.h"
 #include "base/map.h"
 #include "broker/conn.h"
 #include "common/log_limit.h"
@@ -71,7 +72,7 @@ struct conn_set {
     int draining_all; /* shutdown: break the loop when the last one is freed */
     struct event *reaper;
     struct event *sweep; /* header-timeout and max-client-memory (CONN_SWEEP_MS) */
-    map_t by_id;         /* open connections by the 8 bytes of their id */
+    idmap_t by_id;       /* open connections by id */
     conn_t *all;         /* open connections */
     conn_t *dead;        /* closed, to free */
     uint64_t next_id;

@@ -4,6 +4,7 @@
  * Order matters: configuration (exit 2, CFG_EXIT_CONFIG, with the key/line on an error);
  * the open-files limit raised or max-clients / max-open-files lowered to fit
  * it (broker/fdlimit.h);
+ * glibc's mmap threshold fixed (broker/heap_policy.h);
  * SIGPIPE ignored; evthread_use_pthreads() before the event base exists; the
  * data directory opened (exit 1 with store_open's message: foreign files,
  * another level table, locked by another broker ...); the unfinished
@@ -50,6 +51,7 @@
 #include "broker/cmd_shared.h"
 #include "broker/diskguard.h"
 #include "broker/fdlimit.h"
+#include "broker/heap_policy.h"
 #include "broker/conn.h"
 #include "broker/server.h"
 #include "broker/settings.h"
@@ -306,6 +308,9 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return CFG_EXIT_CONFIG;
     }
+    if (heap_policy_apply(err, sizeof err) != 0) {
+        log_warn("%s; a burst's large blocks stay in the heaps until an idle second's trim", err);
+    }
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0) {
         log_error("libevent has no pthreads support");
@@ -345,6 +350,9 @@ int main(int argc, char **argv)
     }
     if (store_open_note(store)[0] != '\0') {
         log_warn("%s", store_open_note(store));
+    }
+    if (store_open_info(store)[0] != '\0') { /* a restore or an upgrade: the operator sees it happen */
+        log_info("%s", store_open_info(store));
     }
     if (store_created(store)) { /* a --dir typo starts empty: say so, once, where the start is logged */
         log_info("data directory %s: created a new, empty store (nothing was there)", cfg.dir);

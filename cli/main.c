@@ -317,7 +317,9 @@ static void print_help(FILE *f)
     fprintf(f, "\n"
                "Exit status:\n"
                "  0  success\n"
-               "  1  the broker answered an error, or the message asked for is not there\n"
+               "  1  the broker answered an error, or the one thing named is not there (dlq show|requeue|drop\n"
+               "     ID, msg show|revoke ID, group del, topic del, orders show|cancel); a search by key\n"
+               "     (msg find, msg revoke TOPIC KEY) or a listing that finds nothing is 0\n"
                "  2  usage error: unknown command or option, bad argument or URI\n"
                "  3  cannot reach the broker (or MariaDB): connection refused, lost or timed out\n");
 }

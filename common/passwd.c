@@ -297,6 +297,10 @@ int passwd_verify(const char *hash, const char *password, size_t len, char *err,
 int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size_t errlen)
 {
     char buf[PASSWD_FILE_MAX + 2];
+    if (path[0] == '\0') {
+        return err_set(err, errlen,
+                       "cannot read the password file: no file named (an empty value; leave the key out for none)");
+    }
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         return err_set(err, errlen, "cannot read the password file %s: %s", path, strerror(errno));

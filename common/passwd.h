@@ -79,7 +79,7 @@ int passwd_verify(const char *hash, const char *password, size_t len, char *err,
 /* Read a password file (a systemd credential, a Kubernetes secret): its
  * whole content, minus one trailing "\n" or "\r\n", into out[outlen]
  * (outlen > PASSWD_FILE_MAX is enough). 0, or -1 with err naming the file
- * and the problem (cannot read, empty, NUL byte, longer than
+ * and the problem (an empty name, cannot read, empty, NUL byte, longer than
  * PASSWD_FILE_MAX). The program's boundary; no hashing. */
 int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size_t errlen);
 

@@ -202,7 +202,8 @@ static SSL_CTX *tls_build(const tls_server_files_t *f, int *crls, char *err, siz
     if (SSL_CTX_use_PrivateKey_file(ctx, f->key_file, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
         tls_error_text(why, sizeof why);
         if (strstr(why, "mismatch") == NULL && SSL_CTX_get0_privatekey(ctx) == NULL) {
-            err_set(err, errlen, "%s %s: %s", key_key, f->key_file, why[0] ? why : "no private key in it");
+            err_set(err, errlen, "%s %s holds no private key OpenSSL can read (PEM, unencrypted)%s%s", key_key,
+                    f->key_file, why[0] ? ": " : "", why);
             goto fail;
         }
         err_set(err, errlen, "%s %s does not belong to %s %s: %s", key_key, f->key_file, cert_key, f->cert_file, why);

@@ -13,6 +13,7 @@
 
 #include "consumer/consumer_config.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,11 @@
  * connects again (common/log_limit.h). Lives as long as the process. */
 static log_limit_t broker_log = LOG_LIMIT_INITIALIZER("the broker answers", LOG_LIMIT_INTERVAL_MS);
 
+/* 1 while the last failure logged was the broker's own error reply (the
+ * loop logs those at 0: disk full, a group bound to another topic), 0 when
+ * it was a connection's (1: refused, lost, timed out). Any worker thread. */
+static atomic_int broker_refuses;
+
 /* The consumer loop's log callback: 0 error, 1 warning, 2 info. A failure's
  * key is its text without the "worker N: " in front (every worker fails
  * alike). Any worker thread. */
@@ -45,6 +51,7 @@ static void library_log(int level, const char *message, void *arg)
         log_msg(LOG_LEVEL_INFO, "%s", message);
         return;
     }
+    atomic_store(&broker_refuses, level <= 0);
     const char *key = message;
     unsigned worker;
     int skip = 0;
@@ -55,15 +62,19 @@ static void library_log(int level, const char *message, void *arg)
 
 /* The consumer loop's connection events: a client that connects (a worker's
  * first connection, after the broker was down at the start or a reload made
- * a new consumer) or reconnects ends an outage: the recovery line, before the
- * loop's own "worker N: reconnected to …". Any worker thread. */
+ * a new consumer) or reconnects ends an outage of connections: the recovery
+ * line, before the loop's own "worker N: reconnected to …". Not one whose
+ * last failure the broker answered (broker_refuses): a connection does not
+ * end that, and each worker's connection said "the broker answers again
+ * after 0.0 s" between its refused PULLs. Any worker thread. */
 static void library_conn_event(hg_conn_event_t event, const char *who, const char *address, void *arg)
 {
     (void)event;
     (void)who;
     (void)address;
     (void)arg;
-    log_limit_ok(&broker_log);
+    if (!atomic_load(&broker_refuses))
+        log_limit_ok(&broker_log);
 }
 
 void consumer_config_loop_events(hg_consumer_t *c)

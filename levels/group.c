@@ -130,8 +130,8 @@ void store_topic_free(void *p)
 void store_group_free(void *p)
 {
     group_state_t *g = p;
-    map_free(&g->lease_ids, NULL);
-    map_free(&g->pend_ids, NULL); /* its entries are the store's to free (store_free) */
+    idmap_free(&g->lease_ids);
+    idmap_free(&g->pend_ids); /* its entries are the store's to free (store_free) */
     free(g->name);
     free(g);
 }
@@ -139,7 +139,7 @@ void store_group_free(void *p)
 int store_group_holds_none(const group_state_t *g, uint64_t id)
 {
     return g->leases_untracked == 0 && g->retry_ready == 0 && g->retry_delayed == 0 && g->dlq == 0 &&
-           (g->inflight == 0 || map_get(&g->lease_ids, &id, sizeof id) == NULL);
+           (g->inflight == 0 || idmap_get(&g->lease_ids, id) == NULL);
 }
 
 void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms)

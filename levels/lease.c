@@ -35,8 +35,8 @@
 
 void store_lease_track(group_state_t *g, uint64_t id)
 {
-    if (map_count(&g->lease_ids) < STORE_LEASE_IDS_MAX) {
-        map_put(&g->lease_ids, &id, sizeof id, g);
+    if (idmap_count(&g->lease_ids) < STORE_LEASE_IDS_MAX) {
+        idmap_put(&g->lease_ids, id, g);
     } else {
         g->leases_untracked++;
     }
@@ -44,7 +44,7 @@ void store_lease_track(group_state_t *g, uint64_t id)
 
 void store_lease_untrack(group_state_t *g, uint64_t id)
 {
-    if (map_del(&g->lease_ids, &id, sizeof id) == NULL && g->leases_untracked > 0) {
+    if (idmap_del(&g->lease_ids, id) == NULL && g->leases_untracked > 0) {
         g->leases_untracked--;
     }
 }

@@ -115,7 +115,7 @@ static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t 
     if (l->g == NULL) {
         return 0;
     }
-    lease_pend_t *p = map_get(&l->g->pend_ids, &id, sizeof id);
+    lease_pend_t *p = idmap_get(&l->g->pend_ids, id);
     if (p != NULL && (store_pend_write_through(s, l->g, p, err, errlen) != 0 || /* lease_lookup reads committed data */
                       store_commit_durable(s, 0, err, errlen) != 0)) {
         return -1;
@@ -222,7 +222,7 @@ int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id, ui
 {
     *found = 0;
     group_state_t *g = store_group_get(s, group, group_len);
-    lease_pend_t *p = g != NULL ? map_get(&g->pend_ids, &id, sizeof id) : NULL;
+    lease_pend_t *p = g != NULL ? idmap_get(&g->pend_ids, id) : NULL;
     if (p != NULL && new_deadline_ms >= p->write_at) { /* still held until written: a new deadline is all */
         p->deadline = new_deadline_ms;
         *found = 1;

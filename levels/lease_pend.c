@@ -51,7 +51,7 @@ void store_pend_add(store_t *s, group_state_t *g, uint64_t id, uint64_t log_seq,
     s->pend_last = p;
     g->npend++;
     s->npend++;
-    map_put(&g->pend_ids, &p->id, sizeof p->id, p);
+    idmap_put(&g->pend_ids, p->id, p);
 }
 
 /* Take p off g's list and free it. */
@@ -61,7 +61,7 @@ static void pend_unlink(store_t *s, group_state_t *g, lease_pend_t *p)
     *(p->next != NULL ? &p->next->prev : &g->pend_tail) = p->prev;
     *(p->all_prev != NULL ? &p->all_prev->all_next : &s->pend_first) = p->all_next;
     *(p->all_next != NULL ? &p->all_next->all_prev : &s->pend_last) = p->all_prev;
-    map_del(&g->pend_ids, &p->id, sizeof p->id);
+    idmap_del(&g->pend_ids, p->id);
     g->npend--;
     s->npend--;
     free(p);
@@ -154,7 +154,7 @@ void store_leases_forget(store_t *s, group_state_t *g)
         pend_release(g, g->pend_head);
         pend_remove(s, g, g->pend_head);
     }
-    map_free(&g->pend_ids, NULL);
+    idmap_free(&g->pend_ids);
 }
 
 uint64_t store_pend_next_write(const store_t *s)
@@ -184,7 +184,7 @@ int store_pend_ack(store_t *s, group_state_t *g, uint64_t *sorted, int *n, int *
     lease_pend_t *last = NULL;
     int kept = 0;
     for (int i = 0; i < *n; i++) {
-        lease_pend_t *p = map_get(&g->pend_ids, &sorted[i], sizeof sorted[i]);
+        lease_pend_t *p = idmap_get(&g->pend_ids, sorted[i]);
         if (p == NULL) {
             sorted[kept++] = sorted[i];
         } else if (!p->acked) {

@@ -280,7 +280,7 @@ static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_
                 continue;
             }
             store_copy_view_t *c = view_add_copy(v, g->name, g->len);
-            const lease_pend_t *p = map_get(&g->pend_ids, &v->id, sizeof v->id); /* DEDUP does not write them */
+            const lease_pend_t *p = idmap_get(&g->pend_ids, v->id); /* DEDUP does not write them */
             c->state = h.place.seq >= g->cursor ? STORE_MSG_READY : p != NULL ? STORE_MSG_LEASED : STORE_MSG_DONE;
             if (p != NULL) {
                 c->deadline_ms = p->deadline;

@@ -138,6 +138,11 @@ const char *store_open_note(const store_t *s)
     return s->open_note;
 }
 
+const char *store_open_info(const store_t *s)
+{
+    return s->open_info;
+}
+
 int store_created(const store_t *s)
 {
     return s->created;
@@ -172,12 +177,12 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
                        "from it; set the clock before opening %s",
                        (unsigned long long)now_ms, o->path);
     }
-    int is_new = 0;
+    int is_new = 0, unmarked = 0;
     int rc = store_prepare_dir(o, &is_new, err, errlen);
     if (rc != 0) {
         return rc;
     }
-    if (!is_new && (rc = store_unmark_whole_copy(o->path, err, errlen)) != 0) {
+    if (!is_new && (rc = store_unmark_whole_copy(o->path, &unmarked, err, errlen)) != 0) {
         return rc;
     }
 
@@ -186,6 +191,13 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     s->path = xstrdup(o->path);
     s->opt.path = s->path;
     s->created = is_new;
+    if (unmarked) {
+        snprintf(s->open_info, sizeof s->open_info,
+                 "data directory %s: a whole copy made by BACKUP, checked (the sizes its " STORE_COPY_WHOLE
+                 " lists, its log's end) and opened; its " STORE_COPY_WHOLE " is removed: a live data directory from "
+                 "now on",
+                 s->path);
+    }
     map_init(&s->topics);
     map_init(&s->groups);
     map_init(&s->deleting);

@@ -170,6 +170,14 @@ int store_dir_in_use(const char *path);
  * Valid while the store is open. */
 const char *store_open_note(const store_t *s);
 
+/* What store_open did to an existing directory that its owner should log
+ * at info ("" when nothing), so that an operator sees a restore or an
+ * upgrade happen: a whole BACKUP copy checked and opened (its
+ * STORE_COPY_WHOLE removed: a live data directory from now on), an older
+ * format upgraded (the build that wrote it refuses it from now on). Valid
+ * while the store is open. */
+const char *store_open_info(const store_t *s);
+
 /* 1 when store_open made a new, empty store (the directory was missing,
  * empty, or held only what an interrupted creation leaves), 0 when it opened
  * an existing one. */

@@ -157,8 +157,12 @@ int store_prepare_dir(const store_options_t *o, int *is_new, char *err, size_t e
  * legitimate here" goes first, and the removal is fsynced before LevelDB
  * writes anything. 0 (also when there is none, or another process holds the
  * directory: its open is refused next), STORE_OPEN_DAMAGED, or -1 with err. */
-int store_unmark_whole_copy(const char *path, char *err, size_t errlen)
+static const char *io_error_hint(const char *dberr);
+
+/* store_unmark_whole_copy without the hint on an I/O error. */
+static int unmark_whole_copy(const char *path, int *unmarked, char *err, size_t errlen)
 {
+    *unmarked = 0;
     char mark[4200];
     struct stat st;
     snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, path);
@@ -206,7 +210,18 @@ int store_unmark_whole_copy(const char *path, char *err, size_t errlen)
         return err_set(err, errlen, "cannot fsync data directory %s after removing its %s: %s", path, STORE_COPY_WHOLE,
                        strerror(e));
     }
+    *unmarked = 1;
     return 0;
+}
+
+int store_unmark_whole_copy(const char *path, int *unmarked, char *err, size_t errlen)
+{
+    int rc = unmark_whole_copy(path, unmarked, err, errlen);
+    if (rc == -1 && err != NULL) { /* a copy restored by root for a broker that runs as another user */
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, "%s", io_error_hint(err));
+    }
+    return rc;
 }
 
 /* 1 when a LevelDB or store error about the directory at path says the data

@@ -49,6 +49,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/idmap.h"
 #include "base/map.h"
 #include "levels/compactor.h"
 #include "levels/keys.h"
@@ -141,7 +142,7 @@ struct group_state {
     /* lease.c: the ids of its leases taken since open (keys only, at most
      * STORE_LEASE_IDS_MAX), and how many of its leases are not among them
      * (taken before the open, or past the bound): store_group_holds_none */
-    map_t lease_ids;
+    idmap_t lease_ids;
     uint64_t leases_untracked;
     /* lease_pend.c: its leases taken from the topic log and not written yet
      * (opt.lease_write_delay_ms), in seq order: the topic-log entries from
@@ -149,7 +150,7 @@ struct group_state {
      * is the oldest one's seq); pend_ids maps an id to its entry */
     struct lease_pend *pend_head, *pend_tail;
     uint64_t npend;
-    map_t pend_ids;
+    idmap_t pend_ids;
     int dirty;
     /* group_delete.c: being deleted (GROUP DEL): out of the groups map and
      * its topic's list, in store_t.deleting, its leases, retries and DLQ
@@ -183,6 +184,7 @@ struct store {
     char broken_err[512];
     char open_note[1280]; /* what store_open repaired on its way ("" when nothing): store_open_note */
     int created;          /* store_open made a new store (store_created) */
+    char open_info[768];  /* a whole copy opened, a format upgraded ("" when neither): store_open_info */
     /* 1 when store_open cut the torn log end log_cut describes (store_check_dir reports it) */
     int log_was_cut;
     logtail_t log_cut;
@@ -245,9 +247,10 @@ static inline int store_topic_log_holds(const topic_state_t *t, uint64_t seq)
 int store_prepare_dir(const store_options_t *o, int *is_new, char *err, size_t errlen);
 
 /* store_dir.c: a whole BACKUP copy (STORE_COPY_WHOLE) at path about to be
- * opened: checked, then its marker removed and fsynced; 0 (also when there
- * is none), STORE_OPEN_DAMAGED, or -1 with err. */
-int store_unmark_whole_copy(const char *path, char *err, size_t errlen);
+ * opened: checked, then its marker removed and fsynced (*unmarked 1); 0
+ * (also when there is none: *unmarked 0), STORE_OPEN_DAMAGED, or -1 with
+ * err. */
+int store_unmark_whole_copy(const char *path, int *unmarked, char *err, size_t errlen);
 
 /* store_dir.c: 1 when the error e about the directory at path says its data
  * is damaged (the path itself is not searched), else 0. */

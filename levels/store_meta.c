@@ -20,6 +20,7 @@
 #include "levels/store_internal.h"
 #include "base/err.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ---- the meta records ---------------------------------------------------------------- */
@@ -74,6 +75,11 @@ static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
         return err_set(err, errlen, "cannot upgrade data directory %s from format version %u to %d: %s", s->path, from,
                        STORE_FORMAT_VERSION, dberr);
     }
+    size_t n = strlen(s->open_info);
+    snprintf(s->open_info + n, sizeof s->open_info - n,
+             "%sdata directory %s: upgraded from format version %u to %d; the build that wrote it refuses it from "
+             "now on (to go back: restore a backup taken before the upgrade, docs/operations.md \"Upgrades\")",
+             n > 0 ? "; " : "", s->path, from, STORE_FORMAT_VERSION);
     return 0;
 }
 

@@ -186,6 +186,15 @@ typedef struct rmq {
     unsigned last_code;         /* reply code of the last channel close (404, 406 ...) */
     lvl_table_t levels;
     int topology_ok; /* exchanges and level queues checked on this connection */
+    /* Bindings outlive connections (durable, with their queues), and a
+     * binding is a Mnesia transaction that no node completes while a cut
+     * link is not yet seen (the net tick): a reconnect declares the queues
+     * (answered) but binds only what no earlier connection of this client
+     * bound (rmq_topology.c; docs/rabbitmq.md "Faults"). */
+    int topology_bound;                 /* rmq_topology's bindings made on an earlier connection */
+    char bound_group[RMQ_NAME_MAX + 1]; /* the group whose two bindings were made, "" none */
+    char bound_topic[RMQ_NAME_MAX + 1];
+    int binds_in_place; /* the declaration sweep running now skips its bindings */
 
     /* publisher confirms on channel 1 */
     uint64_t next_seq;    /* seq of the next publish */
@@ -351,7 +360,9 @@ hg_err_t rmq_settle(rmq_t *r, int ch, uint64_t tag, int ack);
 
 /* --- rmq_topology.c --- */
 /* Declare (idempotently, checking arguments) the exchanges, the level
- * queues and the service queues once per connection. */
+ * queues and the service queues once per connection, and bind them on the
+ * client's first connection that gets that far (later ones skip the
+ * bindings: r->topology_bound). */
 hg_err_t rmq_topology(rmq_t *r);
 /* A consuming connection that got nothing for rmq_probe_idle_ms: check
  * that its node still reaches its quorum queues' quorum with a basic.get of

@@ -3,7 +3,10 @@
  * declared idempotently and checked, and the group registry.
  *
  * Declarations run on channel 2 once per connection (rmq_topology) and once
- * per group and connection (rmq_group_ensure). RabbitMQ answers a
+ * per group and connection (rmq_group_ensure); bindings only until one
+ * connection of the client made them (they outlive connections, and no
+ * node completes one while a cut link is not yet seen: rmq.h,
+ * topology_bound). RabbitMQ answers a
  * declaration whose arguments differ from the existing queue's with
  * PRECONDITION_FAILED; rmq_conn.c turns that into a message naming the
  * argument and both values (e.g. a level table other than the one the level
@@ -152,9 +155,14 @@ static hg_err_t declare_quorum(rmq_t *r, const char *name, const amqp_table_entr
     return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
 }
 
+/* Bind queue to exchange, unless the sweep running now found its bindings
+ * in place (r->binds_in_place: an earlier connection of this client made
+ * them). */
 static hg_err_t bind(rmq_t *r, const char *queue, const char *exchange, const char *key, amqp_table_t args)
 {
     char what[RMQ_QUEUE_NAME_MAX * 2];
+    if (r->binds_in_place)
+        return HG_OK;
     snprintf(what, sizeof(what), "binding queue %s to %s", queue, exchange);
     amqp_queue_bind(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), amqp_cstring_bytes(exchange),
                     amqp_cstring_bytes(key), args);
@@ -184,10 +192,12 @@ static hg_err_t remainder_topology(rmq_t *r)
     if ((e = declare_exchange(r, RMQ_EX_REM_END, "headers", due_args)) != HG_OK)
         return e;
     snprintf(what, sizeof(what), "binding exchange %s to %s", RMQ_EX_LEVELS, RMQ_EX_REM_END);
-    amqp_exchange_bind(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(RMQ_EX_LEVELS), amqp_cstring_bytes(RMQ_EX_REM_END),
-                       amqp_empty_bytes, level_args);
-    if ((e = rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what)) != HG_OK)
-        return e;
+    if (!r->binds_in_place) {
+        amqp_exchange_bind(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(RMQ_EX_LEVELS),
+                           amqp_cstring_bytes(RMQ_EX_REM_END), amqp_empty_bytes, level_args);
+        if ((e = rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what)) != HG_OK)
+            return e;
+    }
     for (uint64_t b = 1, top = rmq_remainder_top(&r->levels); top > 0 && b <= top; b <<= 1) {
         char queue[64], exchange[64], next[64], header[64];
         amqp_table_entry_t ae, q[4], m[2];
@@ -220,6 +230,7 @@ hg_err_t rmq_topology(rmq_t *r)
         return HG_OK;
     if ((e = rmq_admin(r)) != HG_OK)
         return e;
+    r->binds_in_place = r->topology_bound;
     if ((e = declare_exchange(r, RMQ_EX_UNROUTED, "fanout", amqp_empty_table)) != HG_OK ||
         (e = declare_quorum(r, RMQ_Q_UNROUTED, NULL, 0, 1)) != HG_OK ||
         (e = bind(r, RMQ_Q_UNROUTED, RMQ_EX_UNROUTED, "", amqp_empty_table)) != HG_OK ||
@@ -247,6 +258,7 @@ hg_err_t rmq_topology(rmq_t *r)
         (e = declare_quorum(r, RMQ_Q_PROBE, NULL, 0, 0)) != HG_OK)
         return e;
     r->topology_ok = 1;
+    r->topology_bound = 1;
     return HG_OK;
 }
 
@@ -512,6 +524,10 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
     rmq_dlq_queue(dq, sizeof(dq), group);
     if ((e = declare_quorum(r, gq, NULL, 0, 1)) != HG_OK || (e = declare_quorum(r, dq, NULL, 0, 1)) != HG_OK)
         goto out;
+    /* not rec != NULL: workers reconnecting together browse the registry
+     * at once, and one that finds the records held by another sees none;
+     * a GROUP CREATE (must_be_new: the group was deleted) always binds */
+    r->binds_in_place = !must_be_new && strcmp(r->bound_group, group) == 0 && strcmp(r->bound_topic, topic) == 0;
     snprintf(rk, sizeof(rk), "t.%s", topic);
     if ((e = bind(r, gq, RMQ_EX_DUE, rk, amqp_empty_table)) != HG_OK)
         goto out;
@@ -540,6 +556,8 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
     }
     snprintf(r->ensured_group, sizeof(r->ensured_group), "%s", group);
     snprintf(r->ensured_topic, sizeof(r->ensured_topic), "%s", topic);
+    snprintf(r->bound_group, sizeof(r->bound_group), "%s", group);
+    snprintf(r->bound_topic, sizeof(r->bound_topic), "%s", topic);
     if (max_out != NULL)
         *max_out = r->ensured_max;
 out:
@@ -581,6 +599,8 @@ hg_err_t rmq_group_delete(rmq_t *r, const char *group, int *deleted)
     }
     if (strcmp(r->ensured_group, group) == 0)
         r->ensured_group[0] = '\0';
+    if (strcmp(r->bound_group, group) == 0) /* its queues are gone, and their bindings with them */
+        r->bound_group[0] = '\0';
     *deleted = dropped > 0;
     return HG_OK;
 }

@@ -22,6 +22,8 @@
 #               strace (attached to the broker, it holds every fdatasync: a slow disk, for the read-after-SEND test),
 #               nftables and iproute2 (nft drops a RabbitMQ node's distribution traffic, ss finds its links:
 #               the partition test of test_rabbit_cluster)
+#               systemd and systemd-container (systemd-nspawn boots a systemd to run the installed units:
+#               test_systemd_units.sh)
 #   console     chromium, chromium-driver, python3-selenium (the console's real-browser test)
 #   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 #   layout      clang-format (tests/system/test_format.sh checks the tree against .clang-format)
@@ -36,7 +38,7 @@ hg_packages=(
     rabbitmq-server
     chromium chromium-driver python3-selenium
     clang libclang-rt-dev clang-format
-    tmux python3-redis strace shellcheck nftables iproute2
+    tmux python3-redis strace shellcheck nftables iproute2 systemd systemd-container
 )
 
 # What scripts/demo needs, a part of the above: the build's packages and mariadb-server (the private MariaDB);

@@ -238,6 +238,7 @@ static int write_node_files(rq_cluster_t *c, int i)
     rq_node_t *nd = &c->nodes[i];
     const char *level = getenv("HG_RABBIT_LOG_LEVEL");
     const char *handling = getenv("HG_RABBIT_PARTITION_HANDLING");
+    const char *ticktime = getenv("HG_RABBIT_NET_TICKTIME");
     char path[700], text[6144];
     int len;
 
@@ -267,8 +268,15 @@ static int write_node_files(rq_cluster_t *c, int i)
     if (tu_write_file(path, text) != 0)
         return -1;
     snprintf(path, sizeof(path), "%s/advanced.config", nd->dir);
-    if (tu_write_file(path, "[{rabbit, [{dead_letter_worker_publisher_confirm_timeout, " RQ_DLX_CONFIRM_TIMEOUT_MS
-                            "}]}].\n") != 0)
+    if (ticktime != NULL && ticktime[0] != '\0' && strspn(ticktime, "0123456789") != strlen(ticktime)) {
+        fprintf(stderr, "rabbit_proc: HG_RABBIT_NET_TICKTIME='%s' is not a number of seconds\n", ticktime);
+        return -1;
+    }
+    snprintf(text, sizeof(text),
+             "[{kernel, [{net_ticktime, %s}]},\n"
+             " {rabbit, [{dead_letter_worker_publisher_confirm_timeout, " RQ_DLX_CONFIRM_TIMEOUT_MS "}]}].\n",
+             ticktime != NULL && ticktime[0] != '\0' ? ticktime : "60");
+    if (tu_write_file(path, text) != 0)
         return -1;
     snprintf(path, sizeof(path), "%s/enabled_plugins", nd->dir);
     return tu_write_file(path, "[].\n");
@@ -534,6 +542,22 @@ int rq_heal(rq_cluster_t *c, int i, char *err, size_t errlen)
         0)
         return fail(err, errlen, "node %d: resetting inet_dist_connect_options: %s", i + 1, out);
     return wait_cluster(c, i == 0 ? 1 : 0, err, errlen);
+}
+
+int rq_set_partition_handling(rq_cluster_t *c, const char *mode, char *err, size_t errlen)
+{
+    char expr[128], out[4096];
+
+    if (strcmp(mode, "ignore") != 0 && strcmp(mode, "autoheal") != 0 && strcmp(mode, "pause_minority") != 0)
+        return fail(err, errlen,
+                    "rq_set_partition_handling: unknown mode '%s' (want ignore, autoheal or pause_minority)", mode);
+    snprintf(expr, sizeof(expr), "application:set_env(rabbit, cluster_partition_handling, %s).", mode);
+    for (int j = 0; j < c->n; j++) {
+        ctl_eval_t ev = { c, j, expr, out, sizeof(out) };
+        if (tu_poll_until(ctl_eval_ok, &ev, CTL_EVAL_DEADLINE_MS, 500) != 0)
+            return fail(err, errlen, "node %d: setting cluster_partition_handling to %s: %s", j + 1, mode, out);
+    }
+    return 0;
 }
 
 int rq_heal_restart(rq_cluster_t *c, int i, char *err, size_t errlen)

@@ -22,7 +22,10 @@
  * removes the dir. $HG_KEEP_TMP=1 keeps it. $HG_RABBIT_LOG_LEVEL (debug, info,
  * …) sets the nodes' log.file.level (info without it);
  * $HG_RABBIT_PARTITION_HANDLING their cluster_partition_handling
- * (pause_minority without it).
+ * (pause_minority without it); $HG_RABBIT_NET_TICKTIME (seconds) Erlang's
+ * net_ticktime in their advanced.config (60, Erlang's and RabbitMQ's
+ * default, without it): the nodes see a cut link after 0.75..1.25 times it
+ * (docs/rabbitmq.md "Faults").
  *
  * Errors: 0 / -1 with the cause in err[errlen].
  */
@@ -115,6 +118,12 @@ int rq_heal(rq_cluster_t *c, int i, char *err, size_t errlen);
  * there: the two sides' Mnesia stay apart after the links are back, and
  * the cluster never lists every node running. 0 / -1. */
 int rq_heal_restart(rq_cluster_t *c, int i, char *err, size_t errlen);
+
+/* Set cluster_partition_handling (ignore, autoheal, pause_minority) on
+ * every node while they run (rabbitmqctl eval of application:set_env; the
+ * node monitor reads it when it sees a partition, so the next cut follows
+ * it): one cluster serves tests of several modes. 0 / -1. */
+int rq_set_partition_handling(rq_cluster_t *c, const char *mode, char *err, size_t errlen);
 
 /* Run rabbitmqctl against node i with the cluster's cookie and epmd:
  * args a NULL-terminated list after "-n NODE". Output (stdout+stderr) into

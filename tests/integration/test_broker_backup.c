@@ -9,7 +9,8 @@
  *  - under load: SENDs on another connection while BACKUP runs; the copy
  *    passes --check-data, and restored (the broker stopped, the copy put in
  *    place of its data directory, started again) it holds every message
- *    acknowledged before the command, the group's cursor and DLQ as they
+ *    acknowledged before the command (the start logs that it opened a whole
+ *    copy), the group's cursor and DLQ as they
  *    were, and nothing sent after the copy finished; INFO and /metrics say
  *    how it went, and hourglass-cli backup waits for it;
  *  - ids after a restore: the ids of messages sent after the copy (and
@@ -391,6 +392,10 @@ static void test_under_load_and_restore(void)
     BP_REQUIRE(rename(bt_broker.data_dir, old) == 0, "rename: %s", strerror(errno));
     BP_REQUIRE(rename(copy, bt_broker.data_dir) == 0, "rename: %s", strerror(errno));
     BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart on the copy: %s", e);
+    /* the restore is said at info: an operator sees that the copy was taken as one */
+    BP_CHECK(bp_log_contains(&bt_broker, "a whole copy made by BACKUP, checked") &&
+                 bp_log_contains(&bt_broker, "is removed: a live data directory from now on"),
+             "the start on the copy did not log that it opened a whole copy");
     rc_close(&bt_conn);
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
     int missing = 0;

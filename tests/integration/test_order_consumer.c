@@ -970,6 +970,44 @@ static void test_broker_down_at_start(void)
     hg_order_db_close(db);
 }
 
+/* The broker refuses every PULL with an error reply (here: the group is
+ * bound to another topic; a broker whose disk is full does the same): its
+ * connections work, so a worker's (re)connection does not end that outage.
+ * Before, each worker's connection logged "the broker answers again after
+ * 0.0 s" between the refused PULLs (seen in an operator's trial of the
+ * disk-full runbook). Checked across a reconnect of every worker (CLIENT
+ * KILL), so the order of the workers' first PULLs does not matter. */
+static void test_broker_refusals_not_ended_by_connects(void)
+{
+    const char *name = "brokerrefuses";
+    rc_conn_t c;
+    char err[512], dir[512], log_path[600];
+    hg_order_db *db = case_open(name, NULL, dir, log_path);
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    const char *group = "bound-elsewhere"; /* case_open made group `name` on the orders' topic */
+    resp_reply_t *r = rc_cmd(&c, "GROUP", "CREATE", group, "another-topic", NULL);
+    CU_ASSERT_TRUE_FATAL(r != NULL && r->type != RESP_REPLY_ERROR);
+    resp_reply_free(r);
+    const char *extra[] = { "--block", "500ms", "--log-level", "info", NULL };
+    pid_t pid = oe_start_consumer(&env, name, group, 2, 0, log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    TU_CHECK(tu_wait_file_contains(log_path, "is bound to topic another-topic", 30000) == 0, "no refused PULL logged");
+    r = rc_cmd(&c, "CLIENT", "KILL", "USER", "default", "SKIPME", "yes", NULL);
+    TU_CHECK(r != NULL && r->type == RESP_REPLY_INTEGER && r->integer >= 2, "CLIENT KILL of the workers: %s",
+             r != NULL && r->str != NULL ? r->str : "(no integer)");
+    resp_reply_free(r);
+    TU_CHECK(tu_wait_file_contains(log_path, ": reconnected to ", 30000) == 0, "the workers did not reconnect");
+    TU_CHECK(tu_file_count(log_path, "the broker answers again after") == 0,
+             "a connection ended an outage the broker answered: %d recovery lines",
+             tu_file_count(log_path, "the broker answers again after"));
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    rc_close(&c);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
+}
+
 typedef struct metric_want {
     int port;
     const char *name;
@@ -1044,6 +1082,7 @@ static const tu_test_t daemon_tests[] = {
     { "a data error (claim changed 2 rows, code 0): permanent, /healthz stays 200", test_data_error_health },
     { "broker down: /healthz 503 after broker-unhealthy-after, 200 once PULL is answered", test_broker_health },
     { "broker down at the start: the recovery line once it comes up (connection event)", test_broker_down_at_start },
+    { "broker refusing every PULL: a reconnect is no recovery line", test_broker_refusals_not_ended_by_connects },
     { "throughput with 1, 4, 8 workers", test_throughput },
     { NULL, NULL },
 };

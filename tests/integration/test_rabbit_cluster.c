@@ -30,10 +30,12 @@
  *               node 3 is cut off from the other two for 90 s
  *               (rq_partition: nftables drops its distribution traffic; it
  *               still answers AMQP). Until the net tick (45..75 s) no node
- *               completes a declaration (Mnesia waits for node 3), so sends
- *               fail, each within the read timeout; then node 3 pauses
- *               (pause_minority) and sends succeed on the majority during
- *               the cut. Then healed: every order cancelled, stock exact.
+ *               completes a binding (Mnesia waits for node 3), but a
+ *               reconnect binds nothing its client bound before: sends fail
+ *               for at most PARTITION_FAILING_MS after the cut (they did
+ *               for about 60 s, to the tick, when every reconnect bound the
+ *               topology); then node 3 pauses (pause_minority). Then
+ *               healed: every order cancelled, stock exact.
  *               (test_rabbit_partition: the same cut with partition
  *               handling ignore, where node 3 keeps serving.)
  *   compensator hourglass-compensator (relay and monitor layers) on the
@@ -57,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
@@ -331,11 +334,28 @@ typedef struct producer {
     char slow[4096];                 /* the rounds that failed or took over 2 s */
     int hold_at;                     /* > 0: wait at this many sent until released */
     atomic_int released;
+    atomic_uint_least64_t cut_at; /* tu_now_mono_ms of the fault, 0 before */
+    uint64_t failing_until_ms;    /* the end of the last failed round, in ms after cut_at */
 } producer_t;
 
 #define PRODUCER_DEADLINE_MS 240000 /* the producer gives up (and the test fails) after this */
 #define FAULT_PARTITION      0      /* faults_round: rq_partition, not a signal */
 #define PARTITION_S          90     /* past the net tick (45..75 s): node 3 pauses (pause_minority) */
+#define PARTITION_FAILING_MS 30000  /* sends may fail this long after the cut (the lost confirms, a resend) */
+
+/* Print the wall-clock time (UTC, to the ms) between before and after: a
+ * fault's moment, to line up with the nodes' and the consumer's logs. */
+static void print_wall_clock(const char *before, const char *after)
+{
+    struct timespec ts;
+    struct tm tm;
+    char hms[32];
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(hms, sizeof hms, "%H:%M:%S", &tm);
+    printf("%s%s.%03ld UTC%s", before, hms, ts.tv_nsec / 1000000, after);
+}
 
 static void *produce(void *arg)
 {
@@ -381,10 +401,14 @@ static void *produce(void *arg)
             k++;
         if (k < n && p->failures++ == 0)
             snprintf(p->first_error, sizeof p->first_error, "%s", items[k].error);
+        uint64_t cut_at = atomic_load(&p->cut_at), since_cut = cut_at ? tu_now_mono_ms() - cut_at : 0;
+        if (k < n && cut_at)
+            p->failing_until_ms = since_cut;
         if ((k < n || took > 2000) && strlen(p->slow) < sizeof p->slow - 300) {
             size_t used = strlen(p->slow);
-            snprintf(p->slow + used, sizeof p->slow - used, "\n      round at %d sent: %" PRIu64 " ms, %d of %d: %s",
-                     atomic_load(&p->sent), took, k, n, k < n ? items[k].error : "ok");
+            snprintf(p->slow + used, sizeof p->slow - used,
+                     "\n      round at %d sent, ended %" PRIu64 " ms after the cut: %" PRIu64 " ms, %d of %d: %s",
+                     atomic_load(&p->sent), since_cut, took, k, n, k < n ? items[k].error : "ok");
         }
         atomic_fetch_add(&p->sent, k);
         id += (uint64_t)k;
@@ -442,6 +466,7 @@ static void faults_round(const char *db, size_t n, int fault)
         p.hold_at = (int)n / 3;
     }
     atomic_init(&p.released, 0);
+    atomic_init(&p.cut_at, 0);
     pid = consumer_start(db, uri, mport, log_path, sizeof log_path);
     atomic_init(&p.sent, 0);
     pthread_create(&p.thread, NULL, produce, &p);
@@ -462,6 +487,8 @@ static void faults_round(const char *db, size_t n, int fault)
             TU_REQUIRE(0, "partition node %d: %s", victim + 1, err);
         }
         cut_at = tu_now_mono_ms();
+        atomic_store(&p.cut_at, cut_at);
+        print_wall_clock(" (cut at ", ")");
         before = atomic_load(&p.sent);
         atomic_store(&p.released, 1);
         /* the nodes see the cut at the net tick (45..75 s), when node 3
@@ -486,8 +513,14 @@ static void faults_round(const char *db, size_t n, int fault)
     }
     pthread_join(p.thread, NULL);
     if (fault == FAULT_PARTITION)
-        printf("\n    longest send round %" PRIu64 " ms; rounds that failed or took over 2 s:%s", p.longest_ms,
-               p.slow[0] ? p.slow : " none");
+        printf("\n    sends failed until %" PRIu64 " ms after the cut; longest send round %" PRIu64
+               " ms; rounds that failed or took over 2 s:%s",
+               p.failing_until_ms, p.longest_ms, p.slow[0] ? p.slow : " none");
+    if (fault == FAULT_PARTITION)
+        TU_CHECK(p.failing_until_ms <= PARTITION_FAILING_MS,
+                 "sends failed until %" PRIu64 " ms after the cut, over %d ms (every reconnect waiting for the net "
+                 "tick?); the first error: %s",
+                 p.failing_until_ms, PARTITION_FAILING_MS, p.first_error);
     TU_CHECK(atomic_load(&p.sent) == (int)n, "the producer got ids for %d of %zu orders in %d s (first error: %s)",
              atomic_load(&p.sent), n, PRODUCER_DEADLINE_MS / 1000, p.first_error);
     if (fault == SIGKILL) {

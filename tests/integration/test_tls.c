@@ -1026,7 +1026,9 @@ static void test_config(void)
             "--tls-key-file", PKI.server_key, NULL);
     refused(1, "does not belong to tls-cert-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
             "--tls-key-file", PKI.client_key, NULL);
-    refused(1, "tls-key-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file", PKI.ca, NULL);
+    /* a file that is no key (here a certificate) is said as such: it read only OpenSSL's "unsupported; PEM lib" */
+    refused(1, "holds no private key OpenSSL can read (PEM, unencrypted)", "--tls-port", TLS_PORT_S, "--tls-cert-file",
+            PKI.server, "--tls-key-file", PKI.ca, NULL);
     refused(1, "no CRL in it", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file",
             PKI.server_key, "--tls-auth-clients", "yes", "--tls-ca-cert-file", PKI.ca, "--tls-crl-file", PKI.ca, NULL);
     /* --check-config reads them too: what would stop the start is a configuration error now (it said

@@ -2,7 +2,8 @@
  * tests/unit/test_base.c — CUnit suites for base/: the allocator and its
  * out-of-memory path, the error buffer, the byte buffer, the duration and
  * size grammar (every error, fractions, formatting and round trips), and the
- * hash map (binary keys, growth, tombstones, iteration with deletion).
+ * hash map (binary keys, growth, tombstones, iteration with deletion), and the
+ * id map (a seeded random mix against a plain array, through growth and shrinking).
  *
  * Pure logic; the out-of-memory test runs in a forked child, so the abort
  * (or the hook's _exit) happens there.
@@ -10,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/idmap.h"
 #include "base/map.h"
 #include "base/units.h"
 #include "tests/helpers/testutil.h"
@@ -575,6 +577,91 @@ static void test_map_growth_and_churn(void)
     map_free(&m, NULL);
 }
 
+/* ---- idmap ---------------------------------------------------------------- */
+
+static void test_idmap_basics(void)
+{
+    idmap_t m = { 0 };
+    int a, b;
+    CU_ASSERT_PTR_NULL(idmap_get(&m, 1));
+    CU_ASSERT_PTR_NULL(idmap_del(&m, 1));
+    CU_ASSERT_PTR_NULL(idmap_put(&m, 0, &a)); /* 0 and the largest id are ids like any other */
+    CU_ASSERT_PTR_NULL(idmap_put(&m, UINT64_MAX, &b));
+    CU_ASSERT_PTR_EQUAL(idmap_put(&m, 0, &b), &a); /* replacing returns the old value */
+    CU_ASSERT_EQUAL(idmap_count(&m), 2);
+    CU_ASSERT_PTR_EQUAL(idmap_get(&m, 0), &b);
+    CU_ASSERT_PTR_EQUAL(idmap_get(&m, UINT64_MAX), &b);
+    CU_ASSERT_PTR_NULL(idmap_get(&m, 2));
+    CU_ASSERT_PTR_EQUAL(idmap_del(&m, 0), &b);
+    CU_ASSERT_PTR_NULL(idmap_del(&m, 0));
+    CU_ASSERT_EQUAL(idmap_count(&m), 1);
+    idmap_free(&m);
+    CU_ASSERT_EQUAL(idmap_count(&m), 0);
+    CU_ASSERT_PTR_NULL(idmap_get(&m, UINT64_MAX));
+}
+
+/* A seeded random mix of puts, deletes and gets against a plain array: ids
+ * from a small range (long probe runs, deletes in the middle of runs) and
+ * from a strided one (the same low bits), through growth and shrinking. */
+static void test_idmap_model(void)
+{
+    enum {
+        IDS = 4096,
+        STEPS = 400000
+    };
+    static void *model[IDS];
+    static char vals[IDS];
+    idmap_t m = { 0 };
+    size_t live = 0, max_cap = 0;
+    uint64_t rng = 88172645463325252ULL;
+    int bad_step = -1;
+    memset(model, 0, sizeof model);
+    for (int step = 0; step < STEPS && bad_step < 0; step++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        size_t k = (size_t)(rng >> 8) % IDS;
+        uint64_t id = k % 2 ? (uint64_t)k << 40 : 1000000 + k; /* strided or consecutive */
+        int phase = (step / 50000) % 2;                        /* grow for a while, then drain */
+        int op = (int)((rng >> 40) % 10);
+        if (op < (phase ? 2 : 6)) {
+            void *old = idmap_put(&m, id, &vals[k]);
+            if (old != model[k]) {
+                bad_step = step;
+            }
+            live += model[k] == NULL;
+            model[k] = &vals[k];
+        } else if (op < 8) {
+            if (idmap_del(&m, id) != model[k]) {
+                bad_step = step;
+            }
+            live -= model[k] != NULL;
+            model[k] = NULL;
+        } else if (idmap_get(&m, id) != model[k]) {
+            bad_step = step;
+        }
+        if (idmap_count(&m) != live) {
+            bad_step = step;
+        }
+        max_cap = m.cap > max_cap ? m.cap : max_cap;
+    }
+    TU_CHECK(bad_step < 0, "the map and the model differ at step %d", bad_step);
+    for (size_t k = 0; k < IDS; k++) {
+        uint64_t id = k % 2 ? (uint64_t)k << 40 : 1000000 + k;
+        if (idmap_get(&m, id) != model[k]) {
+            TU_CHECK(0, "id %" PRIu64 " differs at the end", id);
+            break;
+        }
+    }
+    TU_CHECK(max_cap >= 2 * IDS / 2, "the map never grew past %zu slots", max_cap);
+    for (size_t k = 0; k < IDS; k++) {
+        idmap_del(&m, k % 2 ? (uint64_t)k << 40 : 1000000 + k);
+    }
+    TU_CHECK(idmap_count(&m) == 0 && m.cap <= 16, "emptied: %zu entries in %zu slots (it must shrink back)",
+             idmap_count(&m), m.cap);
+    idmap_free(&m);
+}
+
 static int freed;
 static void count_free(void *v)
 {
@@ -651,9 +738,15 @@ static const tu_test_t map_tests[] = {
     { NULL, NULL },
 };
 
+static const tu_test_t idmap_tests[] = {
+    { "basics", test_idmap_basics },
+    { "model", test_idmap_model },
+    { NULL, NULL },
+};
+
 static const tu_suite_t suites[] = {
     { "alloc", alloc_tests }, { "err", err_tests }, { "buf", buf_tests },
-    { "units", units_tests }, { "map", map_tests },
+    { "units", units_tests }, { "map", map_tests }, { "idmap", idmap_tests },
 };
 
 int main(int argc, char **argv)

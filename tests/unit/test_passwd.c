@@ -138,6 +138,11 @@ static void test_password_file(void)
     snprintf(path, sizeof path, "%s/missing", dir);
     TU_CHECK(passwd_read_file(path, pw, sizeof pw, err, sizeof err) == -1 && strstr(err, "No such file"), "missing: %s",
              err);
+    /* an empty name (--password-file= on a command line, to override the file's) is said as such: it read
+     * "cannot read the password file : No such file or directory" */
+    TU_CHECK(passwd_read_file("", pw, sizeof pw, err, sizeof err) == -1 &&
+                 strstr(err, "no file named (an empty value") != NULL,
+             "empty name: %s", err);
     tu_rmtree(dir);
 }
 

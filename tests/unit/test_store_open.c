@@ -382,6 +382,49 @@ static void test_refuse_unusable_lock(void)
     TU_CHECK(s == NULL, "*out must stay NULL");
 }
 
+/* A whole BACKUP copy the broker's user cannot read (restored by root for a
+ * broker that runs as another user) is refused with what to do, as an
+ * unreadable LOCK is: it said only "cannot read …/BACKUP-WHOLE: Permission
+ * denied". As root the open runs in a child that drops to nobody (root reads
+ * every file); otherwise the file is made unreadable. */
+static void test_whole_copy_unreadable(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    CLOSE(&s);
+    char mark[800], err[512] = "";
+    snprintf(mark, sizeof mark, "%s/BACKUP-WHOLE", g_data);
+    TU_REQUIRE(tu_write_file(mark, "hourglass-broker BACKUP-WHOLE 2\n") == 0, "write %s", mark);
+    TU_REQUIRE(chmod(mark, 0600) == 0 && chmod(g_dir, 0755) == 0 && chmod(g_data, 0755) == 0, "chmod: %s",
+               strerror(errno));
+    store_options_t o;
+    opts_default(&o);
+    o.create_if_missing = 0;
+    if (geteuid() != 0) {
+        TU_REQUIRE(chmod(mark, 0) == 0, "chmod %s: %s", mark, strerror(errno));
+        TU_CHECK(store_open(&o, T0, &s, err, sizeof err) == -1, "the open did not fail");
+    } else {
+        int fds[2];
+        TU_REQUIRE(pipe(fds) == 0, "pipe");
+        pid_t pid = fork();
+        TU_REQUIRE(pid >= 0, "fork");
+        if (pid == 0) {
+            close(fds[0]);
+            int rc = setgid(65534) == 0 && setuid(65534) == 0 ? store_open(&o, T0, &s, err, sizeof err) : 0;
+            ssize_t w = write(fds[1], err, rc == -1 ? strlen(err) : 0);
+            _exit(w < 0);
+        }
+        close(fds[1]);
+        ssize_t n = read(fds[0], err, sizeof err - 1);
+        err[n > 0 ? n : 0] = '\0';
+        close(fds[0]);
+        waitpid(pid, NULL, 0);
+    }
+    TU_CHECK(strstr(err, "BACKUP-WHOLE: Permission denied") != NULL &&
+                 strstr(err, "the broker must read and write every file in its data directory") != NULL,
+             "an unreadable whole copy: \"%s\"", err);
+    TU_REQUIRE(chmod(mark, 0600) == 0 && unlink(mark) == 0, "remove %s", mark);
+}
+
 /* The table of a closed store holding 3000 keyed messages on level 17, each
  * sent and committed alone (as a broker's is after 3000 SENDs with DELAY 1h
  * one after the other and a clean stop): its name in table[tablelen], its
@@ -564,6 +607,11 @@ static void upgrade_from(int format)
              crc, cerr);
     CHECK_EQ_U64(raw_format(), (uint64_t)format);
     s = OPEN_DEFAULT();
+    /* the upgrade is said, for the broker's log: an operator sees it happen */
+    char want[64];
+    snprintf(want, sizeof want, "upgraded from format version %d to %d", format, STORE_FORMAT_VERSION);
+    TU_CHECK(strstr(store_open_info(s), want) != NULL, "the open of format %d says \"%s\", not \"%s\"", format,
+             store_open_info(s), want);
     CHECK_STORE(s); /* no lease index left, each lease's deadline in its copy index entry */
     store_msg_state_t gs;
     TU_CHECK(state_of(s, a, "g", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "a: g's lease lost");
@@ -571,6 +619,7 @@ static void upgrade_from(int format)
     CLOSE(&s);
     CHECK_EQ_U64(raw_format(), STORE_FORMAT_VERSION);
     s = OPEN_DEFAULT();
+    TU_CHECK(store_open_info(s)[0] == '\0', "the open after the upgrade says \"%s\"", store_open_info(s));
     uint64_t ids[2] = { a, b };
     ACK(s, "g", ids, 2);
     char err[512] = "";
@@ -811,6 +860,7 @@ static const tu_test_t open_tests[] = {
     { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
     { "corrupt value reported", test_corrupt_value_reported },
     { "refuse an unusable LOCK file, not as in use", test_refuse_unusable_lock },
+    { "an unreadable whole copy is refused with what to do", test_whole_copy_unreadable },
     { "a damaged table block is found", test_check_finds_damaged_blocks },
     { "refuse a damaged directory as damaged", test_refuse_damaged },
     { "store_check_dir reads only: a crash's log, a torn end", test_check_dir_reads_only },
