@@ -19,7 +19,13 @@
  * reply's first line. user is the connection's user as CLIENT LIST shows it
  * (conn_user_shown: "default" without users, "-" before AUTH).
  *
- * Loop thread only.
+ * A group a PULL creates implicitly (docs/protocol.md) is audited too, by
+ * the PULL's exec half when it finds it created the group
+ * (cmd_audit_group_created): a PULL with group and topic swapped creates a
+ * group bound to the wrong topic, and that must be found in the log as an
+ * explicit GROUP CREATE is.
+ *
+ * Loop thread only, but for cmd_audit_group_created (any thread).
  */
 #include "broker/cmd_shared.h"
 
@@ -100,4 +106,15 @@ void cmd_audit_done(job_t *j)
         reply_line(&j->reply, what, sizeof what);
     }
     log_info("audit: %s: %s", j->audit, j->audit_result[0] ? j->audit_result : what);
+}
+
+void cmd_audit_group_created(uint64_t conn_id, const char *addr, const char *user, const char *command,
+                             const resp_arg_t *group, const resp_arg_t *topic)
+{
+    char g[80], t[80];
+    cmd_shown(group, g, sizeof g);
+    cmd_shown(topic, t, sizeof t);
+    log_info("audit: client id=%llu addr=%s user=%s %s %s %s: created group '%s' bound to topic '%s' (no such group "
+             "before)",
+             (unsigned long long)conn_id, addr, user, command, g, t, g, t);
 }

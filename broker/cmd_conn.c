@@ -27,6 +27,14 @@
 #include "common/log.h"
 
 #define WRONGPASS "WRONGPASS invalid username-password pair or user is disabled."
+/* AUTH and HELLO ... AUTH on a broker without a users file. It keeps Redis's
+ * words for a server whose default user has no password: ioredis recognises
+ * them, warns and goes on, where any other error makes it reconnect forever
+ * (docs/protocol.md, "Client libraries"). hourglass-console reads the text up
+ * to "(see users-file)". */
+#define NO_USERS_AUTH                                                                                            \
+    "ERR AUTH called without any users configured (see users-file), so without any password configured for the " \
+    "default user: every client is served without AUTH"
 
 /* An AUTH being verified off the loop (broker/auth.h). */
 typedef struct auth_call {
@@ -287,7 +295,7 @@ void cmd_auth(cmd_call_t *call)
         return;
     }
     if (!server_auth_required(call->srv)) {
-        resp_add_error(call->out, "ERR AUTH called without any users configured (see users-file)");
+        resp_add_error(call->out, NO_USERS_AUTH);
         return;
     }
     static const resp_arg_t default_user = { "default", 7 };
@@ -337,7 +345,7 @@ void cmd_hello(cmd_call_t *call)
     }
     if (user != NULL) {
         if (!server_auth_required(call->srv)) {
-            resp_add_error(call->out, "ERR AUTH called without any users configured (see users-file)");
+            resp_add_error(call->out, NO_USERS_AUTH);
             return;
         }
         start_auth(call, user, pass, proto, setname);
@@ -448,6 +456,39 @@ static void client_kill(cmd_call_t *call)
     }
 }
 
+/* CLIENT SETINFO LIB-NAME|LIB-VER value, as Redis 7.2: the client library's
+ * name or version, shown by CLIENT LIST; printable ASCII without blanks,
+ * empty clears it. Libraries send both on connect and ignore an error. */
+static void client_setinfo(cmd_call_t *call)
+{
+    conn_t *c = call->conn;
+    const resp_arg_t *attr = &call->argv[2], *v = &call->argv[3];
+    char b[40];
+    int is_name = cmd_arg_is(attr, "lib-name");
+    if (!is_name && !cmd_arg_is(attr, "lib-ver")) {
+        resp_add_errorf(call->out, "ERR Unrecognized option '%s' for CLIENT SETINFO (LIB-NAME or LIB-VER)",
+                        cmd_shown(attr, b, sizeof b));
+        return;
+    }
+    char *dst = is_name ? c->lib_name : c->lib_ver;
+    size_t cap = is_name ? sizeof c->lib_name : sizeof c->lib_ver;
+    const char *what = is_name ? "lib-name" : "lib-ver";
+    for (size_t i = 0; i < v->len; i++) {
+        unsigned char ch = (unsigned char)v->ptr[i];
+        if (ch <= ' ' || ch >= 0x7f) {
+            resp_add_errorf(call->out, "ERR %s cannot contain spaces, newlines or special characters.", what);
+            return;
+        }
+    }
+    if (v->len >= cap) {
+        resp_add_errorf(call->out, "ERR %s is %zu bytes, longer than %zu", what, v->len, cap - 1);
+        return;
+    }
+    memcpy(dst, v->ptr, v->len);
+    dst[v->len] = '\0';
+    resp_add_simple(call->out, "OK");
+}
+
 void cmd_client(cmd_call_t *call)
 {
     conn_t *c = call->conn;
@@ -466,7 +507,7 @@ void cmd_client(cmd_call_t *call)
     } else if (cmd_arg_is(sub, "id") && call->argc == 2) {
         resp_add_int(out, (long long)c->id);
     } else if (cmd_arg_is(sub, "setinfo") && call->argc == 4) {
-        resp_add_simple(out, "OK");
+        client_setinfo(call);
     } else if ((cmd_arg_is(sub, "no-evict") || cmd_arg_is(sub, "no-touch")) && call->argc == 3) {
         resp_add_simple(out, "OK");
     } else if (cmd_arg_is(sub, "kill") && call->argc >= 3) {
@@ -478,12 +519,12 @@ void cmd_client(cmd_call_t *call)
         buf_free(&text);
     } else if (cmd_arg_is(sub, "help")) {
         resp_add_array(out, 7);
-        resp_add_simple(
-            out, "CLIENT SETNAME name | GETNAME | ID | SETINFO attr value | LIST | INFO | KILL filter value ...");
+        resp_add_simple(out, "CLIENT SETNAME name | GETNAME | ID | SETINFO LIB-NAME|LIB-VER value | LIST | INFO | KILL "
+                             "filter value ...");
         resp_add_simple(out, "SETNAME: name this connection (shown by CLIENT LIST)");
         resp_add_simple(out, "GETNAME: the name, or null");
         resp_add_simple(out, "ID: this connection's id");
-        resp_add_simple(out, "SETINFO: accepted and ignored (client library name/version)");
+        resp_add_simple(out, "SETINFO LIB-NAME|LIB-VER value: the client library, shown by CLIENT LIST");
         resp_add_simple(out, "LIST / INFO: every connection / this one");
         resp_add_simple(out, "KILL ip:port | KILL [ID id] [ADDR ip:port] [USER name] [SKIPME yes|no]: close clients "
                              "(admin); the second form replies how many");

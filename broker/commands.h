@@ -60,4 +60,12 @@ unsigned cmd_roles_of(const char *name);
 void cmd_audit_call(const cmd_call_t *call);
 void cmd_audit_done(job_t *j);
 
+/* The audit line of a group created implicitly (a PULL naming a group that
+ * did not exist), worded as GROUP CREATE's with who ran it:
+ *   audit: client id=N addr=A user=U PULL g t: created group 'g' bound to topic 't' (no such group before)
+ * addr and user as the connection showed them when the command came. Any
+ * thread (the log is thread-safe; it uses only its arguments). */
+void cmd_audit_group_created(uint64_t conn_id, const char *addr, const char *user, const char *command,
+                             const resp_arg_t *group, const resp_arg_t *topic);
+
 #endif

@@ -266,8 +266,8 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
         }
         /* Redis's fields (clients such as redis-py parse id, age, idle, db, sub,
          * psub, multi, qbuf, qbuf-free, argv-mem, obl, oll, omem, tot-mem as
-         * integers and fail when one is missing), then ours (replies; tls:
-         * yes for a connection from tls-port). */
+         * integers and fail when one is missing; lib-name and lib-ver as Redis 7.2),
+         * then ours (replies; tls: yes for a connection from tls-port). */
         size_t qbuf = evbuffer_get_length(bufferevent_get_input(c->bev));
         struct sockaddr_storage local; /* the broker's end: asked here, CLIENT LIST is rare and accept is not */
         socklen_t local_len = sizeof local;
@@ -279,7 +279,7 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
         buf_printf(out,
                    "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 "
                    "multi=%lld qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu "
-                   "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d replies=%zu tls=%s\n",
+                   "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s replies=%zu tls=%s\n",
                    (unsigned long long)c->id, c->addr, laddr, (int)bufferevent_getfd(c->bev), c->name,
                    (unsigned long long)((now - c->created_mono) / 1000),
                    (unsigned long long)((now - c->last_active_mono) / 1000),
@@ -287,7 +287,7 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
                    : c->multi ? "x"
                               : "N",
                    c->multi ? (long long)cmd_multi_count(c->multi) : -1LL, qbuf, c->nslots, omem, qbuf + omem,
-                   c->last_cmd != NULL ? c->last_cmd : "NULL", conn_user_shown(c), c->proto, c->nslots,
-                   c->tls ? "yes" : "no");
+                   c->last_cmd != NULL ? c->last_cmd : "NULL", conn_user_shown(c), c->proto, c->lib_name, c->lib_ver,
+                   c->nslots, c->tls ? "yes" : "no");
     }
 }

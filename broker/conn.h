@@ -81,9 +81,11 @@ typedef struct conn {
     conn_set_t *set;
     struct bufferevent *bev;
     resp_parser_t parser;
-    int proto;            /* RESP_PROTO_2 / RESP_PROTO_3 */
-    char addr[64];        /* "ip:port" */
-    char name[128];       /* CLIENT SETNAME */
+    int proto;      /* RESP_PROTO_2 / RESP_PROTO_3 */
+    char addr[64];  /* "ip:port" */
+    char name[128]; /* CLIENT SETNAME */
+    /* CLIENT SETINFO LIB-NAME / LIB-VER: the client library, shown by CLIENT LIST ("" until set) */
+    char lib_name[64], lib_ver[64];
     const char *last_cmd; /* the command table's name of the last command dispatched (static), or NULL */
     uint64_t ncommands;   /* commands executed (the HTTP guard looks at the first) */
     uint64_t created_mono, last_active_mono;

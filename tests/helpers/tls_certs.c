@@ -54,6 +54,20 @@ static int run(char *err, size_t errlen, const char *arg0, ...)
     return 0;
 }
 
+int tc_openssl(const char *const *args, char *err, size_t errlen)
+{
+    const char *argv[40] = { TC_OPENSSL };
+    char out[4096];
+    size_t n = 1;
+    for (size_t i = 0; args[i] != NULL && n < 39; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    int rc = tu_run_capture(argv, out, sizeof out);
+    if (rc != 0)
+        return fail(err, errlen, "openssl %s ... exited %d: %s", args[0], rc, out);
+    return 0;
+}
+
 static void path(char *dst, size_t len, const char *dir, const char *name)
 {
     snprintf(dst, len, "%s/%s", dir, name);

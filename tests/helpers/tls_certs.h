@@ -52,6 +52,10 @@ typedef struct tc_certs {
 
 int tc_make(const char *dir, tc_certs_t *c, char *err, size_t errlen);
 
+/* Run the openssl command with args (NULL-ended, args[0] its subcommand).
+ * 0, or -1 with err naming the subcommand, its exit status and its output. */
+int tc_openssl(const char *const *args, char *err, size_t errlen);
+
 /* The serial (upper-case hex, no leading zeros) of the certificate served
  * on 127.0.0.1:port into out[outlen]. 0, or -1 with err. */
 int tc_peer_serial(int port, const char *ca_file, char *out, size_t outlen, char *err, size_t errlen);

@@ -945,23 +945,6 @@ static void test_info_paths_admin_only(void)
     tu_rmtree(parent);
 }
 
-/* The fsync shim (tests/helpers/failsync.c, as test_broker_fsync uses it): the broker started after this fails
- * the next sync of its write-ahead log once the file trigger[triggerlen] exists. Files in a new temp dir, shimdir. */
-static void preload_failsync(char *shimdir, size_t dirlen, char *trigger, size_t triggerlen)
-{
-    char shim[700], asan[1024];
-    struct stat st;
-    TU_REQUIRE(tu_mkdtemp("hg-failsync", shimdir, dirlen) == 0, "temp dir");
-    snprintf(trigger, triggerlen, "%s/trigger", shimdir);
-    snprintf(shim, sizeof shim, "%s/tests/helpers/.libs/failsync.so", HG_BUILDDIR);
-    TU_REQUIRE(stat(shim, &st) == 0, "the shim %s is not built", shim);
-    setenv("LD_PRELOAD", shim, 1);
-    setenv("HG_FAILSYNC_TRIGGER", trigger, 1);
-    const char *old = getenv("ASAN_OPTIONS"); /* leave to preload a library before ASan's runtime */
-    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && old[0] ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
-}
-
 /* 1 once the broker's log has the text arg. */
 static int log_has(void *arg)
 {
@@ -999,7 +982,7 @@ static void send_failing(rc_conn_t *c, const char *trigger, const char *who, cha
 static void test_error_paths_admin_only(void)
 {
     char shimdir[512], trigger[600], e[1024], want[800];
-    preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
+    bt_preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
     start_with_users();     /* fsync always */
     unsetenv("LD_PRELOAD"); /* the broker has it; nothing else the test starts does */
     rc_conn_t adm, shop;

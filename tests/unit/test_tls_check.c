@@ -74,13 +74,8 @@ static char *slurp(const char *path)
 /* Run the openssl command with these arguments (NULL-ended); it must succeed. */
 static void run_openssl(const char *const *args)
 {
-    const char *argv[24] = { TC_OPENSSL };
-    size_t n = 1;
-    for (size_t i = 0; args[i] != NULL && n < 23; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    char out[4096];
-    TU_REQUIRE(tu_run_capture(argv, out, sizeof out) == 0, "openssl %s: %s", args[0], out);
+    char err[4608];
+    TU_REQUIRE(tc_openssl(args, err, sizeof err) == 0, "%s", err);
 }
 
 /* db_tls_check accepts these (mode on). */
