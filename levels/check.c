@@ -303,6 +303,23 @@ static int check_unique(check_ctx_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* A lease key parsed as lease expiry and GROUP DEL parse it, naming the
+ * group and id of the message it holds: 0, or -1 with the key in err. */
+static int check_lease_key(check_ctx_t *c, const char *key, size_t klen, const msg_t *m)
+{
+    store_lease_key_t lk;
+    if (store_lease_key_read(c->s, key, klen, &lk, c->err, c->errlen) != 0) {
+        return -1;
+    }
+    if (lk.id != m->id || lk.glen != m->group.len || memcmp(lk.group, m->group.ptr, lk.glen) != 0) {
+        char d[KEY_DESCRIBE_BYTES];
+        return err_set(c->err, c->errlen, "lease key %s holds message %016llx of group %.*s, not its own",
+                       key_describe(key, klen, d, sizeof d), (unsigned long long)m->id, (int)m->group.len,
+                       m->group.ptr ? m->group.ptr : "");
+    }
+    return 0;
+}
+
 /* A message of range tag at the walk's iterator: decoded, its position read
  * from its key, given to both checkers and counted. 0, or -1 with err. */
 static int walk_message(check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n, leveldb_iterator_t *it,
@@ -315,7 +332,11 @@ static int walk_message(check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n
         return -1;
     }
     if (klen < 9) {
-        return err_set(c->err, c->errlen, "corrupt key in %s", where);
+        char d[KEY_DESCRIBE_BYTES];
+        return err_set(c->err, c->errlen, "corrupt key %s in %s", key_describe(key, klen, d, sizeof d), where);
+    }
+    if (tag == KEY_LEASE && check_lease_key(c, key, klen, &m) != 0) {
+        return -1;
     }
     store_entry_t e = { .range = (store_range_t)tag, .m = &m };
     entry_position(tag, key, klen, &e);

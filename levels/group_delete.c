@@ -129,13 +129,13 @@ static int delete_leases_some(store_t *s, group_state_t *g, int budget, int *wor
             break;
         }
         (*work)++;
-        memcpy(g->del_lease_at.b, key, klen);
-        g->del_lease_at.n = klen;
         store_lease_key_t lk;
         if (store_lease_key_read(s, key, klen, &lk, err, errlen) != 0) {
             rc = -1;
             break;
         }
+        memcpy(g->del_lease_at.b, key, klen); /* parsed first: a lease key fits a key_buf_t */
+        g->del_lease_at.n = klen;
         if (lk.glen != g->len || memcmp(lk.group, g->name, lk.glen) != 0) {
             continue;
         }

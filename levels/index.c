@@ -556,17 +556,6 @@ static int build_entry(void *ctx, const store_entry_t *e)
     return 0;
 }
 
-/* The length of the (topic, key) prefix of a 'K' record, 0 when malformed. */
-static size_t key_record_prefix_len(const char *key, size_t klen)
-{
-    const char *zero = klen > 1 ? memchr(key + 1, 0, klen - 1) : NULL;
-    if (zero == NULL || (size_t)(zero - key) + 3 > klen) {
-        return 0;
-    }
-    size_t plen = (size_t)(zero - key) + 3 + be16_get(zero + 1);
-    return plen == klen || plen + 8 == klen ? plen : 0;
-}
-
 int idx_key_counts_open(store_t *s, char *err, size_t errlen)
 {
     key_buf_t k;
@@ -590,14 +579,17 @@ int idx_key_counts_open(store_t *s, char *err, size_t errlen)
     int rc = 0;
     cur.n = 0;
     for (; store_iter_in_range(it, KEY_KEY_INDEX, &key, &klen); leveldb_iter_next(it)) {
-        size_t plen = key_record_prefix_len(key, klen);
-        if (plen == 0) {
-            rc = err_set(err, errlen, "corrupt key index entry");
+        key_index_parsed_t kp;
+        if (key_index_parse(key, klen, &kp) != 0) {
+            char d[KEY_DESCRIBE_BYTES];
+            rc =
+                err_set(err, errlen, "corrupt key index entry %s in %s", key_describe(key, klen, d, sizeof d), s->path);
             break;
         }
-        if (plen == klen) {
+        if (!kp.is_entry) {
             continue; /* a count record */
         }
+        size_t plen = kp.prefix_len;
         if (cur.n != plen || memcmp(cur.b, key, plen) != 0) {
             if (n > 0) {
                 key_count_put(s, &cur, n);
@@ -808,11 +800,13 @@ static int key_count_settle(idx_check_t *c)
  * key, as many as it says. */
 static int check_key_record(idx_check_t *c, const char *key, size_t klen, const char *v, size_t vlen)
 {
-    size_t plen = key_record_prefix_len(key, klen);
-    if (plen == 0) {
-        return err_set(c->err, c->errlen, "corrupt key index entry");
+    key_index_parsed_t kp;
+    if (key_index_parse(key, klen, &kp) != 0) {
+        char d[KEY_DESCRIBE_BYTES];
+        return err_set(c->err, c->errlen, "corrupt key index entry %s", key_describe(key, klen, d, sizeof d));
     }
-    if (plen == klen) {
+    size_t plen = kp.prefix_len;
+    if (!kp.is_entry) {
         if (!c->s->key_counts || vlen != 8 || be64_get(v) == 0) {
             return err_set(c->err, c->errlen, "corrupt key count record");
         }
@@ -825,16 +819,14 @@ static int check_key_record(idx_check_t *c, const char *key, size_t klen, const 
         c->kseen = 0;
         return 0;
     }
-    const char *zero = memchr(key + 1, 0, klen - 1);
-    size_t tlen = (size_t)(zero - key - 1), kl = be16_get(zero + 1);
-    uint64_t id = be64_get(key + klen - 8);
+    uint64_t id = kp.id;
     if (c->s->key_counts) {
         if (c->kprefix_len != plen || memcmp(c->kprefix, key, plen) != 0) {
             if (key_count_settle(c) != 0) {
                 return -1;
             }
             return err_set(c->err, c->errlen, "key index entry of %016llx (key %.*s) has no key count record",
-                           (unsigned long long)id, (int)kl, zero + 3);
+                           (unsigned long long)id, (int)kp.key_len, kp.key);
         }
         c->kseen++;
     }
@@ -844,8 +836,8 @@ static int check_key_record(idx_check_t *c, const char *key, size_t klen, const 
     if (found < 0) {
         return -1;
     }
-    int ok = found && h.topic_len == tlen && memcmp(h.topic, key + 1, tlen) == 0 && h.key_len == kl &&
-             memcmp(h.key, zero + 3, kl) == 0;
+    int ok = found && h.topic_len == kp.topic_len && memcmp(h.topic, kp.topic, kp.topic_len) == 0 &&
+             h.key_len == kp.key_len && memcmp(h.key, kp.key, kp.key_len) == 0;
     if (found) {
         leveldb_free(hv);
     }
@@ -861,9 +853,17 @@ int idx_check_record(idx_check_t *c, const char *key, size_t klen, const char *v
     switch (key[0]) {
     case KEY_MSG_INDEX:
         return check_home_record(c, key, klen, v, vlen);
-    case KEY_COPY_INDEX:
+    case KEY_COPY_INDEX: {
+        uint64_t id, gen;
+        const char *group;
+        size_t glen;
+        if (key_copy_index_parse(key, klen, &id, &group, &glen, &gen) != 0) {
+            char d[KEY_DESCRIBE_BYTES];
+            return err_set(c->err, c->errlen, "corrupt copy index key %s", key_describe(key, klen, d, sizeof d));
+        }
         c->copy_records++;
         return 0;
+    }
     case KEY_KEY_INDEX:
         return check_key_record(c, key, klen, v, vlen);
     default:

@@ -9,6 +9,8 @@
  */
 #include "levels/keys.h"
 
+#include <stdio.h>
+
 void key_meta(key_buf_t *k, const char *name)
 {
     key_start(k, KEY_META);
@@ -29,13 +31,83 @@ void key_record(key_buf_t *k, enum key_tag tag, const char *name, size_t len)
 
 int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id)
 {
-    if (klen < 1 + 2 + 8 || key[klen - 9] != '\0') {
+    if (klen < 1 + 2 + 8 || key[klen - 9] != '\0' || !key_name_ok(key + 1, klen - 1 - 1 - 8)) {
         return -1;
     }
     *group = key + 1;
     *glen = klen - 1 - 1 - 8;
     *id = be64_get(key + klen - 8);
     return 0;
+}
+
+int key_copy_index_parse(const char *key, size_t klen, uint64_t *id, const char **group, size_t *glen, uint64_t *gen)
+{
+    if (klen < 1 + 8 + 2 + 8 || key[klen - 9] != '\0' || !key_name_ok(key + 9, klen - 1 - 8 - 1 - 8)) {
+        return -1;
+    }
+    *id = be64_get(key + 1);
+    *group = key + 9;
+    *glen = klen - 1 - 8 - 1 - 8;
+    *gen = be64_get(key + klen - 8);
+    return 0;
+}
+
+int key_record_parse(const char *key, size_t klen, const char **name, size_t *len)
+{
+    if (klen < 2 || !key_name_ok(key + 1, klen - 1)) {
+        return -1;
+    }
+    *name = key + 1;
+    *len = klen - 1;
+    return 0;
+}
+
+int key_index_parse(const char *key, size_t klen, key_index_parsed_t *out)
+{
+    /* the topic ends at the first 0x00: a longer scan than MSG_MAX_NAME + 1 finds a damaged one */
+    size_t scan = klen - 1 < MSG_MAX_NAME + 1 ? klen - 1 : MSG_MAX_NAME + 1;
+    const char *zero = klen > 1 ? memchr(key + 1, 0, scan) : NULL;
+    if (zero == NULL || !key_name_ok(key + 1, (size_t)(zero - key - 1)) || (size_t)(zero - key) + 3 > klen) {
+        return -1;
+    }
+    size_t key_len = be16_get(zero + 1);
+    size_t prefix_len = (size_t)(zero - key) + 3 + key_len;
+    if (key_len == 0 || key_len > MSG_MAX_KEY || (klen != prefix_len && klen != prefix_len + 8)) {
+        return -1;
+    }
+    out->topic = key + 1;
+    out->topic_len = (size_t)(zero - key - 1);
+    out->key = zero + 3;
+    out->key_len = key_len;
+    out->prefix_len = prefix_len;
+    out->is_entry = klen != prefix_len;
+    out->id = out->is_entry ? be64_get(key + prefix_len) : 0;
+    return 0;
+}
+
+const char *key_describe(const char *key, size_t klen, char *out, size_t outlen)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t shown = klen < 64 ? klen : 64, n = 0;
+    if (outlen < KEY_DESCRIBE_BYTES) {
+        out[0] = '\0'; /* too small to hold a description: say nothing rather than cut one */
+        return out;
+    }
+    out[n++] = '"';
+    for (size_t i = 0; i < shown; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            out[n++] = (char)c;
+        } else {
+            out[n++] = '\\';
+            out[n++] = 'x';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        }
+    }
+    out[n++] = '"';
+    snprintf(out + n, outlen - n, "%s (%zu bytes)", shown < klen ? "..." : "", klen);
+    return out;
 }
 
 void record_level_encode(const record_level_t *r, char *out)

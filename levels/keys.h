@@ -286,6 +286,15 @@ static inline void key_copy_index(key_buf_t *k, uint64_t id, const char *group, 
 
 /* ---- reading keys ------------------------------------------------------------- */
 
+/* 1 when name[0..len) is a name the layout above allows in a key: 1..
+ * MSG_MAX_NAME bytes without a 0x00. Every parser that returns a name
+ * checks it, so a damaged key never hands a caller a name that overflows
+ * a MSG_MAX_NAME buffer or is cut short by a 0x00 inside it. */
+static inline int key_name_ok(const char *name, size_t len)
+{
+    return len >= 1 && len <= MSG_MAX_NAME && memchr(name, 0, len) == NULL;
+}
+
 /* A level key (tag included): 0 with *level, *due, *seq, or -1 when it is not
  * KEY_LEVEL_BYTES long. */
 static inline int key_level_parse(const char *key, size_t klen, int *level, uint64_t *due, uint64_t *seq)
@@ -311,11 +320,12 @@ static inline int key_queue_parse(const char *key, size_t klen, size_t plen, uin
 }
 
 /* A lease key: 0 with *deadline, the group (a view into key) and *id, or -1
- * when it is malformed (too short, no 0x00 before the id, empty group). */
+ * when it is malformed (too short, no 0x00 before the id, a group that is
+ * not key_name_ok: empty, longer than MSG_MAX_NAME, holding a 0x00). */
 static inline int key_lease_parse(const char *key, size_t klen, uint64_t *deadline, const char **group, size_t *glen,
                                   uint64_t *id)
 {
-    if (klen < 1 + 8 + 2 + 8 || key[klen - 9] != '\0') {
+    if (klen < 1 + 8 + 2 + 8 || key[klen - 9] != '\0' || !key_name_ok(key + 9, klen - 1 - 8 - 1 - 8)) {
         return -1;
     }
     *deadline = be64_get(key + 1);
@@ -325,8 +335,39 @@ static inline int key_lease_parse(const char *key, size_t klen, uint64_t *deadli
     return 0;
 }
 
-/* A format-2 lease index key: 0 with the group (a view into key) and *id, or -1. */
+/* A group-copy index key ('Y' id group 0x00 gen): 0 with *id, the group (a
+ * view into key) and *gen, or -1 when malformed (as key_lease_parse). */
+int key_copy_index_parse(const char *key, size_t klen, uint64_t *id, const char **group, size_t *glen, uint64_t *gen);
+
+/* A format-2 lease index key: 0 with the group (a view into key) and *id, or
+ * -1 when malformed (as key_lease_parse). */
 int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id);
+
+/* A topic ('P') or group ('G') record's key: 0 with the name (a view into
+ * key), or -1 when the name is not key_name_ok. */
+int key_record_parse(const char *key, size_t klen, const char **name, size_t *len);
+
+/* A key index record ('K'), parsed: its topic and message key (views into
+ * the record's key) and whether it is an entry (with the id) or the count
+ * record of that (topic, key), which is the entries' prefix. */
+typedef struct key_index_parsed {
+    const char *topic, *key;
+    size_t topic_len, key_len;
+    size_t prefix_len; /* 'K' topic 0x00 klen key */
+    int is_entry;      /* 1: an entry, the id follows the prefix */
+    uint64_t id;
+} key_index_parsed_t;
+
+/* 0 with *out, or -1 when malformed: no 0x00 after the topic, a topic that
+ * is not key_name_ok, a message key empty or longer than MSG_MAX_KEY or not
+ * as long as its length says, anything but nothing or an id after it. */
+int key_index_parse(const char *key, size_t klen, key_index_parsed_t *out);
+
+/* Describe a (possibly damaged) key for an error message: its printable
+ * bytes as they are, the others as \xNN, cut after its first 64 bytes, and
+ * its length; into out[outlen] (KEY_DESCRIBE_BYTES is enough). Returns out. */
+#define KEY_DESCRIBE_BYTES (64 * 4 + 32)
+const char *key_describe(const char *key, size_t klen, char *out, size_t outlen);
 
 /* ---- the records ----------------------------------------------------------------- */
 

@@ -116,7 +116,11 @@ int store_lease_key_read(const store_t *s, const char *key, size_t klen, store_l
                          size_t errlen)
 {
     if (key_lease_parse(key, klen, &lk->deadline, &lk->group, &lk->glen, &lk->id) != 0) {
-        return err_set(err, errlen, "corrupt lease key in %s", s->path);
+        char d[KEY_DESCRIBE_BYTES];
+        return err_set(err, errlen,
+                       "corrupt lease key %s in %s (not 'I' deadline group 0x00 id with a group of 1 to %d bytes "
+                       "without 0x00)",
+                       key_describe(key, klen, d, sizeof d), s->path, MSG_MAX_NAME);
     }
     return 0;
 }
@@ -138,7 +142,9 @@ int lease_index_fold(store_t *s, char *err, size_t errlen)
         uint64_t id, deadline, log_seq;
         if (record_lease_index_decode(v, vlen, &deadline, &log_seq) != 0 ||
             key_lease_index_parse(key, klen, &group, &glen, &id) != 0) {
-            rc = err_set(err, errlen, "corrupt lease index entry (format 2) in %s", s->path);
+            char d[KEY_DESCRIBE_BYTES];
+            rc = err_set(err, errlen, "corrupt lease index entry (format 2) %s in %s",
+                         key_describe(key, klen, d, sizeof d), s->path);
             break;
         }
         const group_state_t *g = store_group_get(s, group, glen);

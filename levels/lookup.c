@@ -194,13 +194,14 @@ static int view_copies(store_t *s, store_msg_view_t *v, int with_payload, char *
     size_t klen;
     int rc = 0;
     for (; rc == 0 && store_iter_in(it, k.b, k.n, &key, &klen); leveldb_iter_next(it)) {
-        if (klen < 9 + 2 + 8 || key[klen - 9] != '\0') {
-            rc = err_set(err, errlen, "corrupt copy index key in %s", s->path);
+        uint64_t id, gen;
+        const char *group;
+        size_t glen;
+        if (key_copy_index_parse(key, klen, &id, &group, &glen, &gen) != 0) {
+            char d[KEY_DESCRIBE_BYTES];
+            rc = err_set(err, errlen, "corrupt copy index key %s in %s", key_describe(key, klen, d, sizeof d), s->path);
             break;
         }
-        const char *group = key + 9;
-        size_t glen = klen - 9 - 9;
-        uint64_t gen = be64_get(key + klen - 8);
         const group_state_t *g = store_group_get(s, group, glen);
         if (g == NULL || g->gen != gen) {
             continue; /* a deleted group's delayed retry: dropped when due */

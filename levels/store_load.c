@@ -62,11 +62,15 @@ int store_load_topics(store_t *s, char *err, size_t errlen)
         size_t vlen;
         const char *v = leveldb_iter_value(it, &vlen);
         record_topic_t r;
-        if (record_topic_decode(v, vlen, &r) != 0 || klen < 2 || klen - 1 > MSG_MAX_NAME) {
+        const char *name;
+        size_t len;
+        if (key_record_parse(key, klen, &name, &len) != 0 || record_topic_decode(v, vlen, &r) != 0) {
+            char d[KEY_DESCRIBE_BYTES];
+            err_set(err, errlen, "corrupt topic record %s in %s", key_describe(key, klen, d, sizeof d), s->path);
             leveldb_iter_destroy(it);
-            return err_set(err, errlen, "corrupt topic record in %s", s->path);
+            return -1;
         }
-        topic_state_t *t = store_topic_get_or_create(s, key + 1, klen - 1);
+        topic_state_t *t = store_topic_get_or_create(s, name, len);
         t->appended = r.appended;
         t->removed = r.removed;
         t->delayed = r.delayed;
@@ -88,10 +92,14 @@ int store_load_groups(store_t *s, char *err, size_t errlen)
         size_t vlen;
         const char *v = leveldb_iter_value(it, &vlen);
         record_group_t r;
-        int bad = klen < 2 || klen - 1 > MSG_MAX_NAME ? -1 : record_group_decode(v, vlen, &r);
+        const char *name;
+        size_t len;
+        int bad = key_record_parse(key, klen, &name, &len) != 0 ? -1 : record_group_decode(v, vlen, &r);
         if (bad) {
+            char d[KEY_DESCRIBE_BYTES];
             rc = err_set(err, errlen,
-                         bad == -2 ? "corrupt group record in %s (topic name)" : "corrupt group record in %s", s->path);
+                         bad == -2 ? "corrupt group record %s in %s (topic name)" : "corrupt group record %s in %s",
+                         key_describe(key, klen, d, sizeof d), s->path);
             break;
         }
         group_state_t *g = xcalloc(1, sizeof *g);
@@ -106,8 +114,8 @@ int store_load_groups(store_t *s, char *err, size_t errlen)
         g->dlq = r.dlq;
         g->created_ms = r.created_ms;
         g->topic = store_topic_get_or_create(s, r.topic, r.topic_len);
-        g->name = xstrndup(key + 1, klen - 1);
-        g->len = klen - 1;
+        g->name = xstrndup(name, len);
+        g->len = len;
         if (r.flags & RECORD_GROUP_DELETING) {
             group_delete_resume(s, g); /* out of sight, as before the restart */
         } else {

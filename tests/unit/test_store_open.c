@@ -724,6 +724,191 @@ static void test_corrupt_value_reported(void)
     TU_CHECK(moved == 0, "moved %d past a corrupt value", moved);
 }
 
+/* ---- damaged keys: names the layout forbids (empty, past MSG_MAX_NAME, a 0x00 inside) ---- */
+
+/* Move the value of key from to key to (a closed data directory): the
+ * record is then under a damaged key, or back under its own. */
+static void raw_move(const char *from, size_t flen, const char *to, size_t tlen, int line)
+{
+    leveldb_t *db = raw_open(line);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    size_t vlen = 0;
+    char *v = leveldb_get(db, ro, from, flen, &vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    TU_REQUIRE_AT(dberr == NULL && v != NULL, line, "no record under the key to move (%s)", dberr ? dberr : "absent");
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_delete(wb, from, flen);
+    leveldb_writebatch_put(wb, to, tlen, v, vlen);
+    leveldb_free(v);
+    raw_write_close(db, wb, line);
+}
+
+/* 'I' deadline group 0x00 id into k: its length. */
+static size_t lease_key_of(char *k, uint64_t deadline, const char *group, size_t glen, uint64_t id)
+{
+    k[0] = 'I';
+    be64_to(k + 1, deadline);
+    memcpy(k + 9, group, glen);
+    k[9 + glen] = '\0';
+    be64_to(k + 10 + glen, id);
+    return 1 + 8 + glen + 1 + 8;
+}
+
+/* A lease key whose group is one byte past MSG_MAX_NAME, holds a 0x00, or is
+ * a lone 0x00 is reported by store_check with the key, and refused by lease
+ * expiry (which copied a long group into its MSG_MAX_NAME + 1 buffer);
+ * moved back, the lease is as it was. */
+static void test_damaged_lease_keys(void)
+{
+    uint64_t a;
+    store_t *s = open_with_one_lease(&a);
+    CLOSE(&s);
+    char long_group[MSG_MAX_NAME + 1];
+    memset(long_group, 'g', sizeof long_group);
+    const struct {
+        const char *group;
+        size_t glen;
+        const char *shows; /* in the described key */
+    } bad[] = {
+        { long_group, sizeof long_group, "(274 bytes)" },
+        { "g\0g", 3, "g\\x00g\\x00" },
+        { "\0", 1, "\\x00\\x00" },
+    };
+    char good[64], damaged[1 + 8 + MSG_MAX_NAME + 1 + 1 + 8];
+    size_t good_len = lease_key_of(good, T0 + LEASE, "g", 1, a);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t dlen = lease_key_of(damaged, T0 + LEASE, bad[i].group, bad[i].glen, a);
+        raw_move(good, good_len, damaged, dlen, __LINE__);
+        s = OPEN_DEFAULT();
+        char err[1024] = "";
+        int rc = store_check(s, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "corrupt lease key \"I") != NULL && strstr(err, bad[i].shows) != NULL,
+                 "store_check of damaged lease key %zu: rc %d \"%s\"", i, rc, err);
+        store_lease_ref_t out[4];
+        int n = -1;
+        err[0] = '\0';
+        rc = store_expired_leases(s, T0 + 2 * LEASE, out, 4, &n, err, sizeof err);
+        TU_CHECK(rc == -1 && n == 0 && strstr(err, "corrupt lease key") != NULL,
+                 "lease expiry of damaged lease key %zu: rc %d, %d leases, \"%s\"", i, rc, n, err);
+        CLOSE(&s);
+        raw_move(damaged, dlen, good, good_len, __LINE__);
+        s = OPEN_DEFAULT();
+        CHECK_STORE(s);
+        CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
+        CLOSE(&s);
+    }
+}
+
+/* A topic or group record under a name with a 0x00 inside is refused at
+ * open with the key (the group's name was cut at the 0x00 before). */
+static void test_damaged_record_keys(void)
+{
+    uint64_t a;
+    store_t *s = open_with_one_lease(&a);
+    CLOSE(&s);
+    const struct {
+        const char *good, *damaged;
+        size_t good_len, damaged_len;
+        const char *says;
+    } bad[] = {
+        { "Gg", "Gg\0x", 2, 4, "corrupt group record \"Gg\\x00x\" (4 bytes)" },
+        { "Pt", "Pt\0u", 2, 4, "corrupt topic record \"Pt\\x00u\" (4 bytes)" },
+    };
+    store_options_t o;
+    opts_default(&o);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        raw_move(bad[i].good, bad[i].good_len, bad[i].damaged, bad[i].damaged_len, __LINE__);
+        char err[1024] = "";
+        int rc = store_open(&o, T0, &s, err, sizeof err);
+        TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, bad[i].says) != NULL && strstr(err, g_data) != NULL,
+                 "open with damaged record key %zu: rc %d \"%s\"", i, rc, err);
+        TU_CHECK(s == NULL, "*out must stay NULL");
+        if (s != NULL) {
+            store_close(s, NULL, 0);
+            s = NULL;
+        }
+        raw_move(bad[i].damaged, bad[i].damaged_len, bad[i].good, bad[i].good_len, __LINE__);
+    }
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
+    CLOSE(&s);
+}
+
+/* Index keys with a name past MSG_MAX_NAME: a key count record with a
+ * 256-byte topic and a 1024-byte key (longer than any key a key_buf_t holds,
+ * and store_check copied it into one) and a copy index entry of a 256-byte
+ * group are reported by store_check with the key; a format-2 lease index
+ * entry of a 256-byte group is refused at open as corrupt. */
+static void test_damaged_index_keys(void)
+{
+    uint64_t a;
+    store_t *s = open_with_one_lease(&a);
+    CLOSE(&s);
+    static char kk[1 + MSG_MAX_NAME + 1 + 1 + 2 + MSG_MAX_KEY];
+    kk[0] = 'K';
+    memset(kk + 1, 't', MSG_MAX_NAME + 1);
+    kk[MSG_MAX_NAME + 2] = '\0';
+    kk[MSG_MAX_NAME + 3] = (char)(MSG_MAX_KEY >> 8);
+    kk[MSG_MAX_NAME + 4] = (char)(MSG_MAX_KEY & 0xff);
+    memset(kk + MSG_MAX_NAME + 5, 'k', MSG_MAX_KEY);
+    char count[8];
+    be64_to(count, 1);
+    raw_put(kk, sizeof kk, count, sizeof count, __LINE__);
+    s = OPEN_DEFAULT();
+    char err[1024] = "";
+    int rc = store_check(s, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "corrupt key index entry \"Ktttt") != NULL && strstr(err, "(1284 bytes)") != NULL,
+             "store_check of a key count record of a 256-byte topic: rc %d \"%s\"", rc, err);
+    CLOSE(&s);
+    leveldb_t *db = raw_open(__LINE__);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_delete(wb, kk, sizeof kk);
+    raw_write_close(db, wb, __LINE__);
+
+    db = raw_open(__LINE__);
+    char yk[64], place[18];
+    size_t yklen;
+    raw_lease_place(db, a, yk, &yklen, place, __LINE__);
+    leveldb_close(db);
+    char yd[1 + 8 + MSG_MAX_NAME + 1 + 1 + 8];
+    memcpy(yd, yk, 9);
+    memset(yd + 9, 'g', MSG_MAX_NAME + 1);
+    memcpy(yd + 9 + MSG_MAX_NAME + 1, yk + yklen - 9, 9);  /* 0x00 gen */
+    raw_put(yd, sizeof yd, place, sizeof place, __LINE__); /* beside the lease's own */
+    s = OPEN_DEFAULT();
+    rc = store_check(s, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "corrupt copy index key \"Y") != NULL && strstr(err, "(274 bytes)") != NULL,
+             "store_check of a copy index entry of a 256-byte group: rc %d \"%s\"", rc, err);
+    CLOSE(&s);
+    db = raw_open(__LINE__);
+    wb = leveldb_writebatch_create();
+    leveldb_writebatch_delete(wb, yd, sizeof yd);
+    raw_write_close(db, wb, __LINE__);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CLOSE(&s);
+
+    char jk[1 + MSG_MAX_NAME + 1 + 1 + 8], jv[8];
+    jk[0] = 'J';
+    memset(jk + 1, 'g', MSG_MAX_NAME + 1);
+    jk[MSG_MAX_NAME + 2] = '\0';
+    be64_to(jk + MSG_MAX_NAME + 3, a);
+    be64_to(jv, T0 + LEASE);
+    raw_put(jk, sizeof jk, jv, sizeof jv, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "corrupt lease index entry (format 2) \"Jggg") != NULL &&
+                 strstr(err, "(266 bytes)") != NULL,
+             "open with a lease index entry of a 256-byte group: rc %d \"%s\"", rc, err);
+    TU_CHECK(s == NULL, "*out must stay NULL");
+    if (s != NULL) {
+        store_close(s, NULL, 0);
+    }
+}
+
 /* A clean close writes the memtable out: the next open has no log to replay
  * (with a 64 MiB memtable that replay took 650 ms and 64 MiB of RAM), and
  * finds everything. */
@@ -859,6 +1044,9 @@ static const tu_test_t open_tests[] = {
     { "upgrade format 2", test_upgrade_format2 },
     { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
     { "corrupt value reported", test_corrupt_value_reported },
+    { "damaged lease keys: long, 0x00 inside, empty", test_damaged_lease_keys },
+    { "damaged topic and group record keys refused at open", test_damaged_record_keys },
+    { "damaged index keys: long names", test_damaged_index_keys },
     { "refuse an unusable LOCK file, not as in use", test_refuse_unusable_lock },
     { "an unreadable whole copy is refused with what to do", test_whole_copy_unreadable },
     { "a damaged table block is found", test_check_finds_damaged_blocks },
