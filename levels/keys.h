@@ -366,7 +366,7 @@ int key_index_parse(const char *key, size_t klen, key_index_parsed_t *out);
 /* Describe a (possibly damaged) key for an error message: its printable
  * bytes as they are, the others as \xNN, cut after its first 64 bytes, and
  * its length; into out[outlen] (KEY_DESCRIBE_BYTES is enough). Returns out. */
-#define KEY_DESCRIBE_BYTES (64 * 4 + 32)
+#define KEY_DESCRIBE_BYTES (2 + 64 * 4 + 3 + 32 + 1) /* quotes, bytes, "...", " (N bytes)", NUL */
 const char *key_describe(const char *key, size_t klen, char *out, size_t outlen);
 
 /* ---- the records ----------------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /*
  * tests/fuzz/fuzz_store_codec.c — libFuzzer target: the codecs of what a data
  * directory holds on disk (levels/msg.c's message record, levels/keys.c's
- * small records and key parsers), the bytes --check-data and store_open read
+ * small records and key parsers, which hand back only names the layout
+ * allows: 1..MSG_MAX_NAME bytes without 0x00), the bytes --check-data and store_open read
  * from a directory that may be damaged.
  *
  * The first input byte picks the codec, the rest is the stored value or key.
@@ -39,6 +40,9 @@ enum codec {
     CODEC_LEVEL_KEY,
     CODEC_LEASE_KEY,
     CODEC_LEASE_INDEX_KEY,
+    CODEC_RECORD_KEY, /* appended: the seeds' first bytes keep their codecs */
+    CODEC_COPY_INDEX_KEY,
+    CODEC_KEY_INDEX_KEY,
     CODEC_COUNT
 };
 
@@ -122,11 +126,9 @@ static void fuzz_lease_key(const char *k, size_t n)
     size_t glen;
     key_buf_t again;
     if (key_lease_parse(k, n, &deadline, &group, &glen, &id) == 0) {
-        CHECK(glen >= 1 && group + glen + 9 == k + n);
-        if (glen <= MSG_MAX_NAME) { /* a longer group cannot be a key_buf_t's */
-            key_lease(&again, deadline, group, glen, id);
-            CHECK(again.n == n && memcmp(again.b + 1, k + 1, n - 1) == 0);
-        }
+        CHECK(key_name_ok(group, glen) && group + glen + 9 == k + n);
+        key_lease(&again, deadline, group, glen, id);
+        CHECK(again.n == n && memcmp(again.b + 1, k + 1, n - 1) == 0);
     }
 }
 
@@ -137,12 +139,55 @@ static void fuzz_lease_index_key(const char *k, size_t n)
     uint64_t id;
     key_buf_t again;
     if (key_lease_index_parse(k, n, &group, &glen, &id) == 0) {
-        CHECK(glen >= 1 && group + glen + 9 == k + n);
-        if (glen <= MSG_MAX_NAME) {
-            key_queue(&again, KEY_LEASE_INDEX, group, glen, id);
-            CHECK(again.n == n && memcmp(again.b + 1, k + 1, n - 1) == 0);
-        }
+        CHECK(key_name_ok(group, glen) && group + glen + 9 == k + n);
+        key_queue(&again, KEY_LEASE_INDEX, group, glen, id);
+        CHECK(again.n == n && memcmp(again.b + 1, k + 1, n - 1) == 0);
     }
+}
+
+/* Every parser below hands back only names key_name_ok allows, so the key
+ * they came from builds again in a key_buf_t to exactly its bytes. */
+static void fuzz_record_key(const char *k, size_t n)
+{
+    const char *name;
+    size_t len;
+    key_buf_t again;
+    if (key_record_parse(k, n, &name, &len) == 0) {
+        CHECK(key_name_ok(name, len) && name + len == k + n);
+        key_record(&again, KEY_GROUP_RECORD, name, len);
+        CHECK(again.n == n && memcmp(again.b + 1, k + 1, n - 1) == 0);
+    }
+}
+
+static void fuzz_copy_index_key(const char *k, size_t n)
+{
+    uint64_t id, gen;
+    const char *group;
+    size_t glen;
+    key_buf_t again;
+    if (key_copy_index_parse(k, n, &id, &group, &glen, &gen) == 0) {
+        CHECK(key_name_ok(group, glen) && group + glen + 9 == k + n);
+        key_copy_index(&again, id, group, glen, gen);
+        CHECK(again.n == n && memcmp(again.b + 1, k + 1, n - 1) == 0);
+    }
+}
+
+static void fuzz_key_index_key(const char *k, size_t n)
+{
+    key_index_parsed_t p;
+    key_buf_t again;
+    if (key_index_parse(k, n, &p) == 0) {
+        CHECK(key_name_ok(p.topic, p.topic_len) && p.key_len >= 1 && p.key_len <= MSG_MAX_KEY);
+        key_key_prefix(&again, p.topic, p.topic_len, p.key, p.key_len);
+        CHECK(again.n == p.prefix_len);
+        if (p.is_entry) {
+            key_u64(&again, p.id);
+        }
+        CHECK(again.n == n && memcmp(again.b + 1, k + 1, n - 1) == 0);
+    }
+    char d[KEY_DESCRIBE_BYTES];
+    key_describe(k, n, d, sizeof d);
+    CHECK(strlen(d) >= 2 + 8 && strcmp(d + strlen(d) - 7, " bytes)") == 0); /* never cut: it ends with the length */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -180,6 +225,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case CODEC_LEASE_INDEX_KEY:
         fuzz_lease_index_key(v, n);
+        break;
+    case CODEC_RECORD_KEY:
+        fuzz_record_key(v, n);
+        break;
+    case CODEC_COPY_INDEX_KEY:
+        fuzz_copy_index_key(v, n);
+        break;
+    case CODEC_KEY_INDEX_KEY:
+        fuzz_key_index_key(v, n);
         break;
     case CODEC_COUNT:
         break;
