@@ -37,25 +37,15 @@
 
 static char g_dir[512], g_trigger[600], g_record[600];
 
-/* The broker's children inherit these: the shim, its files, and leave to
- * preload a library before ASan's runtime in a sanitizer build. */
+/* The shim preloaded into the broker started next (bt_preload_failsync: the
+ * trigger, and leave to preload before ASan's runtime), with what this suite
+ * adds: a record of every sync of a log, and the failure sticky. */
 static void preload_shim(void)
 {
-    TU_REQUIRE(tu_mkdtemp("failsync", g_dir, sizeof g_dir) == 0, "mkdtemp: %s", strerror(errno));
-    snprintf(g_trigger, sizeof g_trigger, "%s/trigger", g_dir);
+    bt_preload_failsync(g_dir, sizeof g_dir, g_trigger, sizeof g_trigger);
     snprintf(g_record, sizeof g_record, "%s/record", g_dir);
-    char shim[600];
-    snprintf(shim, sizeof shim, "%s/tests/helpers/.libs/failsync.so", HG_BUILDDIR);
-    struct stat st;
-    TU_REQUIRE(stat(shim, &st) == 0, "the shim %s is not built: %s", shim, strerror(errno));
-    setenv("LD_PRELOAD", shim, 1);
-    setenv("HG_FAILSYNC_TRIGGER", g_trigger, 1);
     setenv("HG_FAILSYNC_RECORD", g_record, 1);
     setenv("HG_FAILSYNC_STICKY", "1", 1); /* as Linux: every descriptor open before the error sees it */
-    char asan[1024];
-    const char *old = getenv("ASAN_OPTIONS");
-    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && old[0] ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
 }
 
 static void unload_shim(void)
