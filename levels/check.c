@@ -320,6 +320,30 @@ static int check_lease_key(check_ctx_t *c, const char *key, size_t klen, const m
     return 0;
 }
 
+/* A topic-log, retry-ready or DLQ key parsed, naming the topic ('T') or the
+ * group ('R', 'D') of the message it holds (the queue reads find it under
+ * that name only): 0, or -1 with the key in err. */
+static int check_queue_key(check_ctx_t *c, enum key_tag tag, const char *key, size_t klen, const msg_t *m)
+{
+    const char *name;
+    size_t len;
+    uint64_t n;
+    char d[KEY_DESCRIBE_BYTES];
+    if (key_queue_entry_parse(key, klen, &name, &len, &n) != 0) {
+        return err_set(c->err, c->errlen,
+                       "corrupt key %s in range '%c' (not tag name 0x00 u64 with a name of 1 to %d "
+                       "bytes without 0x00)",
+                       key_describe(key, klen, d, sizeof d), (char)tag, MSG_MAX_NAME);
+    }
+    const msg_str_t *own = tag == KEY_TOPIC_LOG ? &m->topic : &m->group;
+    if (len != own->len || memcmp(name, own->ptr, len) != 0) {
+        return err_set(c->err, c->errlen, "key %s holds message %016llx of %s %.*s, not its own",
+                       key_describe(key, klen, d, sizeof d), (unsigned long long)m->id,
+                       tag == KEY_TOPIC_LOG ? "topic" : "group", (int)own->len, own->ptr ? own->ptr : "");
+    }
+    return 0;
+}
+
 /* A message of range tag at the walk's iterator: decoded, its position read
  * from its key, given to both checkers and counted. 0, or -1 with err. */
 static int walk_message(check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n, leveldb_iterator_t *it,
@@ -336,6 +360,9 @@ static int walk_message(check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n
         return err_set(c->err, c->errlen, "corrupt key %s in %s", key_describe(key, klen, d, sizeof d), where);
     }
     if (tag == KEY_LEASE && check_lease_key(c, key, klen, &m) != 0) {
+        return -1;
+    }
+    if ((tag == KEY_TOPIC_LOG || tag == KEY_RETRY || tag == KEY_DLQ) && check_queue_key(c, tag, key, klen, &m) != 0) {
         return -1;
     }
     store_entry_t e = { .range = (store_range_t)tag, .m = &m };

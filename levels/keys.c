@@ -29,27 +29,25 @@ void key_record(key_buf_t *k, enum key_tag tag, const char *name, size_t len)
     key_bytes(k, name, len);
 }
 
-int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id)
+int key_queue_entry_parse(const char *key, size_t klen, const char **name, size_t *len, uint64_t *n)
 {
     if (klen < 1 + 2 + 8 || key[klen - 9] != '\0' || !key_name_ok(key + 1, klen - 1 - 1 - 8)) {
         return -1;
     }
-    *group = key + 1;
-    *glen = klen - 1 - 1 - 8;
-    *id = be64_get(key + klen - 8);
+    *name = key + 1;
+    *len = klen - 1 - 1 - 8;
+    *n = be64_get(key + klen - 8);
     return 0;
+}
+
+int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id)
+{
+    return key_queue_entry_parse(key, klen, group, glen, id);
 }
 
 int key_copy_index_parse(const char *key, size_t klen, uint64_t *id, const char **group, size_t *glen, uint64_t *gen)
 {
-    if (klen < 1 + 8 + 2 + 8 || key[klen - 9] != '\0' || !key_name_ok(key + 9, klen - 1 - 8 - 1 - 8)) {
-        return -1;
-    }
-    *id = be64_get(key + 1);
-    *group = key + 9;
-    *glen = klen - 1 - 8 - 1 - 8;
-    *gen = be64_get(key + klen - 8);
-    return 0;
+    return key_lease_parse(key, klen, id, group, glen, gen); /* the same shape: tag u64 name 0x00 u64 */
 }
 
 int key_record_parse(const char *key, size_t klen, const char **name, size_t *len)

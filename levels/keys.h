@@ -339,8 +339,12 @@ static inline int key_lease_parse(const char *key, size_t klen, uint64_t *deadli
  * view into key) and *gen, or -1 when malformed (as key_lease_parse). */
 int key_copy_index_parse(const char *key, size_t klen, uint64_t *id, const char **group, size_t *glen, uint64_t *gen);
 
-/* A format-2 lease index key: 0 with the group (a view into key) and *id, or
- * -1 when malformed (as key_lease_parse). */
+/* An entry of a named queue, tag name 0x00 n ('T', 'R', 'D'; format 2's
+ * 'J'): 0 with the name (a view into key) and *n, or -1 when malformed (no
+ * 0x00 eight bytes before the end, a name that is not key_name_ok). */
+int key_queue_entry_parse(const char *key, size_t klen, const char **name, size_t *len, uint64_t *n);
+
+/* A format-2 lease index key ('J' group 0x00 id): key_queue_entry_parse. */
 int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id);
 
 /* A topic ('P') or group ('G') record's key: 0 with the name (a view into

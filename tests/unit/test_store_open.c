@@ -836,6 +836,57 @@ static void test_damaged_record_keys(void)
     CLOSE(&s);
 }
 
+static int remember_log_seq(void *ctx, const store_entry_t *e)
+{
+    if (e->range != STORE_TOPIC) {
+        return 0;
+    }
+    *(uint64_t *)ctx = e->seq;
+    return 1;
+}
+
+/* A topic-log entry under a 256-byte topic, or under another topic than its
+ * message's (found by no read of its topic, yet counted for it before), is
+ * reported by store_check with the key; moved back, all is as it was. */
+static void test_damaged_queue_keys(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "x", 0, 0, T0, NULL);
+    uint64_t seq = 0;
+    char err[1024] = "";
+    TU_REQUIRE(store_scan(s, remember_log_seq, &seq, err, sizeof err) == 0 && seq != 0, "scan: %s", err);
+    CLOSE(&s);
+    char good[1 + 1 + 1 + 8], long_topic[1 + MSG_MAX_NAME + 1 + 1 + 8], other[1 + 1 + 1 + 8];
+    memcpy(good, "Tt", 3);
+    be64_to(good + 3, seq);
+    long_topic[0] = 'T';
+    memset(long_topic + 1, 't', MSG_MAX_NAME + 1);
+    long_topic[MSG_MAX_NAME + 2] = '\0';
+    be64_to(long_topic + MSG_MAX_NAME + 3, seq);
+    memcpy(other, "Tu", 3);
+    be64_to(other + 3, seq);
+    const struct {
+        const char *key;
+        size_t klen;
+        const char *says;
+    } bad[] = {
+        { long_topic, sizeof long_topic, "corrupt key \"Tttt" },
+        { other, sizeof other, "key \"Tu\\x00" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        raw_move(good, sizeof good, bad[i].key, bad[i].klen, __LINE__);
+        s = OPEN_DEFAULT();
+        int rc = store_check(s, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, bad[i].says) != NULL, "store_check of damaged topic-log key %zu: rc %d \"%s\"",
+                 i, rc, err);
+        CLOSE(&s);
+        raw_move(bad[i].key, bad[i].klen, good, sizeof good, __LINE__);
+    }
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* Index keys with a name past MSG_MAX_NAME: a key count record with a
  * 256-byte topic and a 1024-byte key (longer than any key a key_buf_t holds,
  * and store_check copied it into one) and a copy index entry of a 256-byte
@@ -1046,6 +1097,7 @@ static const tu_test_t open_tests[] = {
     { "corrupt value reported", test_corrupt_value_reported },
     { "damaged lease keys: long, 0x00 inside, empty", test_damaged_lease_keys },
     { "damaged topic and group record keys refused at open", test_damaged_record_keys },
+    { "damaged topic-log keys: long, another topic", test_damaged_queue_keys },
     { "damaged index keys: long names", test_damaged_index_keys },
     { "refuse an unusable LOCK file, not as in use", test_refuse_unusable_lock },
     { "an unreadable whole copy is refused with what to do", test_whole_copy_unreadable },
