@@ -8,7 +8,10 @@
  * keys; each topic's counters equal its log and its delayed counter the level
  * entries bound for it; each group's counters equal its
  * ranges (backlog, retry-ready, delayed retries of its current gen on the
- * levels, leases, DLQ); a lease's topic-log seq is where its message's own
+ * levels, leases, DLQ); every key parses as its readers parse it (keys.h's
+ * layout: names of 1..MSG_MAX_NAME bytes without 0x00), a lease's naming its
+ * message's group and id, a topic-log, retry-ready or DLQ entry's its
+ * message's topic or group; a lease's topic-log seq is where its message's own
  * copy is (idx_check_*: every copy has its index entry, a lease's naming its
  * deadline); and no (group, id) is in two places. The walk reads each record
  * once; the index checks also look entries up by id (the index is not in
