@@ -800,6 +800,33 @@ static void test_damaged_lease_keys(void)
     }
 }
 
+/* GROUP DEL's walk of the leases meets a lease key longer than any a
+ * key_buf_t holds (a 2000-byte group): refused with the key, never copied
+ * (it was copied into the group's key_buf_t before it was parsed). */
+static void test_group_delete_damaged_lease_key(void)
+{
+    uint64_t a;
+    store_t *s = open_with_one_lease(&a);
+    CLOSE(&s);
+    static char damaged[1 + 8 + 2000 + 1 + 8];
+    char group[2000];
+    memset(group, 'g', sizeof group);
+    size_t dlen = lease_key_of(damaged, T0 + 1, group, sizeof group, a); /* before g's own lease */
+    raw_put(damaged, dlen, "x", 1, __LINE__);
+    s = OPEN_DEFAULT();
+    char err[1024] = "";
+    int found = -1;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    int rc = 0, work = 0;
+    for (int step = 0; step < 100 && rc == 0; step++) {
+        rc = store_maintain(s, T0, 100, &work, err, sizeof err);
+    }
+    TU_CHECK(rc == -1 && strstr(err, "corrupt lease key \"Iggg") == NULL &&
+                 strstr(err, "corrupt lease key \"I") != NULL && strstr(err, "(2018 bytes)") != NULL,
+             "GROUP DEL over a 2000-byte lease key: rc %d \"%s\"", rc, err);
+    CLOSE(&s);
+}
+
 /* A topic or group record under a name with a 0x00 inside is refused at
  * open with the key (the group's name was cut at the 0x00 before). */
 static void test_damaged_record_keys(void)
@@ -1097,6 +1124,7 @@ static const tu_test_t open_tests[] = {
     { "corrupt value reported", test_corrupt_value_reported },
     { "damaged lease keys: long, 0x00 inside, empty", test_damaged_lease_keys },
     { "damaged topic and group record keys refused at open", test_damaged_record_keys },
+    { "GROUP DEL meets a lease key past any key_buf_t", test_group_delete_damaged_lease_key },
     { "damaged topic-log keys: long, another topic", test_damaged_queue_keys },
     { "damaged index keys: long names", test_damaged_index_keys },
     { "refuse an unusable LOCK file, not as in use", test_refuse_unusable_lock },
