@@ -821,8 +821,7 @@ static void test_group_delete_damaged_lease_key(void)
     for (int step = 0; step < 100 && rc == 0; step++) {
         rc = store_maintain(s, T0, 100, &work, err, sizeof err);
     }
-    TU_CHECK(rc == -1 && strstr(err, "corrupt lease key \"Iggg") == NULL &&
-                 strstr(err, "corrupt lease key \"I") != NULL && strstr(err, "(2018 bytes)") != NULL,
+    TU_CHECK(rc == -1 && strstr(err, "corrupt lease key \"I") != NULL && strstr(err, "(2018 bytes)") != NULL,
              "GROUP DEL over a 2000-byte lease key: rc %d \"%s\"", rc, err);
     CLOSE(&s);
 }
