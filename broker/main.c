@@ -9,12 +9,13 @@
  * data directory opened (exit 1 with store_open's message: foreign files,
  * another level table, locked by another broker ...); the unfinished
  * copies a crash left in backup-dir removed (broker/backup.h); the listener bound
- * (exit 1 when the port is taken); then the storage thread and the loop.
+ * (exit 1 when the port is taken); then the storage thread, READY=1 to systemd
+ * (common/service_notify.h; nothing without NOTIFY_SOCKET) and the loop.
  * SIGTERM/SIGINT/SHUTDOWN end the loop after the storage thread closed the
  * store; main then joins it and exits 0. SIGHUP re-reads the configuration
  * (config_reload, on the loop thread), reopens the log file and applies the
- * log keys, then reloads the TLS certificate (server_reload_tls); it never
- * stops the broker.
+ * log keys, then reloads the TLS certificate (server_reload_tls), between
+ * RELOADING=1 and READY=1 to systemd; it never stops the broker.
  *
  * --check-data DIR: the same configuration, then the data directory is
  * checked with the configured level table without writing to it
@@ -58,6 +59,7 @@
 #include "broker/users.h"
 #include "broker/writer.h"
 #include "common/log.h"
+#include "common/service_notify.h"
 #include "levels/store.h"
 
 /* --check-data's exit statuses (docs/operations.md, "Checking a data directory"). */
@@ -219,9 +221,12 @@ typedef struct hup_ctx {
 static void on_hup(void *arg)
 {
     hup_ctx_t *h = arg;
+    service_notify_or_warn("RELOADING=1\nSTATUS=SIGHUP: re-reading the configuration");
     config_reload(h->cfg, h->argc, h->argv);
     server_reload_tls(h->srv);
     server_reload_users(h->srv);
+    service_notify_or_warn("READY=1\nSTATUS=listening on %s:%d", h->cfg->bind,
+                           server_port(h->srv) ? server_port(h->srv) : server_tls_port(h->srv));
 }
 
 /* The users file, when users-file is set: 0 and *out (NULL without one), or 1
@@ -396,6 +401,10 @@ int main(int argc, char **argv)
     if (cfg.metrics_port) {
         log_info("metrics on http://%s:%lld/metrics", cfg.metrics_bind, cfg.metrics_port);
     }
+    /* Ready for systemd (Type=notify): the listener is bound, the storage
+     * thread runs; a connection made now waits in the backlog for the loop. */
+    service_notify_or_warn("READY=1\nSTATUS=listening on %s:%d", cfg.bind,
+                           server_port(srv) ? server_port(srv) : server_tls_port(srv));
 
     server_run(srv);
 

@@ -45,6 +45,7 @@
 #include "common/argv_secret.h"
 #include "common/log.h"
 #include "common/reload.h"
+#include "common/service_notify.h"
 
 #define PROGRAM     "hourglass-console"
 #define EXIT_CONFIG 2
@@ -121,6 +122,7 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     log_info("signal %d: stopping", (int)sig);
+    service_notify_or_warn("STOPPING=1\nSTATUS=stopping (signal %d)", (int)sig);
     event_base_loopexit(arg, NULL);
 }
 
@@ -228,6 +230,7 @@ int main(int argc, char **argv_shown)
     }
     log_info(PROGRAM " %s listening on %s://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING,
              server_scheme(&c), cfg.bind, c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
+    service_notify_or_warn("READY=1\nSTATUS=listening on %s://%s:%d/", server_scheme(&c), cfg.bind, c.port);
 
     event_base_dispatch(c.base);
     rc = 0;
