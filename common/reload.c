@@ -10,7 +10,6 @@
 
 #include "common/log.h"
 #include "common/log_keys.h"
-#include "common/service_notify.h"
 
 /* One reload_config call, the arg of cfg_reload's callbacks. */
 typedef struct reload_call {
@@ -38,8 +37,5 @@ int reload_config(const cfg_table_t *t, void *running, const reload_program_t *p
 {
     reload_call_t c = { t, p, argc, argv };
     const cfg_reload_ops_t ops = { p->size, load, p->release, apply, &c };
-    service_notify_or_warn("RELOADING=1");
-    int rc = cfg_reload(t, running, &ops);
-    service_notify_or_warn("READY=1");
-    return rc;
+    return cfg_reload(t, running, &ops);
 }

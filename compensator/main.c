@@ -403,8 +403,11 @@ static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc,
         int sig = 0;
         running_config = cfg;
         service_notify_or_warn("READY=1\nSTATUS=layers running");
-        while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
+        while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
+            service_notify_or_warn("RELOADING=1");
             reload_config(comp_config_table(), cfg, &reload_program, argc, argv);
+            service_notify_or_warn("READY=1");
+        }
         log_msg(LOG_LEVEL_INFO, "signal %d: stopping", sig);
         service_notify_or_warn("STOPPING=1\nSTATUS=stopping (signal %d)", sig);
     }

@@ -110,12 +110,14 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
     (void)sig, (void)what;
     reload_args_t *a = arg;
+    service_notify_or_warn("RELOADING=1");
     if (reload_config(console_config_table(), a->c->cfg, &reload_program, a->argc, a->argv) >= 0)
         server_reload_tls(a->c); /* the files may have been replaced in place */
     /* mysql-password-file is read, not a key: a rotated password reloads
      * "without a change"; the handles take it at their next call. */
     console_db_password_refresh(a->c);
     sampler_password_refresh(a->c->sampler); /* likewise sampler-password-file: its next sample logs in with it */
+    service_notify_or_warn("READY=1");
 }
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)

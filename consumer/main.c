@@ -483,7 +483,9 @@ static void *reload_thread(void *arg)
         int sig = 0;
         if (sigwait(&hup, &sig) != 0 || atomic_load(&r->quit))
             return NULL;
+        service_notify_or_warn("RELOADING=1");
         reload_config(consumer_config_table(), r->cfg, &reload_program, r->argc, r->argv);
+        service_notify_or_warn("READY=1");
     }
 }
 
