@@ -274,6 +274,13 @@ if console_failed && [[ $restarts == 0 && $status == 2 ]] && logged "no-users-ro
     ok "hourglass-console: a bad configuration fails the unit at once (exit 2, no restart), the journal names the key"
 else fail "hourglass-console with a bad configuration: state $(inside systemctl show -p ActiveState --value hourglass-console), exit status $status, $restarts restarts"; fi
 
+# Where each start of the broker went (information, not a check): systemd's "Starting" (before the
+# fork: namespaces, credentials, the state directory's owner), the broker's own timeline from main
+# to listening, and "Started" (its READY=1).
+echo "     the broker's starts (systemd's Starting, the broker's timeline, Started at READY=1):"
+inside journalctl --no-pager -q -o short-precise -u hourglass-broker | grep -E 'Starting|started in|Started' |
+    sed -e 's/^/     /' -e 's/ - Hourglass delay broker (RESP)//'
+
 if ((failures > 0)); then
     inside journalctl --no-pager -u 'hourglass-*' >"$tmp/journal.log" 2>&1
     echo "$failures check(s) failed"
