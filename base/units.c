@@ -155,7 +155,7 @@ static int scale(const number_t *n, uint64_t mult, uint64_t max, uint64_t *out, 
         return -1;
     }
     frac /= n->frac_den;
-    if (v > max - frac)
+    if (frac > max - v) /* v <= max (checked above); the fraction alone may be above max */
         return -1;
     *out = v + frac;
     return 0;

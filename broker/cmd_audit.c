@@ -9,7 +9,9 @@
  * saying so — who tried to drop the DLQ matters as much as who did; one
  * refused before AUTH (NOAUTH) is not: it names no user.
  *
- * cmd_audit_call runs after the command's loop half (cmd_dispatch): a command
+ * Which calls are audited is the command table's CMD_AUDIT flag (cmd_table.c):
+ * cmd_dispatch calls cmd_audit_call for those only, after the command's loop
+ * half (or its NOPERM refusal): a command
  * answered on the loop (SHUTDOWN, CONFIG, an argument error) is logged at
  * once with its reply's first line; a storage job carries the "who and what"
  * line (job_t.audit) and is logged when it comes back (cmd_audit_done, from
@@ -17,7 +19,13 @@
  * reply's first line. user is the connection's user as CLIENT LIST shows it
  * (conn_user_shown: "default" without users, "-" before AUTH).
  *
- * Loop thread only.
+ * A group a PULL creates implicitly (docs/protocol.md) is audited too, by
+ * the PULL's exec half when it finds it created the group
+ * (cmd_audit_group_created): a PULL with group and topic swapped creates a
+ * group bound to the wrong topic, and that must be found in the log as an
+ * explicit GROUP CREATE is.
+ *
+ * Loop thread only, but for cmd_audit_group_created (any thread).
  */
 #include "broker/cmd_shared.h"
 
@@ -27,32 +35,11 @@
 #include "base/alloc.h"
 #include "common/log.h"
 
-/* 1 when this call is audited. */
+/* The table's CMD_AUDIT flag picks the calls; CONFIG is one row for GET and
+ * the rest, and GET changes nothing. */
 static int audited(const cmd_call_t *call)
 {
-    const resp_arg_t *a = call->argv;
-    if (cmd_arg_is(&a[0], "revoke") || cmd_arg_is(&a[0], "shutdown") || cmd_arg_is(&a[0], "backup")) {
-        return 1;
-    }
-    if (call->argc < 2) {
-        return 0;
-    }
-    if (cmd_arg_is(&a[0], "group")) {
-        return !cmd_arg_is(&a[1], "list");
-    }
-    if (cmd_arg_is(&a[0], "topic")) {
-        return 1;
-    }
-    if (cmd_arg_is(&a[0], "dlq")) {
-        return cmd_arg_is(&a[1], "requeue") || cmd_arg_is(&a[1], "drop");
-    }
-    if (cmd_arg_is(&a[0], "config")) {
-        return !cmd_arg_is(&a[1], "get");
-    }
-    if (cmd_arg_is(&a[0], "client")) {
-        return cmd_arg_is(&a[1], "kill");
-    }
-    return 0;
+    return !(cmd_arg_is(&call->argv[0], "config") && call->argc >= 2 && cmd_arg_is(&call->argv[1], "get"));
 }
 
 /* "client id=N addr=A user=U CMD arg arg …" (arguments shown printable, cut). */
@@ -119,4 +106,15 @@ void cmd_audit_done(job_t *j)
         reply_line(&j->reply, what, sizeof what);
     }
     log_info("audit: %s: %s", j->audit, j->audit_result[0] ? j->audit_result : what);
+}
+
+void cmd_audit_group_created(uint64_t conn_id, const char *addr, const char *user, const char *command,
+                             const resp_arg_t *group, const resp_arg_t *topic)
+{
+    char g[80], t[80];
+    cmd_shown(group, g, sizeof g);
+    cmd_shown(topic, t, sizeof t);
+    log_info("audit: client id=%llu addr=%s user=%s %s %s %s: created group '%s' bound to topic '%s' (no such group "
+             "before)",
+             (unsigned long long)conn_id, addr, user, command, g, t, g, t);
 }

@@ -262,7 +262,8 @@ typedef struct topic_del_job {
 #define TOPIC_PURGE_STEP 512
 
 /* Why a topic is not empty, for the refusal: its groups, what its log keeps,
- * what is still on the levels (only the nonzero ones). */
+ * what is still on the levels (only the nonzero ones), each with what to do
+ * about it (PURGE does not reach the levels: only time or REVOKE empties them). */
 static void add_in_use_error(resp_buf_t *out, const resp_arg_t *topic, const store_topic_info_t *why,
                              const char *suffix)
 {
@@ -280,8 +281,11 @@ static void add_in_use_error(resp_buf_t *out, const resp_arg_t *topic, const sto
                                                 "topic PURGE deletes them");
     }
     if (why->delayed > 0 && n < sizeof reasons) {
-        snprintf(reasons + n, sizeof reasons - n, "%s%llu message%s on the levels, not due yet", n ? ", " : "",
-                 (unsigned long long)why->delayed, why->delayed == 1 ? "" : "s");
+        int one = why->delayed == 1;
+        snprintf(reasons + n, sizeof reasons - n,
+                 "%s%llu message%s on the levels, not due yet (wait until %s due, or REVOKE %s by key or id)",
+                 n ? ", " : "", (unsigned long long)why->delayed, one ? "" : "s", one ? "it comes" : "they come",
+                 one ? "it" : "them");
     }
     resp_add_errorf(out, "ERR topic '%s' is not empty: %s%s", cmd_shown(topic, b, sizeof b), reasons, suffix);
 }

@@ -43,6 +43,7 @@ typedef struct send_req {
 /* PULL group topic [COUNT n] [BLOCK ms] [LEASE ms] (BLOCK lives in the job_t) */
 typedef struct pull_req {
     resp_arg_t group, topic; /* copies */
+    resp_arg_t addr, user;   /* copies of who sent it, for the audit line of a group it creates */
     int count;
     uint64_t lease_ms;
 } pull_req_t;
@@ -312,8 +313,13 @@ static job_result_t pull_exec(job_t *j, writer_t *w)
     int n = 0;
     char err[300];
     uint64_t max_bytes = j->reply_cap ? j->reply_cap : store_options(s)->max_lease_bytes; /* woken: writer.h */
-    if (store_lease_within(s, r->group.ptr, r->group.len, r->topic.ptr, r->topic.len, r->count, max_bytes, r->lease_ms,
-                           now, msgs, &n, err, sizeof err) != 0) {
+    int existed = store_group_exists(s, r->group.ptr, r->group.len);
+    int rc = store_lease_within(s, r->group.ptr, r->group.len, r->topic.ptr, r->topic.len, r->count, max_bytes,
+                                r->lease_ms, now, msgs, &n, err, sizeof err);
+    if (!existed && store_group_exists(s, r->group.ptr, r->group.len)) { /* the store created it: audited */
+        cmd_audit_group_created(j->conn_id, r->addr.ptr, r->user.ptr, "PULL", &r->group, &r->topic);
+    }
+    if (rc != 0) {
         free(msgs);
         cmd_reply_store_error(j, err);
         return JOB_DONE;
@@ -396,10 +402,16 @@ void cmd_pull(cmd_call_t *call)
             return;
         }
     }
+    const char *user = conn_user_shown(call->conn);
+    const resp_arg_t addr = { call->conn->addr, strlen(call->conn->addr) }, who = { user, strlen(user) };
     char *arena;
-    pull_job_t *pj = cmd_job_new(sizeof *pj, cmd_copy_size(&argv[1]) + cmd_copy_size(&argv[2]), pull_exec, &arena);
+    pull_job_t *pj = cmd_job_new(
+        sizeof *pj, cmd_copy_size(&argv[1]) + cmd_copy_size(&argv[2]) + cmd_copy_size(&addr) + cmd_copy_size(&who),
+        pull_exec, &arena);
     pj->req.group = cmd_job_copy(&arena, &argv[1]);
     pj->req.topic = cmd_job_copy(&arena, &argv[2]);
+    pj->req.addr = cmd_job_copy(&arena, &addr);
+    pj->req.user = cmd_job_copy(&arena, &who);
     pj->req.count = count;
     pj->req.lease_ms = lease;
     pj->job.reply_estimate = cmd_listing_estimate(cmd_config_of(call), count);

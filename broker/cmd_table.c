@@ -42,6 +42,9 @@
  *                writes (leases, ACK, NACK, TOUCH, due moves) are written without
  *                fsync: losing them in a power cut only repeats a delivery, which
  *                at-least-once allows, and the next fsync covers them anyway.
+ *   CMD_AUDIT    destructive or admin: logged with who ran it (cmd_audit.c); on a
+ *                command with subcommands, its row covers the subcommands not in
+ *                its table (GROUP's unknown ones are audited, DLQ's are not)
  * Who may run a command is not a flag: it is the roles column. */
 #define CMD_STORAGE  0x01
 #define CMD_WRITE    0x02
@@ -49,6 +52,7 @@
 #define CMD_NOAUTH   0x08
 #define CMD_LOOP     0x20
 #define CMD_DURABLE  0x40
+#define CMD_AUDIT    0x80
 
 /* A subcommand: its own arity, flags and roles (GROUP LIST reads, GROUP DEL is
  * an operator's change). A subcommand not in its command's table runs with
@@ -79,24 +83,25 @@ typedef struct cmd_def {
 
 #define F_READ  CMD_STORAGE                             /* reads the store */
 #define F_WRITE (CMD_STORAGE | CMD_WRITE | CMD_DURABLE) /* changes it, and the reply is a promise */
+#define F_ADMIN (F_WRITE | CMD_AUDIT)                   /* and is logged with who did it */
 
 static const cmd_sub_t group_subs[] = {
-    { "create", -4, F_WRITE, R_CONS }, { "list", -2, F_READ, R_READ },   { "del", 3, F_WRITE, R_ADM },
-    { "delete", 3, F_WRITE, R_ADM },   { "destroy", 3, F_WRITE, R_ADM }, { NULL, 0, 0, 0 },
+    { "create", -4, F_ADMIN, R_CONS }, { "list", -2, F_READ, R_READ },   { "del", 3, F_ADMIN, R_ADM },
+    { "delete", 3, F_ADMIN, R_ADM },   { "destroy", 3, F_ADMIN, R_ADM }, { NULL, 0, 0, 0 },
 };
 
 static const cmd_sub_t topic_subs[] = {
-    { "del", -3, F_WRITE, R_ADM },
-    { "delete", -3, F_WRITE, R_ADM },
-    { "destroy", -3, F_WRITE, R_ADM },
+    { "del", -3, F_ADMIN, R_ADM },
+    { "delete", -3, F_ADMIN, R_ADM },
+    { "destroy", -3, F_ADMIN, R_ADM },
     { NULL, 0, 0, 0 },
 };
 
 static const cmd_sub_t dlq_subs[] = {
     { "len", 3, F_READ, R_READ },
     { "list", -3, F_READ, R_READ },
-    { "requeue", 4, F_WRITE, R_ADM },
-    { "drop", 4, F_WRITE, R_ADM },
+    { "requeue", 4, F_ADMIN, R_ADM },
+    { "drop", 4, F_ADMIN, R_ADM },
     { NULL, 0, 0, 0 },
 };
 
@@ -108,8 +113,8 @@ static const cmd_sub_t client_subs[] = {
     { "no-evict", 3, CMD_LOOP, R_ANY },
     { "no-touch", 3, CMD_LOOP, R_ANY },
     { "info", -2, CMD_LOOP, R_ANY },
-    { "list", -2, CMD_LOOP, R_ADM }, /* every client's address and name */
-    { "kill", -3, CMD_LOOP, R_ADM }, /* close other clients */
+    { "list", -2, CMD_LOOP, R_ADM },             /* every client's address and name */
+    { "kill", -3, CMD_LOOP | CMD_AUDIT, R_ADM }, /* close other clients */
     { NULL, 0, 0, 0 },
 };
 
@@ -126,12 +131,12 @@ static const cmd_def_t commands[] = {
       "fail a lease: retry (replies next due ms), DLQ (0) or no lease (-1)" },
     { "touch", -3, CMD_STORAGE | CMD_WRITE, R_CONS, NULL, cmd_touch, "group id [LEASE ms]",
       "extend a lease; replies the new deadline or 0" },
-    { "group", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, group_subs, cmd_group,
+    { "group", -2, F_ADMIN, R_ADM, group_subs, cmd_group,
       "CREATE group topic [FROM FIRST|NOW] [MAXRETRY n] | LIST [COUNT n] [AFTER group] | DEL group",
       "consumer groups" },
     { "topics", -1, CMD_STORAGE, R_READ, NULL, cmd_topics, "[COUNT n] [AFTER topic]",
       "per topic: ready, delayed (on the levels), retained, appended, sends since start, and its groups' counts" },
-    { "topic", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, topic_subs, cmd_topic, "DEL topic [PURGE]",
+    { "topic", -2, F_ADMIN, R_ADM, topic_subs, cmd_topic, "DEL topic [PURGE]",
       "delete an empty topic (no group bound to it, no message in its log or on the levels); PURGE first deletes "
       "what a topic without groups keeps for retention" },
     { "dlq", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, dlq_subs, cmd_dlq,
@@ -141,7 +146,7 @@ static const cmd_def_t commands[] = {
       "where a message is: a map of its state, topic, key, payload, due times and per-group copies" },
     { "find", 3, CMD_STORAGE, R_READ, NULL, cmd_find, "topic key",
       "the messages of a topic with that key that the broker still holds (maps as GET, no payload)" },
-    { "revoke", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, NULL, cmd_revoke, "id | topic KEY key",
+    { "revoke", -2, F_ADMIN, R_PROD, NULL, cmd_revoke, "id | topic KEY key",
       "take back messages no group has received yet; replies how many and from where" },
     { "peek", -3, CMD_STORAGE, R_READ, NULL, cmd_peek, "LEVEL n [COUNT c] | TOPIC t [COUNT c]",
       "read a level queue from its head or a topic log from its oldest: [id, topic, key, payload, reconsume, due_ms, "
@@ -156,9 +161,9 @@ static const cmd_def_t commands[] = {
     { "auth", -2, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_auth, "[user] password",
       "log in as a user of the users-file (user \"default\" when omitted)" },
     { "quit", 1, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_quit, "", "+OK, then close" },
-    { "shutdown", -1, CMD_LOOP, R_ADM, NULL, cmd_shutdown, "[NOSAVE|SAVE] [NOW] [FORCE]",
+    { "shutdown", -1, CMD_LOOP | CMD_AUDIT, R_ADM, NULL, cmd_shutdown, "[NOSAVE|SAVE] [NOW] [FORCE]",
       "finish the batch in flight, close the store, exit 0" },
-    { "backup", 2, CMD_STORAGE, R_ADM, NULL, cmd_backup, "name",
+    { "backup", 2, CMD_STORAGE | CMD_AUDIT, R_ADM, NULL, cmd_backup, "name",
       "copy the data directory online, consistent as of now, to backup-dir/name (INFO storage: backup_*)" },
     { "multi", 1, CMD_LOOP, R_PROD, NULL, cmd_multi, "",
       "start a transaction: the SENDs until EXEC are stored atomically" },
@@ -169,7 +174,7 @@ static const cmd_def_t commands[] = {
     { "client", -2, CMD_LOOP, R_ANY, client_subs, cmd_client,
       "SETNAME n|GETNAME|ID|SETINFO k v|LIST|INFO|KILL filter v ...", "connection facts; KILL closes clients (admin)" },
     { "select", 2, CMD_LOOP, R_ANY, NULL, cmd_select, "0", "+OK for 0 (one keyspace; for Redis clients)" },
-    { "config", -2, CMD_LOOP, R_ADM, NULL, cmd_config, "GET pattern", "read configuration keys" },
+    { "config", -2, CMD_LOOP | CMD_AUDIT, R_ADM, NULL, cmd_config, "GET pattern", "read configuration keys" },
     { "acl", -2, CMD_LOOP, R_ANY, NULL, cmd_acl, "WHOAMI", "the user this connection is logged in as" },
 };
 
@@ -432,7 +437,9 @@ void cmd_dispatch(cmd_call_t *call)
         resp_add_errorf(call->out, "NOPERM User %s (roles: %s) has no permissions to run the '%s%s' command",
                         c->user[0] ? c->user : "default", users_roles_text(c->roles, roles, sizeof roles), d->name,
                         sub);
-        cmd_audit_call(call); /* a refused DLQ DROP, CLIENT KILL, SHUTDOWN … is logged with who tried it */
+        if (flags & CMD_AUDIT) {
+            cmd_audit_call(call); /* a refused DLQ DROP, CLIENT KILL, SHUTDOWN … is logged with who tried it */
+        }
         return;
     }
     if (call->conn->multi != NULL && d->proc != cmd_exec && d->proc != cmd_discard && d->proc != cmd_multi &&
@@ -450,5 +457,7 @@ void cmd_dispatch(cmd_call_t *call)
             call->job->reads_only = 1;
         }
     }
-    cmd_audit_call(call);
+    if (flags & CMD_AUDIT) {
+        cmd_audit_call(call);
+    }
 }

@@ -52,12 +52,20 @@ void cmd_dispatch(cmd_call_t *call);
  * own row, not a subcommand's), or 0 when there is no such command. */
 unsigned cmd_roles_of(const char *name);
 
-/* The audit log (broker/cmd_audit.c). cmd_audit_call: after a command ran
- * (loop thread), an audited one — destructive or admin — is logged at info
+/* The audit log (broker/cmd_audit.c). cmd_audit_call: after a command the
+ * table flags CMD_AUDIT ran (loop thread) — destructive or admin — it is logged at info
  * with the client's id, address and user and its arguments: at once when it
  * was answered on the loop, else when its storage job comes back, through
  * cmd_audit_done (conn_reply.c), with what it changed. */
 void cmd_audit_call(const cmd_call_t *call);
 void cmd_audit_done(job_t *j);
+
+/* The audit line of a group created implicitly (a PULL naming a group that
+ * did not exist), worded as GROUP CREATE's with who ran it:
+ *   audit: client id=N addr=A user=U PULL g t: created group 'g' bound to topic 't' (no such group before)
+ * addr and user as the connection showed them when the command came. Any
+ * thread (the log is thread-safe; it uses only its arguments). */
+void cmd_audit_group_created(uint64_t conn_id, const char *addr, const char *user, const char *command,
+                             const resp_arg_t *group, const resp_arg_t *topic);
 
 #endif

@@ -10,7 +10,8 @@
  * header-timeout counts from the first byte of a command the parser holds
  * (cmd_started_mono, read by the sweep).
  * At a stop, once the storage thread finished, what was received but never
- * parsed is parsed only to be refused (conn_refuse_unread).
+ * parsed (what the socket still holds too, decrypted on TLS) is parsed only
+ * to be refused (conn_refuse_unread).
  *
  * Cross-protocol guard (docs/protocol.md): a browser or any HTTP client can
  * be made to send a request to this port, and its body would run as inline
@@ -24,6 +25,9 @@
  * Thread: everything here runs on the event-loop thread.
  */
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "base/clock.h"
 #include "broker/auth.h"
@@ -163,33 +167,69 @@ void conn_process_input(conn_t *c)
     }
 }
 
+/* Read what c's client sent that is still in the socket into its input,
+ * non-blocking, until the input holds limit bytes: plaintext as it came, TLS
+ * decrypted (SSL_read on the connection's own session: what the bufferevent
+ * would have read had it been reading). Returns the bytes added. */
+static size_t conn_read_unread(conn_t *c, size_t limit)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    size_t before = evbuffer_get_length(in);
+    if (fd < 0 || before >= limit) {
+        return 0;
+    }
+    if (!c->tls) {
+        /* A socket bufferevent keeps its input's end frozen (only its own read
+         * callback adds, unfreezing around it): evbuffer_read fails then,
+         * and nothing queued in the socket was ever refused. */
+        evbuffer_unfreeze(in, 0);
+        size_t have = before;
+        while (have < limit) {
+            size_t room = limit - have; /* never past limit: a whole chunk overshot the budget by up to 16 KiB */
+            if (evbuffer_read(in, fd, (int)(room < REFUSE_READ_CHUNK ? room : REFUSE_READ_CHUNK)) <= 0) {
+                break;
+            }
+            have = evbuffer_get_length(in);
+        }
+        evbuffer_freeze(in, 0);
+    } else {
+        SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+        char chunk[REFUSE_READ_CHUNK];
+        size_t room = limit - before;
+        int n = 0;
+        while (ssl != NULL && c->tls_ready && room > 0 &&
+               (n = SSL_read(ssl, chunk, (int)(room < sizeof chunk ? room : sizeof chunk))) > 0 &&
+               evbuffer_add(in, chunk, (size_t)n) == 0) {
+            room -= (size_t)n;
+        }
+        ERR_clear_error(); /* a failed read's queue would be read as the cause of the bufferevent's next error */
+    }
+    return evbuffer_get_length(in) - before;
+}
+
 /* At a stop, once the storage thread has finished: answer each complete
  * request c sent that was never parsed (pipelined behind one in flight, or
  * written since the stop began) with REFUSED_AT_STOP, so its client knows it
- * was not run instead of meeting an EOF that leaves it guessing. Plaintext
- * connections have the socket's unread input read first (non-blocking, at
- * most REFUSE_MAX_BYTES, and at most what is left of the stop's
+ * was not run instead of meeting an EOF that leaves it guessing. The socket's
+ * unread input is read first (conn_read_unread: non-blocking, at most
+ * REFUSE_MAX_BYTES held, and at most what is left of the stop's
  * s->refuse_budget, which every connection's read draws down: a stop with
- * 10 000 such clients reads CONN_REFUSE_BUDGET_BYTES, not 10 GB); a TLS one
- * refuses what was decrypted already. Bounded: at most CONN_MAX_PENDING
- * refusals; a malformed request or an unfinished one ends it; what is left
- * is discarded. Returns the number refused. */
+ * 10 000 such clients reads CONN_REFUSE_BUDGET_BYTES, not 10 GB), decrypted
+ * on a TLS connection. Bounded: at most CONN_MAX_PENDING refusals; a
+ * malformed request or an unfinished one ends it; what is left is
+ * discarded. Returns the number refused. */
 size_t conn_refuse_unread(conn_t *c)
 {
     conn_set_t *s = c->set;
     struct evbuffer *in = bufferevent_get_input(c->bev);
-    evutil_socket_t fd = bufferevent_getfd(c->bev);
     if (c->closing || c->draining) {
         return 0; /* it parses nothing more already (QUIT, a protocol error): its input is discarded */
     }
-    if (!c->tls && fd >= 0) {
-        size_t before = evbuffer_get_length(in);
-        size_t limit = before + s->refuse_budget < REFUSE_MAX_BYTES ? before + s->refuse_budget : REFUSE_MAX_BYTES;
-        while (evbuffer_get_length(in) < limit && evbuffer_read(in, fd, REFUSE_READ_CHUNK) > 0) {
-        }
-        size_t taken = evbuffer_get_length(in) - before;
-        s->refuse_budget -= taken < s->refuse_budget ? taken : s->refuse_budget;
-    }
+    size_t before = evbuffer_get_length(in);
+    size_t limit = before + s->refuse_budget < REFUSE_MAX_BYTES ? before + s->refuse_budget : REFUSE_MAX_BYTES;
+    size_t taken = conn_read_unread(c, limit);
+    s->refuse_budget -= taken < s->refuse_budget ? taken : s->refuse_budget;
     size_t refused = 0;
     while (!c->closing && refused < CONN_MAX_PENDING && evbuffer_get_length(in) > 0) {
         struct evbuffer_iovec v;

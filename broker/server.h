@@ -5,7 +5,7 @@
  *
  * Shutdown: RUNNING -> STOPPING (listener off, no more parsing, writer asked
  * to finish its queue and close the store) -> CLOSING (writer done: every
- * connection drains its replies and closes; a 2 s guard timer) -> loop exit.
+ * connection drains its replies and closes; a 3 s guard timer) -> loop exit.
  *
  * Everything here runs on the event-loop thread.
  */

@@ -39,6 +39,7 @@ typedef struct cli {
     const char *user;          /* --user, or NULL (the URI's) */
     const char *password_file; /* --password-file, or NULL (the URI's password) */
     int json;
+    int check_config;    /* --check-config: check and print the configuration, run no command */
     uint32_t timeout_ms; /* --timeout: connect and reply; 0: replies without end (connect: the default) */
     hg_client_t *client; /* opened on first use */
     cli_config_t conf;   /* the order database, the order topic (cli/config.h) */

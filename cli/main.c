@@ -302,6 +302,8 @@ static void print_help(FILE *f)
             "  --timeout D    connect and reply timeout, a duration: 500ms, 5s, 2m (a bare number is\n"
             "                 milliseconds; at most 1d; 0: wait for replies forever) (default 5s)\n"
             "  -c, --config FILE  an INI file of the keys below (and uri)\n"
+            "  --check-config check the file and flags without connecting, print the effective\n"
+            "                 configuration; exit 0 if valid, 2 if not (no COMMAND)\n"
             "  --help         this text; COMMAND --help describes one command\n"
             "  --version      print the version\n"
             "\n"
@@ -420,6 +422,10 @@ static int parse_globals(cli_t *cli, int argc, char **argv, char **rest, int *nr
             print_help(stdout);
             return 0;
         }
+        if (!have_command && strcmp(a, "--check-config") == 0) {
+            cli->check_config = 1;
+            continue;
+        }
         if (!have_command && strcmp(a, "--version") == 0) {
             printf("hourglass-cli %s\n", HG_VERSION_STRING);
             return 0;
@@ -524,6 +530,25 @@ static int load_config(cli_t *cli, const char *config_path, const char **db_flag
     return 0;
 }
 
+/* --check-config: what the file and the flags make (the daemons' --check-config: the checks that need no
+ * connection, then the effective keys and "configuration OK"). Returns 0, or EXIT_USAGE with the message. */
+static int check_config(cli_t *cli, const char *config_path, const char *command)
+{
+    char err[512];
+
+    if (command != NULL)
+        return cli_usage_error("--check-config runs no command ('%s' given)", command);
+    if (DB_KEYS_CHECK(&cli->conf, err, sizeof err) < 0)
+        return cli_usage_error("%s", err);
+    printf("# hourglass-cli %s: effective configuration\n", HG_VERSION_STRING);
+    cfg_print_values(&cli_config_table, &cli->conf, stdout);
+    if (config_path != NULL)
+        printf("hourglass-cli: configuration OK (%s)\n", config_path);
+    else
+        printf("hourglass-cli: configuration OK\n");
+    return 0;
+}
+
 int main(int argc, char **argv_shown)
 {
     /* The cli reads a copy of its arguments: in argv_shown (ps, /proc/PID/cmdline) a password is hidden. */
@@ -543,6 +568,10 @@ int main(int argc, char **argv_shown)
         rc = load_config(&cli, config_path, db_flags, ndb);
     else
         nrest = -1; /* help, version or a usage error: done */
+    if (rc == 0 && nrest >= 0 && cli.check_config) {
+        rc = check_config(&cli, config_path, nrest > 0 ? rest[0] : NULL);
+        nrest = -1;
+    }
     if (rc == 0 && nrest >= 0) {
         if (cli.uri == NULL)
             cli.uri = env != NULL && env[0] != '\0' ? env : cli.conf.uri != NULL ? cli.conf.uri : CLI_DEFAULT_URI;

@@ -441,6 +441,10 @@ static int ini_line(void *user, const char *section, const char *name, const cha
         return 1;
     }
     ini_flush(st);
+    if (name[0] == '\0') { /* "= value": without this, a line read and dropped (and its value never freed) */
+        ini_error(st, "%s:%d: a value with no key name (want key = value)", st->path, st->line);
+        return 0;
+    }
     if (strlen(name) >= sizeof st->pending_name) {
         ini_error(st, "%s:%d: unknown key '%.40s…'", st->path, st->line, name);
         return 0;
@@ -710,7 +714,9 @@ void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
         cfg_value_text(t, conf, i, v, sizeof v);
         if (t->keys[i].secret && v[0] != '\0')
             snprintf(v, sizeof v, "(set)");
-        fprintf(out, "%s = %s\n", t->keys[i].name, v);
+        /* libinih takes a ';' after a blank for a comment: a value that begins with one is written
+         * right after the '=', where it reads back as the value */
+        fprintf(out, v[0] == ';' ? "%s =%s\n" : "%s = %s\n", t->keys[i].name, v);
     }
 }
 

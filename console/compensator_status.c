@@ -21,6 +21,7 @@
 
 #include "console/console.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,23 @@ static int sample_of(const char *line, size_t len, const char *metric, char *lab
     return 1;
 }
 
+/* A sample's value as a count or a time in ms: NaN and values below 0 are 0,
+ * values past the type's range its largest (a double converted out of range
+ * is undefined behaviour, and the text is whatever the URL answers). */
+static long long count_of(double v)
+{
+    if (!(v > 0))
+        return 0;
+    return v >= 9.2e18 ? LLONG_MAX : (long long)v;
+}
+
+static uint64_t ms_of_seconds(double seconds)
+{
+    if (!(seconds > 0))
+        return 0;
+    return seconds >= 1.8e16 ? UINT64_MAX : (uint64_t)(seconds * 1000.0);
+}
+
 static compensator_layer_t *layer_named(compensator_status_t *st, const char *name)
 {
     for (size_t i = 0; i < st->nlayers; i++)
@@ -86,14 +104,14 @@ static void parse_metrics(compensator_status_t *st, const char *text)
         size_t len = nl != NULL ? (size_t)(nl - p) : strlen(p);
         compensator_layer_t *l;
         if (sample_of(p, len, "layer_enabled", labels, sizeof labels, &v) && v == 1 &&
-            label(labels, "layer", name, sizeof name) == 0 && st->nlayers < COMPENSATOR_LAYERS_MAX &&
+            label(labels, "layer", name, sizeof name) == 0 && name[0] != '\0' && st->nlayers < COMPENSATOR_LAYERS_MAX &&
             layer_named(st, name) == NULL) {
             l = &st->layers[st->nlayers++];
             memset(l, 0, sizeof *l);
             snprintf(l->name, sizeof l->name, "%s", name);
         } else if (sample_of(p, len, "last_run_timestamp_seconds", labels, sizeof labels, &v) &&
                    label(labels, "layer", name, sizeof name) == 0 && (l = layer_named(st, name)) != NULL) {
-            l->last_run_ms = (uint64_t)(v * 1000.0);
+            l->last_run_ms = ms_of_seconds(v);
         } else if (sample_of(p, len, "last_run_duration_seconds", labels, sizeof labels, &v) &&
                    label(labels, "layer", name, sizeof name) == 0 && (l = layer_named(st, name)) != NULL) {
             l->duration_ms = v * 1000.0;
@@ -103,11 +121,11 @@ static void parse_metrics(compensator_status_t *st, const char *text)
             snprintf(l->outcome, sizeof l->outcome, "%s", outcome);
         } else if (sample_of(p, len, "consecutive_failures", labels, sizeof labels, &v) &&
                    label(labels, "layer", name, sizeof name) == 0 && (l = layer_named(st, name)) != NULL) {
-            l->consecutive_failures = (long long)v;
+            l->consecutive_failures = count_of(v);
         } else if (sample_of(p, len, "alerts_active", labels, sizeof labels, &v) &&
                    label(labels, "alert", name, sizeof name) == 0 && st->nalerts < COMPENSATOR_ALERTS_MAX) {
             snprintf(st->alerts[st->nalerts].name, sizeof st->alerts[st->nalerts].name, "%s", name);
-            st->alerts[st->nalerts++].active = (long long)v;
+            st->alerts[st->nalerts++].active = count_of(v);
         }
         p = nl != NULL ? nl + 1 : NULL;
     }

@@ -66,14 +66,15 @@ static void library_log(int level, const char *message, void *arg)
  * line, before the loop's own "worker N: reconnected to …". Not one whose
  * last failure the broker answered (broker_refuses): a connection does not
  * end that, and each worker's connection said "the broker answers again
- * after 0.0 s" between its refused PULLs. Any worker thread. */
+ * after 0.0 s" between its refused PULLs. That outage ends when a worker's
+ * PULL is answered after the refusals (HG_CONN_ANSWERED: a full disk freed):
+ * the recovery line then. Any worker thread. */
 static void library_conn_event(hg_conn_event_t event, const char *who, const char *address, void *arg)
 {
-    (void)event;
     (void)who;
     (void)address;
     (void)arg;
-    if (!atomic_load(&broker_refuses))
+    if (event == HG_CONN_ANSWERED || !atomic_load(&broker_refuses))
         log_limit_ok(&broker_log);
 }
 

@@ -245,6 +245,11 @@ int store_group_info(const store_t *s, const char *group, size_t group_len, stor
     return 1;
 }
 
+int store_group_exists(const store_t *s, const char *group, size_t group_len)
+{
+    return store_group_get(s, group, group_len) != NULL;
+}
+
 void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
                          void *ctx)
 {

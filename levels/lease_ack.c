@@ -310,7 +310,7 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id, con
     } else {
         m->dest = MSG_DEST_GROUP;
         m->group_gen = g->gen;
-        uint64_t due = store_level_enqueue(s, m, r.level, r.level ? 0 : r.delay_ms, now_ms);
+        uint64_t due = store_level_enqueue(s, NULL, m, r.level, r.level ? 0 : r.delay_ms, now_ms);
         g->retry_delayed++;
         if (due_out) {
             *due_out = due;

@@ -139,18 +139,35 @@ static int key_less(uint64_t due_a, uint64_t seq_a, uint64_t due_b, uint64_t seq
     return due_a < due_b || (due_a == due_b && seq_a < seq_b);
 }
 
-void store_topic_delayed_add(store_t *s, const msg_t *m, int delta)
+/* store_topic_delayed_add with m's topic state in hand (t: NULL when m is
+ * bound for a group's retry). */
+static void topic_delayed_add(store_t *s, topic_state_t *t, int delta)
 {
-    if (m->dest != MSG_DEST_TOPIC) {
+    if (t == NULL) {
         return;
     }
-    topic_state_t *t = store_topic_get_or_create(s, m->topic.ptr, m->topic.len);
     t->delayed += (uint64_t)(int64_t)delta;
     store_mark_topic(s, t);
 }
 
-/* Put m on level at (due, fresh seq); keeps the head exact. */
-static void level_insert(store_t *s, int level, uint64_t due, msg_t *m)
+/* The topic state of a message bound for its topic's log (created when new),
+ * or NULL for one bound for a group's retry. The hot paths look it up once
+ * per message with this and pass it down: a topic is only ever deleted by
+ * its own command, never in the middle of another's. */
+static topic_state_t *msg_topic(store_t *s, const msg_t *m)
+{
+    return m->dest == MSG_DEST_TOPIC ? store_topic_get_or_create(s, m->topic.ptr, m->topic.len) : NULL;
+}
+
+void store_topic_delayed_add(store_t *s, const msg_t *m, int delta)
+{
+    topic_delayed_add(s, msg_topic(s, m), delta);
+}
+
+/* Put m on level at (due, fresh seq); keeps the head exact. topic: msg_topic(m), or
+ * NULL to look it up here (a new topic is created after the seq is taken, as
+ * its log_next_min then says). */
+static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t due, msg_t *m)
 {
     level_state_t *ls = &s->levels[level];
     uint64_t seq = s->next_seq++;
@@ -165,7 +182,7 @@ static void level_insert(store_t *s, int level, uint64_t due, msg_t *m)
     }
     ls->depth++;
     store_mark_level(s, level);
-    store_topic_delayed_add(s, m, +1);
+    topic_delayed_add(s, topic != NULL ? topic : msg_topic(s, m), +1);
     if (!ls->has_head || key_less(due, seq, ls->head_due, ls->head_seq)) {
         ls->has_head = 1;
         ls->head_due = due;
@@ -177,7 +194,7 @@ static void level_insert(store_t *s, int level, uint64_t due, msg_t *m)
     }
 }
 
-uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms)
+uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms)
 {
     const lvl_table_t *t = &s->opt.levels;
     int first = level > 0 ? level : lvl_next_hop(t, delay_ms);
@@ -186,7 +203,7 @@ uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms,
     ls->last_enqueue_ms = enq;
     uint64_t hop_due = enq + (level > 0 ? t->delay_ms[first] : lvl_hop_ms(t, first, delay_ms));
     m->due_ms = level > 0 ? hop_due : enq + delay_ms;
-    level_insert(s, first, hop_due, m);
+    level_insert(s, topic, first, hop_due, m);
     return m->due_ms;
 }
 
@@ -238,18 +255,27 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     m.key.len = (uint32_t)req->key_len;
     m.payload.ptr = req->payload;
     m.payload.len = (uint32_t)req->payload_len;
+    /* the one lookup; a new topic is created where it always was (its
+     * log_next_min is the sequence counter at that point) */
+    topic_state_t *topic = map_get(&s->topics, req->topic, req->topic_len);
     if (req->level == 0 && delay == 0) {
         m.due_ms = now_ms;
-        topic_append(s, store_topic_get_or_create(s, req->topic, req->topic_len), &m, 0, now_ms);
+        if (topic == NULL) {
+            topic = store_topic_get_or_create(s, req->topic, req->topic_len);
+        }
+        topic_append(s, topic, &m, 0, now_ms);
     } else {
-        store_level_enqueue(s, &m, req->level, delay, now_ms);
+        store_level_enqueue(s, topic, &m, req->level, delay, now_ms);
     }
     idx_key_put(s, &m);
     if (m.key.len > 0) {
         idx_sent_key_add(s, &m);
     }
     s->pending_sends += s->pending - pending_before;
-    store_topic_get_or_create(s, req->topic, req->topic_len)->sent++;
+    if (topic == NULL) {
+        topic = store_topic_get_or_create(s, req->topic, req->topic_len); /* created by the enqueue */
+    }
+    topic->sent++;
     *id_out = m.id;
     if (due_out) {
         *due_out = m.due_ms;
@@ -331,22 +357,23 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out)
 }
 
 /* One due level-head message m (at hop_due, seq) leaves its level: next hop, topic
- * log or retry-ready. Returns 1 when it became ready, 0 when it hopped or was
- * dropped, -1 on a read error (the index's, dropping a retry). */
-static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t seq, uint64_t now_ms, char *err, size_t errlen)
+ * log or retry-ready. topic: msg_topic(m). Returns 1 when it became ready, 0 when it
+ * hopped or was dropped, -1 on a read error (the index's, dropping a retry). */
+static int route_due(store_t *s, topic_state_t *topic, msg_t *m, uint64_t hop_due, uint64_t seq, uint64_t now_ms,
+                     char *err, size_t errlen)
 {
     const lvl_table_t *t = &s->opt.levels;
     while (m->due_ms > hop_due) {
         int next = lvl_next_hop(t, m->due_ms - hop_due);
         uint64_t next_due = hop_due + lvl_hop_ms(t, next, m->due_ms - hop_due);
         if (next_due > now_ms) {
-            level_insert(s, next, next_due, m);
+            level_insert(s, topic, next, next_due, m);
             return 0;
         }
         hop_due = next_due; /* catching up (clock jump, downtime): that hop is due too */
     }
     if (m->dest == MSG_DEST_TOPIC) {
-        topic_append(s, store_topic_get_or_create(s, m->topic.ptr, m->topic.len), m, seq, now_ms);
+        topic_append(s, topic, m, seq, now_ms);
         return 1;
     }
     group_state_t *g = store_group_get(s, m->group.ptr, m->group.len);
@@ -416,8 +443,9 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         ls->depth--;
         ls->pops_since_compact++;
         store_mark_level(s, l);
-        store_topic_delayed_add(s, &m, -1);
-        int ready = route_due(s, &m, due, seq, now_ms, err, errlen);
+        topic_state_t *topic = msg_topic(s, &m);
+        topic_delayed_add(s, topic, -1);
+        int ready = route_due(s, topic, &m, due, seq, now_ms, err, errlen);
         if (ready < 0) {
             rc = -1;
             break;

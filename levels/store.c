@@ -296,13 +296,37 @@ int store_close_unsynced(store_t *s, char *err, size_t errlen)
 
 /* ---- ids ------------------------------------------------------------------------------ */
 
+/* Eight hex digits of half, most significant first, as the bytes of a
+ * big-endian word: each nibble is spread into a byte of its own (three
+ * shift-and-mask steps), then every byte becomes its digit at once: '0' is
+ * added to all, and 'a' - '0' - 10 more to those of 10 and above (b + 6
+ * carries into bit 4 exactly then; no byte ever carries into the next). */
+static uint64_t hex_digits(uint32_t half)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101);
+    uint64_t v = half;
+    v = ((v & UINT64_C(0xffff0000)) << 16) | (v & UINT64_C(0x0000ffff));
+    v = ((v & UINT64_C(0x0000ff000000ff00)) << 8) | (v & UINT64_C(0x000000ff000000ff));
+    v = ((v & UINT64_C(0x00f000f000f000f0)) << 4) | (v & UINT64_C(0x000f000f000f000f));
+    uint64_t letters = ((v + 6 * ones) >> 4) & ones;
+    return v + '0' * ones + letters * ('a' - '0' - 10);
+}
+
+/* The word's bytes, most significant first, as one store (be64_put's byte
+ * stores are not merged here by GCC 12). */
+static void put_digits(char *out, uint64_t digits)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    digits = __builtin_bswap64(digits);
+#endif
+    memcpy(out, &digits, sizeof digits);
+}
+
+/* Once per id in every SEND and PULL reply: no loop over the digits. */
 void store_id_format(uint64_t id, char out[17])
 {
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 15; i >= 0; i--) {
-        out[i] = hex[id & 15];
-        id >>= 4;
-    }
+    put_digits(out, hex_digits((uint32_t)(id >> 32)));
+    put_digits(out + 8, hex_digits((uint32_t)id));
     out[16] = '\0';
 }
 

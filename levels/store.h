@@ -337,6 +337,10 @@ int store_group_create(store_t *s, const char *group, size_t group_len, const ch
 /* 1 and fill *out when the group exists, 0 when not. */
 int store_group_info(const store_t *s, const char *group, size_t group_len, store_group_info_t *out);
 
+/* 1 when the group exists, 0 when not: store_group_info without the copy
+ * (a PULL asks it each time, to audit a group the lease creates). */
+int store_group_exists(const store_t *s, const char *group, size_t group_len);
+
 /* Call fn for every group (order unspecified); stops early when fn returns nonzero. */
 void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
                          void *ctx);

@@ -564,7 +564,8 @@ void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms)
 /* A message bound for its topic's log (not a group's retry) enters (+1) or
  * leaves (-1) the level queues: its topic's delayed counter (created when
  * new), written with the same batch (keys.h 'P'). Every insert into and
- * delete from a level goes through it. */
+ * delete from a level goes through it (level.c's own paths through its
+ * topic_delayed_add, with the topic they looked up once for the message). */
 void store_topic_delayed_add(store_t *s, const msg_t *m, int delta);
 
 /* The meta key that says the topic records count their delayed messages. */
@@ -584,8 +585,10 @@ int store_topic_delayed_open(store_t *s, char *err, size_t errlen);
 
 /* Start m's journey: exactly on level (> 0), or for delay_ms (> 0, exact to the
  * millisecond) on the first hop of its chain. The enqueue time is monotone per level.
- * Sets m->due_ms (the journey's end) and returns it. */
-uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms);
+ * Sets m->due_ms (the journey's end) and returns it. topic: m's topic state when
+ * the caller holds it (a message bound for its topic's log), else NULL (it is
+ * looked up by name when needed); held only for this call, never kept. */
+uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms);
 
 /* Every refusal of store_send (dedup 0) and store_send_dedup (dedup 1) that
  * does not read: the store broken, store_send_validate, max-topics (counting

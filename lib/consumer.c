@@ -145,6 +145,15 @@ void consumer_note_connects(hg_consumer_t *c, hg_client_t *client, unsigned *see
     *seen = now;
 }
 
+/* A worker's PULL was answered after refused ones: tell conn_event
+ * (HG_CONN_ANSWERED) and log it. Called by the worker. */
+void consumer_note_answered(hg_consumer_t *c, hg_client_t *client, const char *who)
+{
+    if (c->conn_event != NULL)
+        c->conn_event(HG_CONN_ANSWERED, who, hg_client_address(client), c->conn_event_arg);
+    consumer_log(c, 2, "%s: PULL answered again after refusals", who);
+}
+
 int consumer_valid_name(const char *name)
 {
     size_t n = 0;

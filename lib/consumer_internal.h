@@ -92,6 +92,11 @@ void consumer_record_error(hg_consumer_t *c, const char *who, hg_err_t code, con
  * the client. */
 void consumer_note_connects(hg_consumer_t *c, hg_client_t *client, unsigned *seen, const char *who);
 
+/* A worker's PULL was answered after the broker refused its PULLs with an
+ * error reply: tell c->conn_event (HG_CONN_ANSWERED) and log it at info.
+ * Called by the worker, once per such end of refusals. */
+void consumer_note_answered(hg_consumer_t *c, hg_client_t *client, const char *who);
+
 /* Forget id in w's inflight[] (the watchdog stops renewing it). Takes
  * w->lock: the worker or the watchdog. */
 void consumer_inflight_remove(worker_t *w, const char *id);

@@ -273,6 +273,7 @@ void *consumer_worker_main(void *arg)
     const hg_backoff_t *pause = &c->client_opts.reconnect_backoff;
     unsigned failures = 0;
     int pull_failing = 0; /* this worker's last PULL failed (note_pull) */
+    int pull_refused = 0; /* the broker refused a PULL with an error reply since the last answered one */
 
     snprintf(count_text, sizeof(count_text), "%d", c->opts.count);
     snprintf(block_text, sizeof(block_text), "%" PRIu32, c->opts.block_ms);
@@ -283,6 +284,7 @@ void *consumer_worker_main(void *arg)
         hg_err_t e = client_call(w->client, 9, argv, NULL, 1, c->opts.block_ms, CLIENT_INTERRUPTIBLE, &r);
         consumer_note_connects(c, w->client, &w->connects, who);
         if (e == HG_OK && r->type == RESP_REPLY_ERROR) {
+            pull_refused = 1;
             e = client_fail_reply(w->client, r);
             resp_reply_free(r);
             r = NULL;
@@ -319,6 +321,10 @@ void *consumer_worker_main(void *arg)
         }
         failures = 0;
         note_pull(c, 1, &pull_failing);
+        if (pull_refused) {
+            pull_refused = 0;
+            consumer_note_answered(c, w->client, who);
+        }
 
         /* Register the whole batch first: the watchdog renews every lease
          * the worker holds, not only the one being handled. */

@@ -81,7 +81,12 @@ static int decode_part(const char *src, size_t n, char *dst, size_t dstlen, cons
                 return fail(err, errlen, "%%00 (a NUL byte) in %s is not allowed", what);
             i += 2;
         } else if (!(userinfo_char(c) || (allow_colon && c == ':'))) {
-            if (show && isprint(c))
+            if (!show) /* not even the byte: it is one of the password's */
+                return fail(err, errlen,
+                            "an invalid character in %s (percent-encode every one but letters, digits and "
+                            "-._~!$&'()*+,;=:)",
+                            what);
+            if (isprint(c))
                 return fail(err, errlen, "invalid character '%c' in %s (percent-encode it)", c, what);
             return fail(err, errlen, "invalid character 0x%02x in %s (percent-encode it)", c, what);
         }

@@ -1,8 +1,10 @@
 /*
  * proto/request.c — the server's request parser (contract: request.h).
  *
- * A byte-driven state machine (states below), fed whatever the socket
- * delivered. Every byte it keeps is copied into one arena (p->data): a
+ * A state machine (states below), fed whatever the socket delivered. A
+ * length header that arrived whole is read at once (header_line_whole: a
+ * memchr for its CR and one parse); one split across reads, or malformed, is
+ * read a byte at a time, which is also what names the error. Every byte it keeps is copied into one arena (p->data): a
  * multibulk command's arguments are stored back to back, each followed by a
  * NUL; an inline line is collected whole and then split in place into the
  * same layout (the split only ever shrinks text, so the write cursor never
@@ -324,6 +326,46 @@ static resp_status_t process_inline(resp_parser_t *p, resp_command_t *cmd)
     return finish_command(p, cmd, 1);
 }
 
+/* The fast path for a length header: when the bytes buf[0..avail) hold the
+ * whole rest of a header line, "<up to RESP_MAX_NUMBER_LEN digits or
+ * '-'>\r\n", with nothing of it read yet, store the header's length with its
+ * CRLF in *taken, its value in *v and its parse result in *ok, and return 1.
+ * Return 0 otherwise (the line is split across reads, too long, or holds a
+ * byte no length can contain): the byte-at-a-time path then reads it and
+ * reports what it finds, so both paths accept and refuse the same lines. */
+static int header_line_whole(const char *buf, size_t avail, size_t *taken, int *ok, long long *v)
+{
+    size_t scan = avail < RESP_MAX_NUMBER_LEN + 1 ? avail : RESP_MAX_NUMBER_LEN + 1;
+    const char *cr = memchr(buf, '\r', scan);
+    size_t digits;
+
+    if (cr == NULL)
+        return 0;
+    digits = (size_t)(cr - buf);
+    if (digits + 1 >= avail || cr[1] != '\n')
+        return 0;
+    unsigned long long plain = 0; /* the value, while every byte is a digit */
+    int all_digits = 1;
+    for (size_t i = 0; i < digits; i++) {
+        if (buf[i] >= '0' && buf[i] <= '9')
+            plain = plain * 10 + (unsigned)(buf[i] - '0');
+        else if (buf[i] == '-')
+            all_digits = 0;
+        else
+            return 0;
+    }
+    /* up to 18 digits, no sign, no leading zero: the common case, which
+     * cannot overflow; anything else goes through the full parse */
+    if (all_digits && digits >= 1 && digits <= 18 && (buf[0] != '0' || digits == 1)) {
+        *ok = 1;
+        *v = (long long)plain;
+    } else {
+        *ok = resp_parse_ll(buf, digits, v) == 0;
+    }
+    *taken = digits + 2;
+    return 1;
+}
+
 /* The "*<count>\r\n" line ended. */
 static resp_status_t on_count(resp_parser_t *p, int ok, long long v)
 {
@@ -430,11 +472,23 @@ resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len, si
 
         case ST_MB_COUNT:
         case ST_BULK_LEN: {
-            char c = buf[pos++];
             int is_count = p->state == ST_MB_COUNT;
             long long v = 0;
             int ok;
+            size_t taken;
+            char c;
 
+            if (p->number_len == 0 && !p->number_cr && header_line_whole(buf + pos, len - pos, &taken, &ok, &v)) {
+                pos += taken;
+                p->query_len += taken;
+                st = is_count ? on_count(p, ok, v) : on_bulk_len(p, ok, v);
+                if (st < 0) {
+                    *consumed = pos;
+                    return st;
+                }
+                break;
+            }
+            c = buf[pos++];
             p->query_len++;
             if (!p->number_cr) {
                 if (c == '\r') {
@@ -494,7 +548,13 @@ resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len, si
 
         case ST_BULK_CR:
         case ST_BULK_LF: {
-            char c = buf[pos++];
+            char c;
+            if (p->state == ST_BULK_CR && len - pos >= 2 && buf[pos] == '\r' && buf[pos + 1] == '\n') {
+                pos++; /* the whole CRLF is here: take its CR, the LF below */
+                p->query_len++;
+                p->state = ST_BULK_LF;
+            }
+            c = buf[pos++];
             p->query_len++;
             if (c != (p->state == ST_BULK_CR ? '\r' : '\n')) {
                 *consumed = pos;

@@ -765,10 +765,14 @@ void hg_consumer_stop(hg_consumer_t *c);
  * on the thread that calls it. */
 void hg_consumer_set_stop_fd(hg_consumer_t *c, int fd);
 
-/* What happened to a consumer's connection to the broker. */
+/* What happened to a consumer's connection to the broker. A callback should
+ * ignore a value it does not know: later interfaces may add some. */
 typedef enum hg_conn_event {
-    HG_CONN_CONNECTED = 1,  /* a client's first connection (each worker's, the watchdog's) */
-    HG_CONN_RECONNECTED = 2 /* a client connected again after it lost its connection: the broker is back */
+    HG_CONN_CONNECTED = 1,   /* a client's first connection (each worker's, the watchdog's) */
+    HG_CONN_RECONNECTED = 2, /* a client connected again after it lost its connection: the broker is back */
+    HG_CONN_ANSWERED = 3     /* a worker's PULL was answered after the broker refused its PULLs with an error
+                                reply (a full disk, a group bound to another topic): the refusals ended
+                                (interface 3) */
 } hg_conn_event_t;
 
 /* Told of a connection event: who is the client's owner ("worker 2",
@@ -784,7 +788,10 @@ typedef void (*hg_conn_event_fn)(hg_conn_event_t event, const char *who, const c
  * per connect or reconnect noticed (several reconnects between two calls of
  * that client's are one event; hg_consumer_stats' reconnects counts them
  * all), before the info line "<who>: connected to <address>" /
- * "<who>: reconnected to <address>" goes to opts.log. The structured way to
+ * "<who>: reconnected to <address>" goes to opts.log; and with
+ * HG_CONN_ANSWERED on a worker's first answered PULL after one the broker
+ * refused with an error reply (connection failures between them do not
+ * matter), before the info line "<who>: PULL answered again after refusals". The structured way to
  * learn that the broker is back: the log's text is for people and may
  * change. NULL (the default) turns it off. Before hg_consumer_run, on the
  * thread that calls it; c NULL: nothing. */

@@ -21,6 +21,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -54,14 +55,30 @@ static void die(const char *what, const char *err)
     abort();
 }
 
+static char temp_dir[] = "/tmp/hg-fuzz-dispatch-XXXXXX";
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* At a normal exit (the end of a run): the temp data directory goes with the process (a crash leaves it). */
+static void remove_temp_dir(void)
+{
+    nftw(temp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void start_broker(void)
 {
     static config_t cfg;
-    static char dir[] = "/tmp/hg-fuzz-dispatch-XXXXXX";
-    static char data_dir[sizeof dir + 8];
+    char *dir = temp_dir;
+    static char data_dir[sizeof temp_dir + 8];
     char err[1024];
     if (mkdtemp(dir) == NULL)
         die("mkdtemp", strerror(errno));
+    atexit(remove_temp_dir);
     snprintf(data_dir, sizeof data_dir, "%s/data", dir);
     char *argv[] = {
         "hourglass-broker", "--port", "0", "--dir", data_dir, "--log-level", "error", "--header-timeout", "0",

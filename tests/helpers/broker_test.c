@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -37,6 +38,21 @@ void bt_teardown(void)
 void bt_start(const char *const *extra)
 {
     bt_start_limited(0, extra);
+}
+
+void bt_preload_failsync(char *shimdir, size_t dirlen, char *trigger, size_t triggerlen)
+{
+    char shim[700], asan[1024];
+    struct stat st;
+    TU_REQUIRE(tu_mkdtemp("hg-failsync", shimdir, dirlen) == 0, "temp dir");
+    snprintf(trigger, triggerlen, "%s/trigger", shimdir);
+    snprintf(shim, sizeof shim, "%s/tests/helpers/.libs/failsync.so", HG_BUILDDIR);
+    TU_REQUIRE(stat(shim, &st) == 0, "the shim %s is not built", shim);
+    setenv("LD_PRELOAD", shim, 1);
+    setenv("HG_FAILSYNC_TRIGGER", trigger, 1);
+    const char *old = getenv("ASAN_OPTIONS"); /* leave to preload a library before ASan's runtime */
+    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && old[0] ? ":" : "");
+    setenv("ASAN_OPTIONS", asan, 1);
 }
 
 void bt_start_limited(long nofile, const char *const *extra)

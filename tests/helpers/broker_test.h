@@ -40,6 +40,13 @@ void bt_start(const char *const *extra);
 /* bt_start with RLIMIT_NOFILE nofile for the broker (bp_start_limited). */
 void bt_start_limited(long nofile, const char *const *extra);
 
+/* Preload the fsync shim (tests/helpers/failsync.c) into the broker started
+ * next: its next sync of the write-ahead log after the file trigger exists
+ * fails (or, with HG_FAILSYNC_DELAY_MS set, waits that long). The trigger's
+ * path, in a new temp dir shimdir[dirlen], into trigger[triggerlen]. The
+ * caller unsets LD_PRELOAD once the broker started. Requires the shim. */
+void bt_preload_failsync(char *shimdir, size_t dirlen, char *trigger, size_t triggerlen);
+
 /* Poll INFO until blocked_clients is want (the broker holds that many PULL
  * BLOCKs); requires it within 10 s. */
 void bt_wait_blocked(const char *want);

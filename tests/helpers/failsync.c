@@ -11,6 +11,9 @@
  * (LevelDB's own, when it syncs its log). Every call on a
  * ".log" is appended to $HG_FAILSYNC_RECORD (when set) as one line
  * "ok|EIO PATH", so a test can see which log a later successful sync was of.
+ * With $HG_FAILSYNC_DELAY_MS set, the trigger makes that sync wait so many
+ * milliseconds and then sync, instead of failing: a batch held in flight, as a
+ * slow disk holds it (test_broker_restart's stop with unread input).
  * Other files and calls pass through to libc unchanged.
  *
  * Threading: any thread (the broker's syncer thread calls it); the record
@@ -24,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int fdatasync(int fd);
@@ -76,7 +80,8 @@ static int must_fail(const char *path)
     return fail;
 }
 
-/* -1 (EIO) when this sync of a log must fail, else the real call's result. */
+/* -1 (EIO) when this sync of a log must fail, else the real call's result
+ * (after the delay, in delay mode). */
 static int sync_or_fail(int fd, const char *name)
 {
     char path[4096];
@@ -84,7 +89,14 @@ static int sync_or_fail(int fd, const char *name)
     if (!log_path(fd, path, sizeof path)) {
         return real(fd);
     }
-    if (must_fail(path)) {
+    const char *delay_ms = getenv("HG_FAILSYNC_DELAY_MS");
+    if (delay_ms != NULL && must_fail(path)) {
+        long ms = strtol(delay_ms, NULL, 10);
+        struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+        record("delayed", path);
+    } else if (must_fail(path)) {
         record("EIO", path);
         errno = EIO;
         return -1;

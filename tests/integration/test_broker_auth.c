@@ -945,23 +945,6 @@ static void test_info_paths_admin_only(void)
     tu_rmtree(parent);
 }
 
-/* The fsync shim (tests/helpers/failsync.c, as test_broker_fsync uses it): the broker started after this fails
- * the next sync of its write-ahead log once the file trigger[triggerlen] exists. Files in a new temp dir, shimdir. */
-static void preload_failsync(char *shimdir, size_t dirlen, char *trigger, size_t triggerlen)
-{
-    char shim[700], asan[1024];
-    struct stat st;
-    TU_REQUIRE(tu_mkdtemp("hg-failsync", shimdir, dirlen) == 0, "temp dir");
-    snprintf(trigger, triggerlen, "%s/trigger", shimdir);
-    snprintf(shim, sizeof shim, "%s/tests/helpers/.libs/failsync.so", HG_BUILDDIR);
-    TU_REQUIRE(stat(shim, &st) == 0, "the shim %s is not built", shim);
-    setenv("LD_PRELOAD", shim, 1);
-    setenv("HG_FAILSYNC_TRIGGER", trigger, 1);
-    const char *old = getenv("ASAN_OPTIONS"); /* leave to preload a library before ASan's runtime */
-    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && old[0] ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
-}
-
 /* 1 once the broker's log has the text arg. */
 static int log_has(void *arg)
 {
@@ -999,7 +982,7 @@ static void send_failing(rc_conn_t *c, const char *trigger, const char *who, cha
 static void test_error_paths_admin_only(void)
 {
     char shimdir[512], trigger[600], e[1024], want[800];
-    preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
+    bt_preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
     start_with_users();     /* fsync always */
     unsetenv("LD_PRELOAD"); /* the broker has it; nothing else the test starts does */
     rc_conn_t adm, shop;
@@ -1426,6 +1409,51 @@ static void test_no_users(void)
              "INFO auth_required %s", v);
 }
 
+/* Which calls the audit log records is the command table's CMD_AUDIT flag:
+ * every destructive or admin call, subcommands by their own rows (GROUP's
+ * unknown subcommands audited, DLQ's and CLIENT's not), CONFIG except GET,
+ * and no read. Each call is answered before the next is sent, and the last
+ * is audited, so once its line is in the log every earlier one is too. */
+static void test_audited_set(void)
+{
+    bt_start(NULL);
+    const char *const calls[][5] = {
+        /* { audited?, command ... } */
+        { "yes", "GROUP", "CREATE", "ga", "t" },
+        { "no", "GROUP", "LIST" },
+        { "yes", "GROUP", "NOSUCH", "ga" },
+        { "no", "DLQ", "LEN", "ga" },
+        { "no", "DLQ", "NOSUCH", "ga" },
+        { "yes", "DLQ", "REQUEUE", "ga", "ALL" },
+        { "no", "CONFIG", "GET", "port" },
+        { "yes", "CONFIG", "SET", "port", "1" },
+        { "no", "CLIENT", "LIST" },
+        { "no", "CLIENT", "ID" },
+        { "yes", "CLIENT", "KILL", "ID", "999999" },
+        { "no", "GET", "0000000000000001" },
+        { "no", "SEND", "t", "p" },
+        { "yes", "REVOKE", "0000000000000001" },
+        { "yes", "TOPIC", "DEL", "nosuch" },
+        { "yes", "DLQ", "DROP", "ga", "ALL" },
+    };
+    const size_t ncalls = sizeof calls / sizeof calls[0];
+    char shown[128];
+    for (size_t i = 0; i < ncalls; i++) {
+        resp_reply_t *r = rc_cmd(&bt_conn, calls[i][1], calls[i][2], calls[i][3], calls[i][4], NULL);
+        BP_REQUIRE(r != NULL, "%s %s: no reply", calls[i][1], calls[i][2]);
+        resp_reply_free(r);
+    }
+    BP_REQUIRE(tu_wait_file_contains(bt_broker.log_path, "user=default DLQ DROP ga ALL:", 10000) == 0,
+               "no audit line for the last call, DLQ DROP ga ALL, in %s", bt_broker.log_path);
+    for (size_t i = 0; i < ncalls; i++) {
+        snprintf(shown, sizeof shown, "user=default %s %s%s%s", calls[i][1], calls[i][2], calls[i][3] ? " " : "",
+                 calls[i][3] ? calls[i][3] : "");
+        int want = strcmp(calls[i][0], "yes") == 0;
+        BP_CHECK(bp_log_contains(&bt_broker, shown) == want, "%s is %s, want %s (log %s)", shown,
+                 want ? "not audited" : "audited", want ? "audited" : "not", bt_broker.log_path);
+    }
+}
+
 /* The longest user name logs in, through the AUTH thread (the first time)
  * and the cache (the second): it was cut to 61 bytes and "..." on its way to
  * the lookup, and a right password got WRONGPASS. One byte more matches
@@ -1570,6 +1598,7 @@ static const tu_test_t auth_tests[] = {
     { "protected mode and allow-remote", test_protected_mode },
     { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
     { "without users: as before", test_no_users },
+    { "the audit log: destructive and admin calls, no reads", test_audited_set },
     { "a user name of 64 bytes logs in", test_long_user_name },
     { "a failed AUTH logs a name only when it is a user's, never control bytes", test_auth_log_names },
     { "a password longer than 1 KiB: refused unhashed, counted as a failure", test_auth_password_too_long },

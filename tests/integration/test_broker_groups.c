@@ -405,6 +405,16 @@ static void test_bound_to_other_topic(void)
     r = bp_pull(&bt_conn, e, sizeof e, "h", "a", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     resp_reply_free(r);
+    /* ... audited as GROUP CREATE is, with who did it: a swapped group and topic must be found in the log */
+    static const char created[] = "[info] audit: client id=";
+    static const char created_h[] =
+        "user=default PULL h a: created group 'h' bound to topic 'a' (no such group before)";
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, created_h, 10000) == 0 && bp_log_contains(&bt_broker, created),
+             "no audit line for the group PULL h a created in %s", bt_broker.log_path);
+    r = bp_pull(&bt_conn, e, sizeof e, "h", "a", NULL); /* the group exists now: no second line */
+    BP_REQUIRE(r != NULL, "%s", e);
+    resp_reply_free(r);
+    BP_CHECK(bt_log_count(created_h) == 1, "%d audit lines for the group h, want 1", bt_log_count(created_h));
     r = rc_cmd(&bt_conn, "PULL", "h", "c", "BLOCK", "100", NULL);
     BP_CHECK(rc_is_error(r, "ERR group h is bound to topic a, not c"), "PULL h c: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);

@@ -21,7 +21,13 @@
  * A SIGTERM with idle clients connected exits in well under a second (an
  * idle connection is closed at once, not lingered on); requests written in
  * the instant of a stop get a reply, an error reply or EOF, never a reset;
- * commands received but not run at a stop are refused "-ERR shutting down".
+ * commands received but not run at a stop are refused "-ERR shutting down",
+ * also those still in the socket (written while a held fsync keeps the batch
+ * in flight: the failsync shim's delay mode), decrypted on TLS, and at most
+ * 64 MiB of them across 200 clients (HG_TEST_STOP_CLIENTS and
+ * HG_TEST_STOP_CLIENT_BYTES make it a 10 000-client measurement), every
+ * client at an EOF; a client writing through the stop without reading is
+ * cut when its linger ends and does not hold the stop.
  * `--check-config` ends with "hourglass-broker: configuration OK (FILE)".
  * `hourglass-broker --check-data DIR` refuses a directory in use and finds
  * the data consistent after kill -9 and after a clean stop.
@@ -40,6 +46,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -53,9 +60,12 @@
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
+#include "tests/helpers/tls_certs.h"
 
 #define LATE_BOUND_MS       1500
 #define IDLE_STOP_LINGER_MS 1000 /* broker/conn_close.c LINGER_MS: what a stop lingering on an idle client adds */
@@ -784,6 +794,389 @@ static void test_stop_refuses_unread(void)
     }
 }
 
+/* ---- the stop's refusal budget -------------------------------------------------------------- */
+
+#define BUDGET_CMD_BYTES          1024u       /* one pipelined SEND, exactly */
+#define BUDGET_TOTAL_BYTES        (64u << 20) /* broker/conn_internal.h CONN_REFUSE_BUDGET_BYTES */
+#define BUDGET_CLIENTS            200         /* HG_TEST_STOP_CLIENTS overrides (a measurement) */
+#define BUDGET_CLIENT_BYTES       (1u << 20)  /* each writes at most this (HG_TEST_STOP_CLIENT_BYTES) */
+#define BUDGET_HOLD_MS            3000        /* the fsync the stop waits on: the window the clients write in... */
+#define BUDGET_HOLD_PER_CLIENT_US 500         /* ...and this more a client (10 000 wrote for 3.2-4.4 s here) */
+#define BUDGET_MAX_REFUSALS       1024        /* broker/conn.h CONN_MAX_PENDING: refusals of one connection */
+#define BUDGET_REFUSAL            "-ERR shutting down: the command was not run"
+
+/* One client of the budget test: its socket, what it wrote and what it read. */
+typedef struct budget_client {
+    int fd;
+    size_t written;
+    unsigned refusals, others; /* reply lines: -ERR shutting down, anything else */
+    char line[64];
+    size_t line_len;
+    race_end_t end;
+    int err_no;
+} budget_client_t;
+
+/* A SEND of exactly BUDGET_CMD_BYTES into buf. */
+static void budget_command(char *buf)
+{
+    static const char head[] = "*3\r\n$4\r\nSEND\r\n$1\r\nt\r\n";
+    size_t payload = BUDGET_CMD_BYTES - (sizeof head - 1) - strlen("$995\r\n") - 2;
+    int n = snprintf(buf, BUDGET_CMD_BYTES + 1, "%s$%zu\r\n", head, payload);
+    memset(buf + n, 'x', payload);
+    memcpy(buf + n + payload, "\r\n", 2);
+}
+
+/* Read what c's socket has; count its reply lines; note its end (EOF, reset). */
+static void budget_read(budget_client_t *c)
+{
+    char buf[4096];
+    ssize_t n = read(c->fd, buf, sizeof buf);
+    if (n == 0) {
+        c->end = RACE_EOF;
+        return;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR) {
+            c->err_no = errno;
+            c->end = errno == ECONNRESET ? RACE_RESET : RACE_OTHER;
+        }
+        return;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        if (buf[i] != '\n') {
+            c->line[c->line_len < sizeof c->line - 1 ? c->line_len++ : c->line_len] = buf[i];
+            continue;
+        }
+        c->line[c->line_len] = '\0';
+        if (strcmp(c->line, BUDGET_REFUSAL "\r") == 0) {
+            c->refusals++;
+        } else {
+            c->others++;
+        }
+        c->line_len = 0;
+    }
+}
+
+/* The broker's peak resident set (VmHWM) in KiB, or 0 once it is gone. */
+static unsigned long budget_peak_rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long kb = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kb = strtoul(line + 6, NULL, 10);
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return kb;
+}
+
+/* 1 once the broker's log has the text arg. */
+static int log_has_text(void *arg)
+{
+    return bp_log_contains(&bt_broker, (const char *)arg);
+}
+
+static int g_hold_ms; /* the held fsync of the test running (preload_holding_shim) */
+
+/* Preload the fsync shim (bt_preload_failsync) in delay mode into the broker
+ * started next: the sync after the trigger waits long enough for nclients
+ * to write (g_hold_ms). The caller unsets LD_PRELOAD and HG_FAILSYNC_DELAY_MS
+ * once the broker started. */
+static void preload_holding_shim(char *shimdir, size_t dirlen, char *trigger, size_t triggerlen, int nclients)
+{
+    char ms[32];
+    g_hold_ms = BUDGET_HOLD_MS + (int)((long)nclients * BUDGET_HOLD_PER_CLIENT_US / 1000);
+    snprintf(ms, sizeof ms, "%d", g_hold_ms);
+    bt_preload_failsync(shimdir, dirlen, trigger, triggerlen);
+    setenv("HG_FAILSYNC_DELAY_MS", ms, 1);
+}
+
+/* SIGTERM the broker (bt_broker, started with the fsync shim in delay mode)
+ * while a SEND on bt_conn is the batch in flight, its fsync held
+ * g_hold_ms (preload_holding_shim): returns once the broker stopped reading (mono ms of the
+ * SIGTERM). Clients write then what it received but did not run. */
+static uint64_t stop_holding_batch(const char *trigger)
+{
+    struct stat st;
+    BP_REQUIRE(tu_write_file(trigger, "") == 0, "write %s", trigger);
+    rc_appendl(&bt_conn, "SEND", "t", "held", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 5000) == 0, "write the SEND: %s", bt_conn.err);
+    uint64_t until = tu_now_mono_ms() + 10000;
+    while (stat(trigger, &st) == 0 && tu_now_mono_ms() < until) {
+        poll(NULL, 0, 1);
+    }
+    BP_REQUIRE(stat(trigger, &st) != 0, "the SEND's fsync did not start");
+    uint64_t t_term = tu_now_mono_ms();
+    BP_REQUIRE(kill(bt_broker.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
+    BP_REQUIRE(tu_poll_until(log_has_text, "shutting down (SIGTERM)", 10000, 1) == 0, "no 'shutting down' in the log");
+    return t_term;
+}
+
+/* The held SEND is acknowledged (the batch ended, the connections drain):
+ * returns then (mono ms). */
+static uint64_t held_batch_done(void)
+{
+    resp_reply_t *held = rc_read(&bt_conn, g_hold_ms + 10000);
+    uint64_t t = tu_now_mono_ms();
+    BP_CHECK(held != NULL && held->type == RESP_REPLY_BULK, "the held SEND was not acknowledged: %s", bt_conn.err);
+    resp_reply_free(held);
+    return t;
+}
+
+static long budget_env(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, NULL, 10) : dflt;
+}
+
+/* A stop with many clients' requests unread reads at most 64 MiB of them in
+ * all (CONN_REFUSE_BUDGET_BYTES) to refuse them: BUDGET_CLIENTS clients each
+ * pipeline up to 1 MiB of 1 KiB SENDs after the stop began (the broker reads
+ * nothing then), while a slow fsync holds the batch in flight. Each gets
+ * -ERR shutting down for a command read within the budget and nothing for
+ * the rest, then an EOF, never a reset; the refusals add up to at most the
+ * budget; the stop ends within the linger of the batch's end and the
+ * broker's memory stays bounded. HG_TEST_STOP_CLIENTS and
+ * HG_TEST_STOP_CLIENT_BYTES change the clients and their bytes (a
+ * measurement: 10 000 clients). */
+static void test_stop_refusal_budget(void)
+{
+    char e[8192], shimdir[512], trigger[600], cmd[BUDGET_CMD_BYTES + 1];
+    int nclients = (int)budget_env("HG_TEST_STOP_CLIENTS", BUDGET_CLIENTS);
+    size_t per_client = (size_t)budget_env("HG_TEST_STOP_CLIENT_BYTES", BUDGET_CLIENT_BYTES);
+    char clients_flag[32];
+    snprintf(clients_flag, sizeof clients_flag, "%d", nclients + 16);
+    const char *extra[] = { "--max-clients", clients_flag, NULL };
+    preload_holding_shim(shimdir, sizeof shimdir, trigger, sizeof trigger, nclients);
+    bt_start(extra);
+    unsetenv("LD_PRELOAD");
+    unsetenv("HG_FAILSYNC_DELAY_MS");
+    budget_client_t *cl = calloc((size_t)nclients, sizeof *cl);
+    BP_REQUIRE(cl != NULL, "calloc");
+    for (int i = 0; i < nclients; i++) {
+        cl[i].fd = race_connect(bt_broker.port);
+        BP_REQUIRE(cl[i].fd >= 0, "client %d could not connect and PING", i);
+        fcntl(cl[i].fd, F_SETFL, fcntl(cl[i].fd, F_GETFL) | O_NONBLOCK);
+        cl[i].end = RACE_PENDING;
+    }
+    uint64_t t_term = stop_holding_batch(trigger);
+    budget_command(cmd);
+    size_t total_written = 0;
+    for (int i = 0; i < nclients; i++) {
+        while (cl[i].written < per_client) {
+            size_t off = cl[i].written % BUDGET_CMD_BYTES;
+            ssize_t n = send(cl[i].fd, cmd + off, BUDGET_CMD_BYTES - off, MSG_NOSIGNAL);
+            if (n <= 0) {
+                break;
+            }
+            cl[i].written += (size_t)n;
+        }
+        total_written += cl[i].written;
+    }
+    uint64_t t_written = tu_now_mono_ms();
+    BP_CHECK(t_written - t_term < (uint64_t)g_hold_ms, "writing took %" PRIu64 " ms, past the held fsync's %d",
+             t_written - t_term, g_hold_ms);
+    /* Every client reads its refusals to its EOF; the held SEND is answered first. */
+    uint64_t t_drain = held_batch_done();
+    unsigned long peak_kb = 0;
+    int open_clients = nclients;
+    uint64_t deadline = t_drain + 20000;
+    struct pollfd *p = calloc((size_t)nclients, sizeof *p);
+    BP_REQUIRE(p != NULL, "calloc");
+    while (open_clients > 0 && tu_now_mono_ms() < deadline) {
+        for (int i = 0; i < nclients; i++) {
+            p[i] = (struct pollfd){ .fd = cl[i].end == RACE_PENDING ? cl[i].fd : -1, .events = POLLIN };
+        }
+        unsigned long kb = budget_peak_rss_kb(bt_broker.pid);
+        peak_kb = kb > peak_kb ? kb : peak_kb;
+        if (poll(p, (nfds_t)nclients, 100) <= 0) {
+            continue;
+        }
+        for (int i = 0; i < nclients; i++) {
+            if (p[i].revents != 0) {
+                budget_read(&cl[i]);
+                open_clients -= cl[i].end != RACE_PENDING;
+            }
+        }
+    }
+    free(p);
+    BP_CHECK(bp_wait_exit(&bt_broker, BP_STOP_DEADLINE_MS, e, sizeof e) == 0, "the stop: %s", e);
+    uint64_t t_exit = tu_now_mono_ms();
+    unsigned long refused = 0, full = 0, none = 0, resets = 0, others = 0;
+    const budget_client_t *bad = NULL;
+    for (int i = 0; i < nclients; i++) {
+        refused += cl[i].refusals;
+        full += cl[i].refusals == BUDGET_MAX_REFUSALS;
+        none += cl[i].refusals == 0;
+        others += cl[i].others;
+        if (cl[i].end != RACE_EOF) {
+            resets++;
+            bad = bad ? bad : &cl[i];
+        }
+        BP_CHECK(cl[i].refusals <= cl[i].written / BUDGET_CMD_BYTES, "client %d: %u refusals for %zu bytes written", i,
+                 cl[i].refusals, cl[i].written);
+        close(cl[i].fd);
+    }
+    char logged[96];
+    snprintf(logged, sizeof logged, "stopping: %lu command(s) received but not run were refused", refused);
+    printf("\n    %d clients wrote %zu MiB after the stop began; %lu refused (%lu MiB; %lu clients 1024, %lu none), "
+           "%lu other replies, %lu not ended by EOF; the stop took %" PRIu64 " ms after the held batch ended "
+           "(%" PRIu64 " ms after SIGTERM); the broker's peak RSS %lu MiB\n",
+           nclients, total_written >> 20, refused, (refused * BUDGET_CMD_BYTES) >> 20, full, none, others, resets,
+           t_exit - t_drain, t_exit - t_term, peak_kb >> 10);
+    BP_CHECK(resets == 0, "%lu clients did not end with an EOF (the first: %s)", resets,
+             bad == NULL                ? ""
+             : bad->end == RACE_PENDING ? "no end in 20 s"
+                                        : strerror(bad->err_no));
+    BP_CHECK(others == 0, "%lu replies other than '%s'", others, BUDGET_REFUSAL);
+    BP_CHECK(refused * BUDGET_CMD_BYTES <= BUDGET_TOTAL_BYTES, "%lu refusals: %lu bytes read, past the budget %u",
+             refused, refused * BUDGET_CMD_BYTES, BUDGET_TOTAL_BYTES);
+    BP_CHECK(refused == 0 || bp_log_contains(&bt_broker, logged), "the log does not say '%s'", logged);
+    if (total_written >= 2 * (size_t)BUDGET_TOTAL_BYTES) {
+        /* the budget, not the clients, ended the refusals: most of it was used, and clients were left out */
+        BP_CHECK(refused * BUDGET_CMD_BYTES >= BUDGET_TOTAL_BYTES / 2 && none > 0,
+                 "%lu refusals, %lu clients without one: the budget was not what ended them", refused, none);
+    }
+    BP_CHECK(t_exit - t_drain < RACE_STOP_MAX, "the stop took %" PRIu64 " ms after the held batch (want < %d)",
+             t_exit - t_drain, RACE_STOP_MAX);
+    free(cl);
+    rc_close(&bt_conn);
+    tu_rmtree(shimdir);
+}
+
+#define TLS_STOP_PIPELINED 10 /* PINGs a TLS client writes after the stop began */
+
+/* A TLS client connected to 127.0.0.1:port (trusting ca) that got +PONG, on
+ * a blocking socket with 10 s timeouts; NULL with the cause in err. */
+static SSL *tls_stop_client(SSL_CTX *ctx, int port, char *err, size_t errlen)
+{
+    int fd = tu_tcp_connect(port);
+    if (fd < 0) {
+        snprintf(err, errlen, "connect to the TLS port %d: %s", port, strerror(errno));
+        return NULL;
+    }
+    struct timeval tv = { 10, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    char pong[16];
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    if (SSL_connect(ssl) != 1 || SSL_write(ssl, ping, sizeof ping - 1) != (int)(sizeof ping - 1) ||
+        SSL_read(ssl, pong, sizeof pong) != 7 || memcmp(pong, "+PONG\r\n", 7) != 0) {
+        snprintf(err, errlen, "TLS handshake or PING failed: %s", ERR_error_string(ERR_get_error(), NULL));
+        SSL_free(ssl);
+        close(fd);
+        return NULL;
+    }
+    return ssl;
+}
+
+/* A TLS client's commands received but not run at a stop are refused as a
+ * plaintext client's are: PINGs it pipelined after the stop began (still
+ * encrypted in the socket; the broker had decrypted none of them) each get
+ * -ERR shutting down, then close_notify and an EOF, never a reset. */
+static void test_stop_refuses_unread_tls(void)
+{
+    char e[8192], shimdir[512], trigger[600], pki[512], port_s[16];
+    tc_certs_t certs;
+    TU_REQUIRE(tu_mkdtemp("stop-pki", pki, sizeof pki) == 0, "mkdtemp");
+    TU_REQUIRE(tc_make(pki, &certs, e, sizeof e) == 0, "the test PKI: %s", e);
+    int tls_port = tu_free_port();
+    snprintf(port_s, sizeof port_s, "%d", tls_port);
+    const char *extra[] = { "--tls-port",     port_s, "--tls-cert-file", certs.server, "--tls-key-file",
+                            certs.server_key, NULL };
+    preload_holding_shim(shimdir, sizeof shimdir, trigger, sizeof trigger, 1);
+    bt_start(extra);
+    unsetenv("LD_PRELOAD");
+    unsetenv("HG_FAILSYNC_DELAY_MS");
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    BP_REQUIRE(ctx != NULL && SSL_CTX_load_verify_locations(ctx, certs.ca, NULL) == 1, "the client's TLS context");
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL *ssl = tls_stop_client(ctx, tls_port, e, sizeof e);
+    BP_REQUIRE(ssl != NULL, "%s", e);
+    stop_holding_batch(trigger);
+    char pipeline[TLS_STOP_PIPELINED * 14 + 1] = "";
+    for (int i = 0; i < TLS_STOP_PIPELINED; i++) {
+        strcat(pipeline, "*1\r\n$4\r\nPING\r\n");
+    }
+    BP_REQUIRE(SSL_write(ssl, pipeline, (int)strlen(pipeline)) == (int)strlen(pipeline), "write the pipeline");
+    held_batch_done();
+    char got[4096];
+    size_t len = 0;
+    int n, ssl_err = SSL_ERROR_NONE;
+    while ((n = SSL_read(ssl, got + len, (int)(sizeof got - 1 - len))) > 0) {
+        len += (size_t)n;
+    }
+    ssl_err = SSL_get_error(ssl, n);
+    got[len] = '\0';
+    int refusals = 0;
+    for (const char *p = got; (p = strstr(p, BUDGET_REFUSAL "\r\n")) != NULL; p++) {
+        refusals++;
+    }
+    printf("\n    a TLS client's %d PINGs written after the stop began: %d refused, then %s\n", TLS_STOP_PIPELINED,
+           refusals, ssl_err == SSL_ERROR_ZERO_RETURN ? "close_notify" : "no close_notify");
+    BP_CHECK(refusals == TLS_STOP_PIPELINED && len == (size_t)refusals * (sizeof BUDGET_REFUSAL + 1),
+             "%d of %d pipelined PINGs refused (want all), read: %s", refusals, TLS_STOP_PIPELINED, got);
+    BP_CHECK(ssl_err == SSL_ERROR_ZERO_RETURN, "the TLS client met no close_notify but SSL error %d (errno %s)",
+             ssl_err, strerror(errno));
+    BP_CHECK(bp_wait_exit(&bt_broker, BP_STOP_DEADLINE_MS, e, sizeof e) == 0, "the stop: %s", e);
+    int fd = SSL_get_fd(ssl);
+    SSL_free(ssl);
+    close(fd);
+    SSL_CTX_free(ctx);
+    rc_close(&bt_conn);
+    tu_rmtree(shimdir);
+    tu_rmtree(pki);
+}
+
+/* A client that writes through the stop without ever reading is cut when
+ * the linger ends (1 s after its last reply): a reset, since a socket closed
+ * with unread input can only be reset and its writes keep the input coming
+ * (docs/operations.md says why that is right); the stop does not wait for
+ * it to stop writing. */
+static void test_stop_cuts_a_writer(void)
+{
+    char e[8192], flood[4096];
+    bt_start(NULL);
+    int fd = race_connect(bt_broker.port);
+    BP_REQUIRE(fd >= 0, "connect and PING");
+    memset(flood, 'P', sizeof flood); /* inline PPPP…: never a complete command, never answered */
+    uint64_t t0 = tu_now_mono_ms();
+    BP_REQUIRE(kill(bt_broker.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
+    int err_no = 0;
+    size_t written = 0;
+    while (err_no == 0 && tu_now_mono_ms() < t0 + 10000) {
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        if (poll(&p, 1, 100) <= 0) {
+            continue;
+        }
+        ssize_t n = send(fd, flood, sizeof flood, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            written += (size_t)n;
+        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            err_no = errno;
+        }
+    }
+    uint64_t cut = tu_now_mono_ms() - t0;
+    BP_CHECK(bp_wait_exit(&bt_broker, BP_STOP_DEADLINE_MS, e, sizeof e) == 0, "the stop: %s", e);
+    uint64_t took = tu_now_mono_ms() - t0;
+    printf("\n    a client writing through the stop (%zu KiB) was cut after %" PRIu64 " ms (%s); the stop took %" PRIu64
+           " ms\n",
+           written >> 10, cut, err_no ? strerror(err_no) : "not cut", took);
+    BP_CHECK(err_no == ECONNRESET || err_no == EPIPE, "the writer was not cut within 10 s: %s",
+             err_no ? strerror(err_no) : "still writing");
+    BP_CHECK(took < RACE_STOP_MAX, "the stop took %" PRIu64 " ms with a client writing (want < %d)", took,
+             RACE_STOP_MAX);
+    BP_CHECK(bp_log_contains(&bt_broker, "exited cleanly"), "no 'exited cleanly' in the log");
+    close(fd);
+    rc_close(&bt_conn);
+}
+
 /* --check-config prints the effective values and ends, on stdout, with
  * "hourglass-broker: configuration OK (FILE)" as the other programs do (it
  * said "configuration OK" alone, on stderr, so it came out first). */
@@ -815,6 +1208,9 @@ static const tu_test_t restart_tests[] = {
     { "a stop with idle clients connected is not held for a linger", test_idle_stop },
     { "requests written as the broker stops: a reply, an error or EOF, never a reset", test_stop_race },
     { "commands received but not run at a stop are refused: -ERR shutting down", test_stop_refuses_unread },
+    { "a stop reads at most 64 MiB of its clients' unread requests to refuse them", test_stop_refusal_budget },
+    { "a TLS client's commands received but not run at a stop are refused too", test_stop_refuses_unread_tls },
+    { "a client writing through the stop without reading is cut at the linger's end", test_stop_cuts_a_writer },
     { "--check-config ends with 'hourglass-broker: configuration OK (FILE)'", test_check_config },
     { "kill -9 keeps queues, cursors, leases, DLQ", test_kill9 },
     { "kill -9 twice in a row", test_kill9_twice },

@@ -1347,7 +1347,7 @@ static void test_stop_from_signal_handler(void)
 
 /* What the connection-event hook was told (any worker thread). */
 typedef struct conn_events {
-    atomic_int connected, reconnected, bad; /* bad: an unknown event, an empty who, another address */
+    atomic_int connected, reconnected, answered, bad; /* bad: an unknown event, an empty who, another address */
     char want_address[64];
 } conn_events_t;
 
@@ -1358,6 +1358,8 @@ static void record_conn_event(hg_conn_event_t event, const char *who, const char
         atomic_fetch_add(&ev->connected, 1);
     else if (event == HG_CONN_RECONNECTED)
         atomic_fetch_add(&ev->reconnected, 1);
+    else if (event == HG_CONN_ANSWERED)
+        atomic_fetch_add(&ev->answered, 1);
     else
         atomic_fetch_add(&ev->bad, 1);
     if (who == NULL || who[0] == '\0' || address == NULL || strcmp(address, ev->want_address) != 0)
@@ -1367,6 +1369,58 @@ static void record_conn_event(hg_conn_event_t event, const char *who, const char
 static int three_connected(void *arg)
 {
     return atomic_load(&((conn_events_t *)arg)->connected) >= 3;
+}
+
+static int two_connected(void *arg)
+{
+    return atomic_load(&((conn_events_t *)arg)->connected) >= 2;
+}
+
+static int two_answered(void *arg)
+{
+    return atomic_load(&((conn_events_t *)arg)->answered) >= 2;
+}
+
+/* arg: a running hg_consumer_t; 1 once its workers logged two failed PULLs. */
+static int two_errors(void *arg)
+{
+    hg_consumer_stats_t st;
+    hg_consumer_stats(arg, &st);
+    return st.errors >= 2;
+}
+
+/* The broker refuses every PULL with an error reply (the group is bound to another topic; a full disk does the
+ * same), then answers again (the group deleted: the next PULL creates it on the consumer's topic): each of the two
+ * workers tells HG_CONN_ANSWERED once, and the consumer handles what waited. Nothing before the refusals ended. */
+static void test_answered_after_refusals(void)
+{
+    static conn_events_t ev;
+    hg_consumer_opts_t o;
+    hg_client_opts_t co;
+    hg_consumer_stats_t st;
+    runner_t run;
+
+    start(FAST);
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "elsewhere"));
+    seen_reset(MODE_DONE, 0);
+    send_one("t", "k1", "m1", hg_delay_none(), NULL);
+    consumer_opts(&o, &co, "g", "t");
+    o.workers = 2;
+    memset(&ev, 0, sizeof ev);
+    snprintf(ev.want_address, sizeof ev.want_address, "127.0.0.1:%d", B.port);
+    consumer_start_events(&run, &o, record_conn_event, &ev);
+    BP_CHECK(tu_poll_until(two_connected, &ev, 10000, 20) == 0, "%d connected events, want 2 workers'",
+             atomic_load(&ev.connected));
+    BP_CHECK(tu_poll_until(two_errors, run.consumer, 10000, 20) == 0, "the PULLs were not refused first");
+    BP_CHECK(atomic_load(&ev.answered) == 0, "HG_CONN_ANSWERED %d times while every PULL was refused",
+             atomic_load(&ev.answered));
+    hg_reply_free(CMD("GROUP", "DEL", "g"));
+    BP_CHECK(tu_poll_until(two_answered, &ev, 10000, 20) == 0, "HG_CONN_ANSWERED %d times, want once per worker",
+             atomic_load(&ev.answered));
+    BP_CHECK(wait_distinct(1, 10000) == 0, "the waiting message was not handled once the PULLs were answered");
+    consumer_finish(&run, &st);
+    BP_CHECK(atomic_load(&ev.answered) == 2 && atomic_load(&ev.bad) == 0,
+             "HG_CONN_ANSWERED %d times (want 2), %d bad events", atomic_load(&ev.answered), atomic_load(&ev.bad));
 }
 
 /* The broker killed and restarted under three workers: nothing lost, and the connection-event hook
@@ -2151,6 +2205,7 @@ static int add_suites(void)
         { "consumer", "TOUCH keeps a slow handler's lease", test_touch_keeps_slow_handler_lease },
         { "consumer", "stop from a signal handler", test_stop_from_signal_handler },
         { "consumer", "credentials: URI, opts, refused, NOPERM", test_credentials },
+        { "consumer", "refused PULLs, then answered: HG_CONN_ANSWERED once per worker", test_answered_after_refusals },
         { "restart", "broker kill -9 + restart: nothing lost", test_broker_restart_nothing_lost },
         { "restart", "connection lost mid-call: sends resent, commands not", test_resend_after_connection_loss },
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },

@@ -1000,6 +1000,18 @@ static void test_broker_refusals_not_ended_by_connects(void)
     TU_CHECK(tu_file_count(log_path, "the broker answers again after") == 0,
              "a connection ended an outage the broker answered: %d recovery lines",
              tu_file_count(log_path, "the broker answers again after"));
+    /* The refusals end (the group deleted, the workers' next PULL creates it on the orders' topic, as a freed
+     * disk would end them): the first answered PULL says so, once (libhourglass's HG_CONN_ANSWERED). Before,
+     * nothing did. */
+    long long deleted = -1;
+    TU_CHECK(bp_int_cmd(&c, &deleted, err, sizeof err, "GROUP", "DEL", group, NULL) == 0 && deleted == 1,
+             "GROUP DEL %s: %lld %s", group, deleted, err);
+    TU_CHECK(tu_wait_file_contains(log_path, "the broker answers again after", 30000) == 0,
+             "no recovery line once the broker answered the PULLs again");
+    TU_CHECK(tu_wait_file_contains(log_path, ": PULL answered again after refusals", 30000) == 0,
+             "the library did not say a PULL was answered again");
+    TU_CHECK(tu_file_count(log_path, "the broker answers again after") == 1, "%d recovery lines, want 1",
+             tu_file_count(log_path, "the broker answers again after"));
     CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
     if (CU_get_number_of_failures() > 0)
         oe_print_file(log_path);
@@ -1082,7 +1094,8 @@ static const tu_test_t daemon_tests[] = {
     { "a data error (claim changed 2 rows, code 0): permanent, /healthz stays 200", test_data_error_health },
     { "broker down: /healthz 503 after broker-unhealthy-after, 200 once PULL is answered", test_broker_health },
     { "broker down at the start: the recovery line once it comes up (connection event)", test_broker_down_at_start },
-    { "broker refusing every PULL: a reconnect is no recovery line", test_broker_refusals_not_ended_by_connects },
+    { "broker refusing every PULL: a reconnect is no recovery line, the first answered PULL is",
+      test_broker_refusals_not_ended_by_connects },
     { "throughput with 1, 4, 8 workers", test_throughput },
     { NULL, NULL },
 };

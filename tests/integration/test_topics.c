@@ -422,7 +422,7 @@ static void test_topic_del(void)
     const char *busy[] = { "TOPIC", "DEL", "busy" };
     expect_refused("TOPIC DEL of a topic with a group and a delayed message", busy, 3,
                    "topic 'busy' is not empty: 1 group bound to it (GROUP DEL first), 1 message on the levels, not "
-                   "due yet");
+                   "due yet (wait until it comes due, or REVOKE it by key or id)");
     const char *send[] = { "SEND", "new", "x" };
     expect_refused("SEND to a 4th topic", send, 3, "over max-topics 3 (send to an existing topic, delete an empty one");
     BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "TOPIC", "DEL", "empty", NULL) == 0, "TOPIC DEL: %s", e);
@@ -467,7 +467,8 @@ static void test_topic_purge(void)
                    "topic 'busy' is not empty: 1 group bound to it (GROUP DEL first), 1 message in its log");
     const char *later[] = { "TOPIC", "DEL", "later", "PURGE" };
     expect_refused("TOPIC DEL … PURGE of a topic with a delayed message", later, 4,
-                   "topic 'later' is not empty: 1 message on the levels, not due yet");
+                   "topic 'later' is not empty: 1 message on the levels, not due yet (wait until it comes due, or "
+                   "REVOKE it by key or id)");
     const char *bad[] = { "TOPIC", "DEL", "old", "FORCE" };
     expect_refused("TOPIC DEL … FORCE", bad, 4, "syntax error: unknown option 'FORCE' for 'topic|del' (PURGE)");
     const char *many[] = { "TOPIC", "DEL", "old", "PURGE", "PURGE" };

@@ -2,7 +2,8 @@
 # tests/system/test_install.sh — make install gives a user everything, and it works from there.
 #
 #  1. `make install DESTDIR=$tmp/stage` of this build; every file a user needs is there: the four
-#     programs, the library, both headers, hourglass.pc, the sample configurations (the two with
+#     programs, the library, both headers, hourglass.pc, the sample configurations (hourglass-cli's
+#     too, which hourglass-cli(1) shows; the ones with
 #     a MariaDB password mode 600) and alert rules, the three systemd units (ExecStart= and
 #     Documentation= name installed files), the man pages, schema.sql and the docs.
 #  2. A C program (examples/first-order/first_order.c) is built with
@@ -59,6 +60,7 @@ expect=(
     "${HG_DATADIR:-$HG_PREFIX/share}/hourglass/console/app.js"
     "$HG_SYSCONFDIR/hourglass/hourglass-broker.conf" "$HG_SYSCONFDIR/hourglass/hourglass-consumer.conf"
     "$HG_SYSCONFDIR/hourglass/hourglass-compensator.conf" "$HG_SYSCONFDIR/hourglass/hourglass-alerts.yml"
+    "$HG_SYSCONFDIR/hourglass/hourglass-cli.conf"
     "$HG_UNITDIR/hourglass-broker.service" "$HG_UNITDIR/hourglass-consumer.service"
     "$HG_UNITDIR/hourglass-compensator.service" "$HG_UNITDIR/hourglass-console.service"
     "$HG_MANDIR/man8/hourglass-broker.8" "$HG_MANDIR/man8/hourglass-consumer.8"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/system/test_samples.sh — what the sample configurations (etc/*.conf) say about defaults is
 # what the programs of this build do (each program's --check-config, with and without the key):
-#   - etc/hourglass-broker.conf says every commented line shows the default: each '#KEY = VALUE'
-#     line must give the default, unless it ends in '; example', when KEY must be unset by default;
+#   - etc/hourglass-broker.conf and etc/hourglass-cli.conf say every commented line shows the default:
+#     each '#KEY = VALUE' line must give the default, unless it ends in '; example', when KEY must be
+#     unset by default;
 #   - in every sample, a commented 'KEY = VALUE' line whose comment says '(the default)' must give
 #     the default, and one whose comment starts 'unset' must name a key that is unset by default;
 #   - every sample passes --check-config as shipped;
@@ -32,7 +33,7 @@ effective() {
 check_file() {
     local file=$1 prog=$2 all=$3 n=0 line key value note base got
     local -a req=()
-    [[ $prog == hourglass-broker ]] || req=(--mysql-database shop)
+    [[ $prog == hourglass-broker || $prog == hourglass-cli ]] || req=(--mysql-database shop)
     if ! "$builddir/$prog" --config "$srcdir/$file" --check-config >/dev/null 2>"$tmp/stderr"; then
         echo "FAIL: $file: $prog --check-config refuses it: $(tail -n 1 "$tmp/stderr")"
         fail=1
@@ -88,6 +89,7 @@ check_file etc/hourglass-broker.conf hourglass-broker 1
 check_file etc/hourglass-consumer.conf hourglass-consumer 0
 check_file etc/hourglass-compensator.conf hourglass-compensator 0
 check_file etc/hourglass-console.conf hourglass-console 0
+check_file etc/hourglass-cli.conf hourglass-cli 1
 if ((fail)); then
     echo "FAIL"
     exit 1

@@ -487,6 +487,11 @@ static void test_size(void)
     EXPECT_SIZE_ERROR("5g", UINT64_C(4) << 30, "size \"5g\" is above the maximum of 4gb");
     EXPECT_SIZE_ERROR("99999999999999999999999", UINT64_MAX, "above the maximum");
     EXPECT_SIZE_ERROR("4m!", UINT64_MAX, "unexpected \"!\"");
+    /* a fraction of a unit larger than the maximum (found by tests/fuzz/fuzz_units: the check's
+     * max - fraction wrapped around below zero and let the value through) */
+    EXPECT_SIZE_ERROR("0.5k", 0, "size \"0.5k\" is above the maximum of 0");
+    EXPECT_SIZE_ERROR("0.5g", 64u << 20, "size \"0.5g\" is above the maximum of 64mb");
+    expect_size("0.5k", 512, 512, __LINE__);
 
     char buf[UNITS_TEXT_MAX];
     static const struct {

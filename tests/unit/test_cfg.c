@@ -325,6 +325,51 @@ static void test_engine_file_and_flags(void)
     tu_rmtree(edir);
 }
 
+/* A line with a value but no key name ("= 8") is an error naming the line, not a line read and dropped; found
+ * by tests/fuzz/fuzz_cfg, which also saw the value leak when another key followed. */
+static void test_engine_empty_key_name(void)
+{
+    static const char *const files[] = { "= 8\n", "workers = 8\n= 9\n", "= 8\nworkers = 9\n", "[broker]\n : 8\n" };
+    char edir[512], path[700], err[300] = "";
+    TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
+    snprintf(path, sizeof path, "%s/engine.conf", edir);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        TU_REQUIRE(tu_write_file(path, files[i]) == 0, "write %s", path);
+        econf_t c = { 0 };
+        cfg_init(&etable, &c);
+        err[0] = '\0';
+        int rc = cfg_load_file(&etable, &c, path, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "engine.conf:") != NULL && strstr(err, "no key name") != NULL,
+                 "file \"%s\": rc %d, error \"%s\"", files[i], rc, err);
+        cfg_free(&etable, &c);
+    }
+    tu_rmtree(edir);
+}
+
+/* The printed values (--check-config) read back as a file give the same values, a string that begins with ';'
+ * too: "dsn = ;x" would be a comment to libinih (found by tests/fuzz/fuzz_cfg: "name=;" read back as ""). */
+static void test_engine_print_reads_back(void)
+{
+    char edir[512], path[700], err[300] = "";
+    TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
+    snprintf(path, sizeof path, "%s/engine.conf", edir);
+    TU_REQUIRE(tu_write_file(path, "dsn=;x\n") == 0, "write %s", path);
+    econf_t c = { 0 }, again = { 0 };
+    cfg_init(&etable, &c);
+    TU_REQUIRE(cfg_load_file(&etable, &c, path, err, sizeof err) == 0, "load: %s", err);
+    TU_REQUIRE(c.dsn != NULL && strcmp(c.dsn, ";x") == 0, "the value as written: %s", c.dsn ? c.dsn : "(null)");
+    FILE *f = fopen(path, "w");
+    TU_REQUIRE(f != NULL, "open %s", path);
+    cfg_print_values(&etable, &c, f);
+    TU_REQUIRE(fclose(f) == 0, "close %s", path);
+    cfg_init(&etable, &again);
+    TU_REQUIRE(cfg_load_file(&etable, &again, path, err, sizeof err) == 0, "load the printed values: %s", err);
+    TU_CHECK(again.dsn != NULL && strcmp(again.dsn, ";x") == 0, "read back: %s", again.dsn ? again.dsn : "(null)");
+    cfg_free(&etable, &c);
+    cfg_free(&etable, &again);
+    tu_rmtree(edir);
+}
+
 /* Where each key was set (cfg_origin_t), for a program's cross-key errors. */
 typedef struct oconf {
     long long workers, lease_ms;
@@ -404,6 +449,8 @@ static const tu_test_t engine_tests[] = {
     { "types, grammar, errors, required", test_engine_types },
     { "value text and --help", test_engine_text },
     { "file, flags, precedence, errors, actions", test_engine_file_and_flags },
+    { "a value without a key name in the file", test_engine_empty_key_name },
+    { "the printed values read back, a value beginning with ';' too", test_engine_print_reads_back },
     { "origins: file and line, flag, default; cross-key error text", test_engine_origin },
     { "cfg_bind_is_loopback: localhost, 127/8, ::1 only", test_bind_is_loopback },
     { NULL, NULL },

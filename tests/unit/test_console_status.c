@@ -22,6 +22,7 @@
 #include <CUnit/CUnit.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,9 +158,39 @@ static void test_compensator_not_its_text(void)
              "a longer metric name and a sample without its blank are not samples of layer_enabled");
 }
 
+/* Sample values a double holds but the fields do not: NaN, infinities, negatives, 1e300 (converting them was
+ * undefined behaviour; found by tests/fuzz/fuzz_compensator_status on its seed with NaN). */
+static void test_compensator_odd_values(void)
+{
+    compensator_status_t st;
+    TU_REQUIRE(compensator_status_parse(&st,
+                                        "hourglass_compensator_layer_enabled{layer=\"relay\"} 1\n"
+                                        "hourglass_compensator_layer_enabled{layer=\"monitor\"} 1\n"
+                                        "hourglass_compensator_last_run_timestamp_seconds{layer=\"relay\"} NaN\n"
+                                        "hourglass_compensator_last_run_timestamp_seconds{layer=\"monitor\"} 1e300\n"
+                                        "hourglass_compensator_consecutive_failures{layer=\"relay\"} +Inf\n"
+                                        "hourglass_compensator_consecutive_failures{layer=\"monitor\"} -5\n"
+                                        "hourglass_compensator_alerts_active{alert=\"dlq-depth\"} -Inf\n"
+                                        "hourglass_compensator_alerts_active{alert=\"layer-failing\"} 1e19\n",
+                                        NULL) == 0 &&
+                   st.nlayers == 2 && st.nalerts == 2,
+               "parsed: %zu layers, %zu alerts", st.nlayers, st.nalerts);
+    TU_CHECK(st.layers[0].last_run_ms == 0, "NaN seconds: never ran (%llu)",
+             (unsigned long long)st.layers[0].last_run_ms);
+    TU_CHECK(st.layers[1].last_run_ms == UINT64_MAX, "1e300 seconds: the largest time (%llu)",
+             (unsigned long long)st.layers[1].last_run_ms);
+    TU_CHECK(st.layers[0].consecutive_failures == LLONG_MAX && st.layers[1].consecutive_failures == 0,
+             "+Inf and -5 failures: %lld, %lld", st.layers[0].consecutive_failures, st.layers[1].consecutive_failures);
+    TU_CHECK(st.alerts[0].active == 0 && st.alerts[1].active == LLONG_MAX, "-Inf and 1e19 active: %lld, %lld",
+             st.alerts[0].active, st.alerts[1].active);
+    TU_CHECK(compensator_status_parse(&st, "hourglass_compensator_layer_enabled{layer=\"\"} 1\n", NULL) == -1,
+             "a layer with an empty name is no layer (%zu)", st.nlayers);
+}
+
 static const tu_test_t compensator_tests[] = {
     { "its /metrics and /healthz: layers, outcomes, errors, alerts; the JSON", test_compensator_parse },
     { "not the compensator's text; a layer that never ran", test_compensator_not_its_text },
+    { "NaN, infinite, negative and huge sample values", test_compensator_odd_values },
     { NULL, NULL },
 };
 

@@ -356,6 +356,19 @@ static void test_ids(void)
         TU_CHECK(store_id_parse(buf, 16, &v) == 0 && v == samples[i], "round trip %" PRIu64 " -> %s -> %" PRIu64,
                  samples[i], buf, v);
     }
+    /* every digit value in every position, then a sweep of scattered ids:
+     * the same text as printf's */
+    uint64_t x = UINT64_C(0x9e3779b97f4a7c15);
+    char want[17], first_wrong[40] = "";
+    int wrong = 0;
+    for (int i = 0; i < 16 * 16 + 100000; i++) {
+        uint64_t id = i < 256 ? (uint64_t)(i % 16) << (4 * (i / 16)) : (x ^= x << 13, x ^= x >> 7, x ^= x << 17);
+        snprintf(want, sizeof want, "%016" PRIx64, id);
+        store_id_format(id, buf);
+        if (strcmp(buf, want) != 0 && wrong++ == 0)
+            snprintf(first_wrong, sizeof first_wrong, "%s -> %s", want, buf);
+    }
+    TU_CHECK(wrong == 0, "%d ids formatted wrong, the first %s", wrong, first_wrong);
     store_id_format(UINT64_C(0x0123456789abcdef), buf);
     TU_CHECK(strcmp(buf, "0123456789abcdef") == 0, "format: %s", buf);
     store_id_format(42, buf);

@@ -183,6 +183,10 @@ static void test_bad_userinfo(void)
     CU_ASSERT_EQUAL(uri_parse("hourglass://bob:top\"secret@h", 1, &u, err, sizeof(err)), -1);
     CU_ASSERT_PTR_NULL(strstr(err, "top"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "password"));
+    /* Nor one byte of it: "0x22" would say the password holds a '"'. */
+    CU_ASSERT_PTR_NULL(strstr(err, "0x22"));
+    CU_ASSERT_PTR_NULL(strstr(err, "'\"'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "an invalid character in the password (percent-encode"));
     CU_ASSERT_EQUAL(uri_parse("hourglass://bob:topsecret%zz@h", 1, &u, err, sizeof(err)), -1);
     CU_ASSERT_PTR_NULL(strstr(err, "topsecret"));
 }
