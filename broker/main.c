@@ -9,12 +9,13 @@
  * data directory opened (exit 1 with store_open's message: foreign files,
  * another level table, locked by another broker ...); the unfinished
  * copies a crash left in backup-dir removed (broker/backup.h); the listener bound
- * (exit 1 when the port is taken); then the storage thread and the loop.
+ * (exit 1 when the port is taken); then the storage thread, READY=1 to systemd
+ * (common/service_notify.h; nothing without NOTIFY_SOCKET) and the loop.
  * SIGTERM/SIGINT/SHUTDOWN end the loop after the storage thread closed the
  * store; main then joins it and exits 0. SIGHUP re-reads the configuration
  * (config_reload, on the loop thread), reopens the log file and applies the
- * log keys, then reloads the TLS certificate (server_reload_tls); it never
- * stops the broker.
+ * log keys, then reloads the TLS certificate (server_reload_tls), between
+ * RELOADING=1 and READY=1 to systemd; it never stops the broker.
  *
  * --check-data DIR: the same configuration, then the data directory is
  * checked with the configured level table without writing to it
@@ -58,6 +59,7 @@
 #include "broker/users.h"
 #include "broker/writer.h"
 #include "common/log.h"
+#include "common/service_notify.h"
 #include "levels/store.h"
 
 /* --check-data's exit statuses (docs/operations.md, "Checking a data directory"). */
@@ -219,9 +221,12 @@ typedef struct hup_ctx {
 static void on_hup(void *arg)
 {
     hup_ctx_t *h = arg;
+    service_notify_or_warn("RELOADING=1\nSTATUS=SIGHUP: re-reading the configuration");
     config_reload(h->cfg, h->argc, h->argv);
     server_reload_tls(h->srv);
     server_reload_users(h->srv);
+    service_notify_or_warn("READY=1\nSTATUS=listening on %s:%d", h->cfg->bind,
+                           server_port(h->srv) ? server_port(h->srv) : server_tls_port(h->srv));
 }
 
 /* The users file, when users-file is set: 0 and *out (NULL without one), or 1
@@ -245,6 +250,7 @@ static int load_users(const config_t *cfg, users_t **out)
 
 int main(int argc, char **argv)
 {
+    const uint64_t start_us = clock_mono_us(); /* the start's timeline, logged with the listening line */
     config_t cfg;
     config_action_t action;
     char err[1024];
@@ -340,6 +346,7 @@ int main(int argc, char **argv)
         log_warn("disk nearly full: %llu bytes free on %s after releasing the disk reserve",
                  (unsigned long long)diskguard_free_bytes(cfg.dir), cfg.dir);
     }
+    const uint64_t open_us = clock_mono_us();
     store_t *store = NULL;
     if (store_open(&cfg.store, clock_wall_ms(), &store, err, sizeof err) != 0) {
         log_error("cannot open the data directory: %s", err);
@@ -361,6 +368,7 @@ int main(int argc, char **argv)
         backup_discard_unfinished(cfg.backup_dir); /* the disk space of copies a crash cut short */
     }
 
+    const uint64_t opened_us = clock_mono_us();
     server_t *srv = server_new(&cfg, base);
     server_set_users(srv, users);
     hup_ctx_t hup = { &cfg, srv, argc, argv };
@@ -375,7 +383,9 @@ int main(int argc, char **argv)
     }
     writer_t *w = writer_new(store, &cfg.store, base, server_job_done, server_writer_stopped, srv);
     server_set_writer(srv, w);
+    const uint64_t reserve_us = clock_mono_us();
     writer_set_disk_reserve(w, (uint64_t)cfg.disk_reserve);
+    const uint64_t reserved_us = clock_mono_us();
     writer_set_wake_budget(w, (uint64_t)cfg.max_client_memory, cmd_listing_estimate(&cfg, 1));
     if (writer_start(w, err, sizeof err) != 0) {
         log_error("%s", err);
@@ -393,9 +403,17 @@ int main(int argc, char **argv)
              (long)getpid(), cfg.bind, server_port(srv) ? server_port(srv) : server_tls_port(srv), tls, cfg.dir, spec,
              cfg.fsync_always ? "always" : "no", cfg.metrics_port ? "" : "; metrics off",
              cfg.users_file ? "users from the users-file (AUTH required)" : "no users (no AUTH)");
+    log_info("started in %.3f s: configuration and disk reserve released %.3f s, store open (LevelDB recovery) %.3f "
+             "s, disk reserve written %.3f s",
+             (double)(clock_mono_us() - start_us) / 1e6, (double)(open_us - start_us) / 1e6,
+             (double)(opened_us - open_us) / 1e6, (double)(reserved_us - reserve_us) / 1e6);
     if (cfg.metrics_port) {
         log_info("metrics on http://%s:%lld/metrics", cfg.metrics_bind, cfg.metrics_port);
     }
+    /* Ready for systemd (Type=notify): the listener is bound, the storage
+     * thread runs; a connection made now waits in the backlog for the loop. */
+    service_notify_or_warn("READY=1\nSTATUS=listening on %s:%d", cfg.bind,
+                           server_port(srv) ? server_port(srv) : server_tls_port(srv));
 
     server_run(srv);
 

@@ -34,6 +34,7 @@
 #include "base/clock.h"
 #include "broker/server_internal.h"
 #include "common/log.h"
+#include "common/service_notify.h"
 
 /* The drain's guard: after the refusal pass, the last replies are written
  * and each connection lingers at most 1 s (conn_close.c); with 10 000
@@ -77,6 +78,7 @@ void server_shutdown(server_t *s, const char *why)
         return;
     }
     log_info("shutting down (%s): finishing the batch in flight", why);
+    service_notify_or_warn("STOPPING=1\nSTATUS=shutting down (%s)", why);
     s->state = SRV_STOPPING;
     if (s->listener) {
         evconnlistener_disable(s->listener);

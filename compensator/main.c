@@ -51,6 +51,7 @@
 #include "common/passwd.h"
 #include "common/reload.h"
 #include "common/stop_grace.h"
+#include "common/service_notify.h"
 #include "compensator/comp_config.h"
 #include "compensator/inspect.h"
 #include "compensator/metrics.h"
@@ -401,9 +402,14 @@ static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc,
     if (status == 0) {
         int sig = 0;
         running_config = cfg;
-        while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
+        service_notify_or_warn("READY=1\nSTATUS=layers running");
+        while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
+            service_notify_or_warn("RELOADING=1");
             reload_config(comp_config_table(), cfg, &reload_program, argc, argv);
+            service_notify_or_warn("READY=1");
+        }
         log_msg(LOG_LEVEL_INFO, "signal %d: stopping", sig);
+        service_notify_or_warn("STOPPING=1\nSTATUS=stopping (signal %d)", sig);
     }
     comp_stop_request(); /* starts stop-grace */
     /* A second SIGINT / SIGTERM cuts at once: handled from now on, here. */

@@ -45,6 +45,7 @@
 #include "common/argv_secret.h"
 #include "common/log.h"
 #include "common/reload.h"
+#include "common/service_notify.h"
 
 #define PROGRAM     "hourglass-console"
 #define EXIT_CONFIG 2
@@ -109,18 +110,21 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
     (void)sig, (void)what;
     reload_args_t *a = arg;
+    service_notify_or_warn("RELOADING=1");
     if (reload_config(console_config_table(), a->c->cfg, &reload_program, a->argc, a->argv) >= 0)
         server_reload_tls(a->c); /* the files may have been replaced in place */
     /* mysql-password-file is read, not a key: a rotated password reloads
      * "without a change"; the handles take it at their next call. */
     console_db_password_refresh(a->c);
     sampler_password_refresh(a->c->sampler); /* likewise sampler-password-file: its next sample logs in with it */
+    service_notify_or_warn("READY=1");
 }
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     log_info("signal %d: stopping", (int)sig);
+    service_notify_or_warn("STOPPING=1\nSTATUS=stopping (signal %d)", (int)sig);
     event_base_loopexit(arg, NULL);
 }
 
@@ -228,6 +232,7 @@ int main(int argc, char **argv_shown)
     }
     log_info(PROGRAM " %s listening on %s://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING,
              server_scheme(&c), cfg.bind, c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
+    service_notify_or_warn("READY=1\nSTATUS=listening on %s://%s:%d/", server_scheme(&c), cfg.bind, c.port);
 
     event_base_dispatch(c.base);
     rc = 0;

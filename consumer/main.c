@@ -80,6 +80,7 @@
 #include "common/prom.h"
 #include "common/reload.h"
 #include "common/stop_grace.h"
+#include "common/service_notify.h"
 #include "consumer/consumer_config.h"
 #include "consumer/health.h"
 #include "consumer/metrics.h"
@@ -482,7 +483,9 @@ static void *reload_thread(void *arg)
         int sig = 0;
         if (sigwait(&hup, &sig) != 0 || atomic_load(&r->quit))
             return NULL;
+        service_notify_or_warn("RELOADING=1");
         reload_config(consumer_config_table(), r->cfg, &reload_program, r->argc, r->argv);
+        service_notify_or_warn("READY=1");
     }
 }
 
@@ -719,6 +722,10 @@ int main(int argc, char **argv_shown)
     log_msg(LOG_LEVEL_INFO, PROGRAM " %s: group %s, topic %s, %llu workers, batch-size %llu, database %s",
             HG_VERSION_STRING, app.cfg.group, app.cfg.topic, app.cfg.workers, app.cfg.batch_size,
             app.cfg.mysql_database);
+    /* Ready for systemd (Type=notify): configured, its database checked; the
+     * connection to the broker is the consumer's to make and remake. */
+    service_notify_or_warn("READY=1\nSTATUS=group %s, topic %s, %llu workers", app.cfg.group, app.cfg.topic,
+                           app.cfg.workers);
     hg_err_t rc;
     while ((rc = hg_consumer_run(consumer)) == HG_OK || rc == HG_ERR_AUTH) {
         hg_consumer_t *next = renew_consumer(&app, rc);

@@ -1272,8 +1272,9 @@ static void check_burst_memory_returns(const char *name, after_burst_t after, in
     uint64_t deadline = tu_now_mono_ms() + 30000;
     long now = peak;
     char trims[32] = "0", e[256];
-    char small[100];
-    memset(small, 's', sizeof small);
+    char small[101]; /* 100 bytes and the NUL bp_send's payload string ends with */
+    memset(small, 's', sizeof small - 1);
+    small[sizeof small - 1] = '\0';
     /* Under ASan (below) 5 s: the first trim comes about a second after the work. */
     uint64_t idle_from = tu_now_mono_ms(), next_command = idle_from, next_rss = idle_from;
     int commands = 0;

@@ -15,6 +15,9 @@
 #     as its transient user, in its own mount namespace): not /etc, not the configuration, not /var;
 #   - systemctl reload makes it re-read its configuration (a changed broker log-level is applied);
 #   - systemctl stop ends it within its TimeoutStopSec, exit status 0;
+#   - Type=notify: systemctl start hourglass-broker returns only once the port answers PING
+#     (its READY=1), systemctl status shows its STATUS=, the other three are active when their
+#     systemctl start returns;
 #   - a restart keeps the broker's data (a message due in an hour is still there), and BACKUP
 #     writes into the backup-dir the broker's unit comment names, in its state directory;
 #   - the drop-ins the units' comments show (a broker users-file and the consumer's broker
@@ -201,8 +204,24 @@ for u in "${units[@]}"; do
     if [[ $status == 0 && $result == success ]]; then ok "$u: systemctl stop took ${took} s (TimeoutStopSec $grace), exit 0"
     else fail "$u: systemctl stop took ${took} s (TimeoutStopSec $grace), exit status $status, result $result"; fi
 done
-inside systemctl start "${units[@]}"
 broker_up() { [[ -n $(inside redis-cli -p 7379 PING 2>/dev/null) ]]; } # PONG, or NOAUTH once it has users
+# Type=notify: systemctl start returns once the broker said READY=1, which it says once the port
+# answers; so PING at once, no wait (under Type=simple this PING could come before the listen).
+t0=$(date +%s%N)
+inside systemctl start hourglass-broker
+took_ms=$((($(date +%s%N) - t0) / 1000000))
+if broker_up; then
+    ok "hourglass-broker: systemctl start returned in $took_ms ms, once the port answers PING (READY=1)"
+else fail "hourglass-broker: systemctl start returned ($took_ms ms) before the port answered PING"; fi
+status_text=$(inside systemctl show -p StatusText --value hourglass-broker)
+if [[ $status_text == "listening on 127.0.0.1:7379" ]]; then ok "hourglass-broker: systemctl status says \"$status_text\""
+else fail "hourglass-broker: StatusText '$status_text', want 'listening on 127.0.0.1:7379'"; fi
+inside systemctl start "${units[@]}"
+for u in hourglass-consumer hourglass-compensator hourglass-console; do
+    if [[ $(inside systemctl show -p Type --value "$u") == notify && $(inside systemctl is-active "$u") == active ]]; then
+        ok "$u: Type=notify, active once systemctl start returned (it said READY=1)"
+    else fail "$u: Type $(inside systemctl show -p Type --value "$u"), state $(inside systemctl is-active "$u") after systemctl start"; fi
+done
 hg_wait_for 30 "the broker after its restart" broker_up || fail "the broker did not come back after systemctl start"
 if inside hourglass-cli levels | awk '$2 == "1h" && $3 == 1 { found = 1 } END { exit !found }'; then
     ok "hourglass-broker: message $msg (due in 1 h) still there after a stop and a start"
@@ -254,6 +273,13 @@ status=$(inside systemctl show -p ExecMainStatus --value hourglass-console)
 if console_failed && [[ $restarts == 0 && $status == 2 ]] && logged "no-users-role: 'bogus' is not one of" hourglass-console; then
     ok "hourglass-console: a bad configuration fails the unit at once (exit 2, no restart), the journal names the key"
 else fail "hourglass-console with a bad configuration: state $(inside systemctl show -p ActiveState --value hourglass-console), exit status $status, $restarts restarts"; fi
+
+# Where each start of the broker went (information, not a check): systemd's "Starting" (before the
+# fork: namespaces, credentials, the state directory's owner), the broker's own timeline from main
+# to listening, and "Started" (its READY=1).
+echo "     the broker's starts (systemd's Starting, the broker's timeline, Started at READY=1):"
+inside journalctl --no-pager -q -o short-precise -u hourglass-broker | grep -E 'Starting|started in|Started' |
+    sed -e 's/^/     /' -e 's/ - Hourglass delay broker (RESP)//'
 
 if ((failures > 0)); then
     inside journalctl --no-pager -u 'hourglass-*' >"$tmp/journal.log" 2>&1
