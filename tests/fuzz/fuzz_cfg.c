@@ -26,13 +26,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "fuzz_cfg: check failed at line %d: %s\n", __LINE__, #cond); \
-            abort();                                                                     \
-        }                                                                                \
-    } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 typedef struct fuzz_conf {
     char *name;

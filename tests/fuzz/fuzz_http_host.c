@@ -25,13 +25,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "fuzz_http_host: check failed at line %d: %s\n", __LINE__, #cond); \
-            abort();                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 #define BIND    "broker.internal"
 #define ALLOWED "console.example, Ops.Example."

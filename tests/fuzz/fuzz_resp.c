@@ -32,13 +32,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "fuzz_resp: check failed at line %d: %s\n", __LINE__, #cond); \
-            abort();                                                                      \
-        }                                                                                 \
-    } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 typedef struct run_result {
     buf_t transcript;

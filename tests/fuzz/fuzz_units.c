@@ -20,13 +20,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "fuzz_units: check failed at line %d: %s\n", __LINE__, #cond); \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 static void check_duration(const char *text, size_t len, unsigned flags)
 {

@@ -19,13 +19,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "fuzz_users: check failed at line %d: %s\n", __LINE__, #cond); \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 static void check_entry(const users_t *u, const users_entry_t *e)
 {
