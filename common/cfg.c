@@ -429,13 +429,26 @@ static int ini_line(void *user, const char *section, const char *name, const cha
         return 0;
     }
     if (st->indented && st->pending_name[0] != '\0' && strcmp(name, st->pending_name) == 0) {
-        size_t a = strlen(st->pending_value), b = strlen(value);
+        /* libinih hands a continuation line over whole, where a key's own line
+         * loses its inline comment (a ';' after a blank): cut it here too, or
+         * the joined value holds " ;…", which no line --check-config prints
+         * can say (it reads back as a comment) */
+        size_t b = strlen(value);
+        for (size_t i = 1; i < b; i++)
+            if (value[i] == ';' && (value[i - 1] == ' ' || value[i - 1] == '\t')) {
+                b = i;
+                break;
+            }
+        while (b > 0 && (value[b - 1] == ' ' || value[b - 1] == '\t'))
+            b--;
+        size_t a = strlen(st->pending_value);
         char *joined = malloc(a + b + 2);
         if (joined == NULL)
             abort();
         memcpy(joined, st->pending_value, a);
         joined[a] = ' ';
-        memcpy(joined + a + 1, value, b + 1);
+        memcpy(joined + a + 1, value, b);
+        joined[a + 1 + b] = '\0';
         free(st->pending_value);
         st->pending_value = joined;
         return 1;
