@@ -435,11 +435,11 @@ static int ini_line(void *user, const char *section, const char *name, const cha
          * can say (it reads back as a comment) */
         size_t b = strlen(value);
         for (size_t i = 1; i < b; i++)
-            if (value[i] == ';' && (value[i - 1] == ' ' || value[i - 1] == '\t')) {
+            if (value[i] == ';' && isspace((unsigned char)value[i - 1])) { /* libinih's rule: isspace */
                 b = i;
                 break;
             }
-        while (b > 0 && (value[b - 1] == ' ' || value[b - 1] == '\t'))
+        while (b > 0 && isspace((unsigned char)value[b - 1]))
             b--;
         size_t a = strlen(st->pending_value);
         char *joined = malloc(a + b + 2);
