@@ -32,13 +32,19 @@
  *     log is written, never read; it wraps to its start when full;
  *   - no metrics, config, TLS, AUTH or client limits.
  *
+ * SEND takes DELAY d or LEVEL n (the broker's default table of 18 levels, so
+ * hourglass-bench's LEVEL parts, e.g. `--only delivery`, run against it too).
  * Commands: PING, SEND, PULL, ACK, FLUSHALL (drops every message: the bench
  * empties the server between runs), INFO (records, fdatasyncs and their total
  * time, CPU seconds: the bench reads them around each run). Anything else, and any argument it cannot
  * read, gets an -ERR naming the problem; a byte stream that is not RESP
  * arrays of bulk strings gets an -ERR and the connection is closed.
  *
- * Usage: hourglass-floor --port PORT --dir DIR [--log-mib N]
+ * --grow appends to an empty log instead (each fdatasync then also commits
+ * the file's new size, as LevelDB's log and Redis's AOF do): what the
+ * pre-written log is worth.
+ *
+ * Usage: hourglass-floor --port PORT --dir DIR [--log-mib N | --grow]
  */
 #define _GNU_SOURCE
 #include "base/clock.h"
@@ -202,18 +208,22 @@ static void store_flush(void)
 
 static struct {
     int fd;
+    int grow; /* --grow: appended at the end, never pre-written (no wrap) */
     off_t size, off;
     bytes_t pending; /* this pass's records */
     uint64_t syncs, records, sync_us;
 } wal;
 
-static void log_open(const char *dir, long mib)
+static void log_open(const char *dir, long mib, int grow)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/floor.log", dir);
     wal.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (wal.fd < 0)
         die("open %s: %s", path, strerror(errno));
+    wal.grow = grow;
+    if (grow)
+        return;
     char *zero = calloc(1, MIB);
     if (zero == NULL)
         die("out of memory");
@@ -244,10 +254,10 @@ static int log_commit(void)
 {
     if (wal.pending.len == 0)
         return 0;
-    if ((off_t)wal.pending.len > wal.size)
+    if (!wal.grow && (off_t)wal.pending.len > wal.size)
         die("one loop pass wrote %zu bytes, more than the %lld-byte log (use a larger --log-mib)", wal.pending.len,
             (long long)wal.size);
-    if (wal.off + (off_t)wal.pending.len > wal.size)
+    if (!wal.grow && wal.off + (off_t)wal.pending.len > wal.size)
         wal.off = 0;
     size_t done = 0;
     while (done < wal.pending.len) {
@@ -284,6 +294,13 @@ typedef struct conn {
 } conn_t;
 
 static int epfd;
+static volatile sig_atomic_t stopping; /* SIGTERM or SIGINT: print the counters and exit */
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
 static conn_t *dirty_list, *blocked_list;
 
 static void mark_dirty(conn_t *c)
@@ -355,26 +372,43 @@ static int parse_long(const char *p, size_t n, long max, long *out)
     return 0;
 }
 
+/* LEVEL n: the broker's default level table (RocketMQ's 18 levels), so that
+ * hourglass-bench's SEND ... LEVEL parts run against the floor too. */
+#define LEVELS 18
+static const uint64_t level_ms[LEVELS] = { 1000,   5000,   10000,  30000,  60000,  120000,  180000,  240000,  300000,
+                                           360000, 420000, 480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000 };
+
 static void cmd_send(conn_t *c, const args_t *a, uint64_t now_ms)
 {
     if (a->n < 3) {
-        reply_error(c, "SEND needs a topic and a payload: SEND topic payload [DELAY duration]");
+        reply_error(c, "SEND needs a topic and a payload: SEND topic payload [DELAY duration | LEVEL n]");
         return;
     }
     uint64_t delay_ms = 0;
     for (int i = 3; i < a->n; i += 2) {
-        if (!arg_is(a, i, "DELAY")) {
-            reply_error(c, "SEND option '%.*s' is not served by the floor (only DELAY)", (int)a->len[i], a->v[i]);
+        int is_delay = arg_is(a, i, "DELAY"), is_level = arg_is(a, i, "LEVEL");
+        if (!is_delay && !is_level) {
+            reply_error(c, "SEND option '%.*s' is not served by the floor (DELAY, LEVEL)", (int)a->len[i], a->v[i]);
             return;
         }
         if (i + 1 >= a->n) {
-            reply_error(c, "SEND DELAY needs a duration");
+            reply_error(c, "SEND %s needs a value", is_delay ? "DELAY" : "LEVEL");
             return;
         }
         char err[200];
-        if (units_parse_duration(a->v[i + 1], a->len[i + 1], UNITS_BARE_MS, &delay_ms, err, sizeof err) != 0) {
+        long level;
+        if (is_delay &&
+            units_parse_duration(a->v[i + 1], a->len[i + 1], UNITS_BARE_MS, &delay_ms, err, sizeof err) != 0) {
             reply_error(c, "SEND DELAY: %s", err);
             return;
+        }
+        if (is_level) {
+            if (parse_long(a->v[i + 1], a->len[i + 1], LEVELS, &level) != 0 || level < 1) {
+                reply_error(c, "SEND LEVEL '%.*s' is not a level from 1 to %d", (int)a->len[i + 1], a->v[i + 1],
+                            LEVELS);
+                return;
+            }
+            delay_ms = level_ms[level - 1];
         }
     }
     uint64_t due_ms = now_ms + delay_ms;
@@ -708,22 +742,27 @@ static void accept_all(int lfd)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: " PROGRAM " --port PORT --dir DIR [--log-mib N]\n"
+    fprintf(f, "usage: " PROGRAM " --port PORT --dir DIR [--log-mib N | --grow]\n"
                "  the least a durable delay broker does for hourglass-bench's mixed workload (a bound, not a\n"
                "  product): SEND records appended to DIR/floor.log (N MiB, written in full first; default 256),\n"
-               "  one fdatasync per event-loop pass before the SEND replies, PULL/ACK from memory.\n");
+               "  one fdatasync per event-loop pass before the SEND replies, PULL/ACK from memory.\n"
+               "  --grow: the log is not pre-written but appended to (every fdatasync also commits its size,\n"
+               "  as a growing log's does), to show what the pre-writing is worth.\n");
 }
 
 int main(int argc, char **argv)
 {
     int port = 0;
     long log_mib = 256;
+    int grow = 0;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(a, "--grow") == 0) {
+            grow = 1;
         } else if (v == NULL) {
             usage(stderr);
             die("%s needs a value", a);
@@ -748,20 +787,29 @@ int main(int argc, char **argv)
         die("--port and --dir are required");
     }
     signal(SIGPIPE, SIG_IGN);
-    log_open(dir, log_mib);
+    struct sigaction sa = { .sa_handler = on_stop_signal }; /* no SA_RESTART: epoll_wait returns EINTR */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    log_open(dir, log_mib, grow);
     int lfd = listen_on(port);
     epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event lev = { .events = EPOLLIN, .data.ptr = NULL };
     epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &lev);
-    fprintf(stderr, PROGRAM ": listening on 127.0.0.1:%d, log %s/floor.log (%ld MiB)\n", port, dir, log_mib);
+    if (grow)
+        fprintf(stderr, PROGRAM ": listening on 127.0.0.1:%d, log %s/floor.log (growing)\n", port, dir);
+    else
+        fprintf(stderr, PROGRAM ": listening on 127.0.0.1:%d, log %s/floor.log (%ld MiB, pre-written)\n", port, dir,
+                log_mib);
 
     conn_t *closed[MAX_EVENTS];
     int timeout = -1;
-    for (;;) {
+    while (!stopping) {
         struct epoll_event ev[MAX_EVENTS];
         int n = epoll_wait(epfd, ev, MAX_EVENTS, timeout);
         if (n < 0 && errno != EINTR)
             die("epoll_wait: %s", strerror(errno));
+        if (n < 0)
+            n = 0;
         uint64_t now_ms = clock_wall_ms();
         int nclosed = 0;
         for (int i = 0; i < n; i++) {
@@ -789,4 +837,7 @@ int main(int argc, char **argv)
             free(closed[i]);
         }
     }
+    fprintf(stderr, PROGRAM ": stopping: %" PRIu64 " records, %" PRIu64 " fdatasyncs (%.1f ms in all)\n", wal.records,
+            wal.syncs, (double)wal.sync_us / 1000);
+    return 0;
 }
