@@ -290,10 +290,11 @@ typedef struct conn {
     int blocked;    /* a PULL waits for a due message */
     uint64_t block_until_ms;
     long block_count;
-    struct conn *next_dirty, *next_blocked;
+    struct conn *next_dirty, *next_blocked, *next_closed;
 } conn_t;
 
 static int epfd;
+
 static volatile sig_atomic_t stopping; /* SIGTERM or SIGINT: print the counters and exit */
 
 static void on_stop_signal(int sig)
@@ -302,6 +303,16 @@ static void on_stop_signal(int sig)
     stopping = 1;
 }
 static conn_t *dirty_list, *blocked_list;
+static conn_t *closed_list; /* closed in this pass: freed at its end, once off the dirty list */
+
+/* What epoll reports for c: input unless a PULL of it is parked (its
+ * commands wait; a level-triggered EOF would spin the loop), output while
+ * a reply waits for room. */
+static void conn_watch(conn_t *c)
+{
+    struct epoll_event ev = { .events = (c->blocked ? 0 : EPOLLIN) | (c->want_write ? EPOLLOUT : 0), .data.ptr = c };
+    epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
 
 static void mark_dirty(conn_t *c)
 {
@@ -466,6 +477,7 @@ static int cmd_pull(conn_t *c, const args_t *a, uint64_t now_ms)
     c->block_count = count;
     c->next_blocked = blocked_list;
     blocked_list = c;
+    conn_watch(c);
     return 1;
 }
 
@@ -606,7 +618,27 @@ static void conn_close(conn_t *c)
 {
     epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    c->fd = -1; /* freed at the end of the pass, off every list */
+    c->fd = -1;
+    for (conn_t **pp = &blocked_list; c->blocked && *pp != NULL; pp = &(*pp)->next_blocked)
+        if (*pp == c) {
+            *pp = c->next_blocked;
+            c->blocked = 0;
+            break;
+        }
+    c->next_closed = closed_list;
+    closed_list = c;
+}
+
+/* Free the connections closed in this pass (flush_dirty has dropped them from the dirty list). */
+static void free_closed(void)
+{
+    while (closed_list != NULL) {
+        conn_t *c = closed_list;
+        closed_list = c->next_closed;
+        free(c->in.p);
+        free(c->out.p);
+        free(c);
+    }
 }
 
 /* Write what c->out holds; register for EPOLLOUT when the socket is full. */
@@ -633,9 +665,8 @@ static void conn_write(conn_t *c)
         }
     }
     if (pending != c->want_write) {
-        struct epoll_event ev = { .events = EPOLLIN | (pending ? EPOLLOUT : 0), .data.ptr = c };
-        epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev);
         c->want_write = pending;
+        conn_watch(c);
     }
 }
 
@@ -684,6 +715,7 @@ static int serve_blocked(uint64_t now_ms)
         c->blocked = 0;
         if (c->fd < 0)
             continue;
+        conn_watch(c);
         reply_messages(c, c->block_count, now_ms);
         if (run_input(c, now_ms) != 0)
             c->closing = 1;
@@ -801,7 +833,6 @@ int main(int argc, char **argv)
         fprintf(stderr, PROGRAM ": listening on 127.0.0.1:%d, log %s/floor.log (%ld MiB, pre-written)\n", port, dir,
                 log_mib);
 
-    conn_t *closed[MAX_EVENTS];
     int timeout = -1;
     while (!stopping) {
         struct epoll_event ev[MAX_EVENTS];
@@ -811,7 +842,6 @@ int main(int argc, char **argv)
         if (n < 0)
             n = 0;
         uint64_t now_ms = clock_wall_ms();
-        int nclosed = 0;
         for (int i = 0; i < n; i++) {
             conn_t *c = ev[i].data.ptr;
             if (c == NULL) {
@@ -822,20 +852,12 @@ int main(int argc, char **argv)
                 conn_write(c);
             if (c->fd >= 0 && !c->blocked && !c->closing && (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                 conn_read(c, now_ms);
-            if (c->fd < 0)
-                closed[nclosed++] = c;
         }
         timeout = serve_blocked(now_ms);
         flush_dirty(0);
         if (log_commit())
             flush_dirty(1);
-        /* a connection closed in this pass is off the dirty list (flush_dirty
-         * drops closed ones) and off the blocked list (serve_blocked does) */
-        for (int i = 0; i < nclosed; i++) {
-            free(closed[i]->in.p);
-            free(closed[i]->out.p);
-            free(closed[i]);
-        }
+        free_closed();
     }
     fprintf(stderr, PROGRAM ": stopping: %" PRIu64 " records, %" PRIu64 " fdatasyncs (%.1f ms in all)\n", wal.records,
             wal.syncs, (double)wal.sync_us / 1000);
