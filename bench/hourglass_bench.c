@@ -1071,8 +1071,9 @@ static void print_flood_row(const char *who, const char *what, const char *unit,
  * turn: what one RESP thread does with this workload and these clients on
  * the same cores when nothing is written to disk, the ceiling the durable
  * figures are read against. With --floor-port hourglass-floor takes a fourth:
- * append + fdatasync per loop pass and nothing else, the most any durable
- * single-loop design can reach here (bench/floor_server.c). */
+ * append + fdatasync per loop pass and nothing else, the least any durable
+ * single-loop design must do here, so a bound on its rate with these clients
+ * and cores (bench/floor_server.c). */
 static void part_mixed(void)
 {
     int secs = opt.quick ? 8 : 15, runs = opt.quick ? 1 : opt.mixed_runs;
