@@ -12,6 +12,7 @@
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_open [suite [test]].
  */
+#include "levels/keys.h"
 #include "levels/logsync.h"
 #include "levels/store.h"
 #include "tests/helpers/store_fixture.h"
@@ -862,6 +863,50 @@ static void test_damaged_record_keys(void)
     CLOSE(&s);
 }
 
+/* A group record whose topic name (in its value) holds a 0x00 is refused at
+ * open with the key, as one whose name is empty or too long is: it named a
+ * topic no key may hold, which the next commit wrote as a topic record that
+ * the open after refused ("corrupt topic record"), blaming the wrong record. */
+static void test_group_record_topic_with_zero(void)
+{
+    uint64_t a;
+    store_t *s = open_with_one_lease(&a);
+    CLOSE(&s);
+    leveldb_t *db = raw_open(__LINE__);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    size_t vlen = 0;
+    char *v = leveldb_get(db, ro, "Gg", 2, &vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    TU_REQUIRE(dberr == NULL && v != NULL && vlen == RECORD_GROUP_FIXED + 1, "group record of g: %s",
+               dberr ? dberr : "absent or of another length");
+    char damaged[RECORD_GROUP_FIXED + 3], good[RECORD_GROUP_FIXED + 1];
+    memcpy(good, v, vlen);
+    leveldb_free(v);
+    memcpy(damaged, good, RECORD_GROUP_FIXED - 2);
+    memcpy(damaged + RECORD_GROUP_FIXED - 2, "\0\3t\0u", 5); /* topic "t\0u" */
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_put(wb, "Gg", 2, damaged, sizeof damaged);
+    raw_write_close(db, wb, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "corrupt group record \"Gg\" (2 bytes)") != NULL &&
+                 strstr(err, "(topic name)") != NULL,
+             "open with a group record on topic \"t\\0u\": rc %d \"%s\"", rc, err);
+    TU_CHECK(s == NULL, "*out must stay NULL");
+    if (s != NULL) {
+        store_close(s, NULL, 0);
+        s = NULL;
+    }
+    raw_put("Gg", 2, good, sizeof good, __LINE__);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
+    CLOSE(&s);
+}
+
 static int remember_log_seq(void *ctx, const store_entry_t *e)
 {
     if (e->range != STORE_TOPIC) {
@@ -1123,6 +1168,7 @@ static const tu_test_t open_tests[] = {
     { "corrupt value reported", test_corrupt_value_reported },
     { "damaged lease keys: long, 0x00 inside, empty", test_damaged_lease_keys },
     { "damaged topic and group record keys refused at open", test_damaged_record_keys },
+    { "a group record on a topic with a 0x00 refused at open", test_group_record_topic_with_zero },
     { "GROUP DEL meets a lease key past any key_buf_t", test_group_delete_damaged_lease_key },
     { "damaged topic-log keys: long, another topic", test_damaged_queue_keys },
     { "damaged index keys: long names", test_damaged_index_keys },
