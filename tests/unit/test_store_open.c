@@ -725,6 +725,72 @@ static void test_corrupt_value_reported(void)
     TU_CHECK(moved == 0, "moved %d past a corrupt value", moved);
 }
 
+/* A message value whose topic, group or key is longer than any key holds,
+ * or whose topic holds a 0x00, is refused as corrupt when read (a due move,
+ * store_check): the due move built its next keys from it (a topic or key
+ * past KEY_MAX overran a key_buf_t) and created a topic of that name (cut at
+ * the 0x00 by its copy, its length not). Put back, the message moves. */
+static void test_message_names_checked(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "x", 1, 0, T0, NULL);
+    char key[18] = "";
+    char err[1024] = "";
+    TU_REQUIRE(store_scan(s, remember_level_key, key, err, sizeof err) == 0 && key[0] == 'L', "scan: %s", err);
+    CLOSE(&s);
+    leveldb_t *db = raw_open(__LINE__);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    size_t vlen = 0;
+    char *good = leveldb_get(db, ro, key, sizeof key, &vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    TU_REQUIRE(dberr == NULL && good != NULL, "the level message: %s", dberr ? dberr : "absent");
+    msg_t m;
+    TU_REQUIRE(msg_decode(good, vlen, &m, err, sizeof err) == 0, "decode: %s", err);
+    static char long_name[2000];
+    memset(long_name, 'n', sizeof long_name);
+    const struct {
+        msg_str_t topic, group, key;
+        const char *says;
+    } bad[] = {
+        { { long_name, sizeof long_name }, m.group, m.key, "topic name" },
+        { { "t\0u", 3 }, m.group, m.key, "topic name" },
+        { { "", 0 }, m.group, m.key, "topic name" },
+        { m.topic, { long_name, MSG_MAX_NAME + 1 }, m.key, "group name" },
+        { m.topic, m.group, { long_name, MSG_MAX_KEY + 1 }, "key" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        msg_t d = m;
+        d.topic = bad[i].topic;
+        d.group = bad[i].group;
+        d.key = bad[i].key;
+        static char v[4096];
+        size_t n = msg_encode(&d, v, sizeof v);
+        TU_REQUIRE(n > 0, "encode case %zu", i);
+        raw_put(key, sizeof key, v, n, __LINE__);
+        s = OPEN_DEFAULT();
+        int rc = store_check(s, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "corrupt message") != NULL && strstr(err, bad[i].says) != NULL,
+                 "store_check of damaged message %zu: rc %d \"%s\"", i, rc, err);
+        int moved = -1;
+        err[0] = '\0';
+        rc = store_move_due(s, T0 + HOUR, 10, &moved, NULL, err, sizeof err);
+        TU_CHECK(rc == -1 && moved == 0 && strstr(err, "corrupt message") != NULL &&
+                     strstr(err, "in a level queue") != NULL && strstr(err, bad[i].says) != NULL,
+                 "due move of damaged message %zu: rc %d, moved %d, \"%s\"", i, rc, moved, err);
+        CLOSE(&s);
+    }
+    raw_put(key, sizeof key, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    int moved = 0;
+    TU_CHECK(store_move_due(s, T0 + HOUR, 10, &moved, NULL, err, sizeof err) == 0 && moved == 1,
+             "the message put back does not move: %d, \"%s\"", moved, err);
+    CLOSE(&s);
+}
+
 /* ---- damaged keys: names the layout forbids (empty, past MSG_MAX_NAME, a 0x00 inside) ---- */
 
 /* Move the value of key from to key to (a closed data directory): the
@@ -1210,6 +1276,7 @@ static const tu_test_t open_tests[] = {
     { "upgrade format 2", test_upgrade_format2 },
     { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
     { "corrupt value reported", test_corrupt_value_reported },
+    { "a message's names and key past their limits are corrupt", test_message_names_checked },
     { "damaged lease keys: long, 0x00 inside, empty", test_damaged_lease_keys },
     { "damaged topic and group record keys refused at open", test_damaged_record_keys },
     { "a group record on a topic with a 0x00 refused at open", test_group_record_topic_with_zero },
