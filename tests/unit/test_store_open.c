@@ -791,6 +791,79 @@ static void test_message_names_checked(void)
     CLOSE(&s);
 }
 
+/* A message index record ('X') whose topic is longer than any key holds or
+ * holds a 0x00, or whose key is past MSG_MAX_KEY, is refused as corrupt by
+ * store_check and REVOKE: both built a key from it (a 2000-byte topic
+ * overran a key_buf_t). Put back, the message is revoked. */
+static void test_index_record_names_checked(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t id = SEND(s, "t", "x", 0, 0, T0, NULL);
+    CLOSE(&s);
+    char xk[9];
+    xk[0] = 'X';
+    be64_to(xk + 1, id);
+    leveldb_t *db = raw_open(__LINE__);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    size_t vlen = 0;
+    char *good = leveldb_get(db, ro, xk, sizeof xk, &vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    TU_REQUIRE(dberr == NULL && good != NULL && vlen > 5, "the message index record: %s", dberr ? dberr : "absent");
+    const size_t place = 18; /* u8 tag, u8 level, u64 due, u64 seq; then u16 1, "t", u16 klen, the key */
+    TU_REQUIRE(vlen >= place + 5 && good[place] == 0 && good[place + 1] == 1 && good[place + 2] == 't',
+               "record layout not as expected");
+    static char v[4096];
+    const struct {
+        size_t topic_len;
+        char fill;
+        size_t key_len; /* 0: the record's own key */
+    } bad[] = {
+        { 2000, 'n', 0 },
+        { 3, '\0', 0 },
+        { 0, 'n', 0 },
+        { 1, 't', MSG_MAX_KEY + 1 },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(v, good, place);
+        size_t n = place;
+        v[n++] = (char)(bad[i].topic_len >> 8);
+        v[n++] = (char)bad[i].topic_len;
+        memset(v + n, bad[i].fill, bad[i].topic_len);
+        n += bad[i].topic_len;
+        if (bad[i].key_len == 0) {
+            memcpy(v + n, good + place + 3, vlen - place - 3);
+            n += vlen - place - 3;
+        } else {
+            v[n++] = (char)(bad[i].key_len >> 8);
+            v[n++] = (char)bad[i].key_len;
+            memset(v + n, 'k', bad[i].key_len);
+            n += bad[i].key_len;
+        }
+        raw_put(xk, sizeof xk, v, n, __LINE__);
+        s = OPEN_DEFAULT();
+        char err[1024] = "";
+        int rc = store_check(s, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "corrupt message index record") != NULL,
+                 "store_check of damaged index record %zu: rc %d \"%s\"", i, rc, err);
+        store_revoke_result_t r;
+        err[0] = '\0';
+        rc = store_revoke_id(s, id, &r, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "corrupt message index record") != NULL,
+                 "REVOKE over damaged index record %zu: rc %d \"%s\"", i, rc, err);
+        CLOSE(&s);
+    }
+    raw_put(xk, sizeof xk, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    store_revoke_result_t r;
+    char err[512] = "";
+    TU_CHECK(store_revoke_id(s, id, &r, err, sizeof err) == 0 && r.revoked == 1, "revoke put back: %s", err);
+    CLOSE(&s);
+}
+
 /* ---- damaged keys: names the layout forbids (empty, past MSG_MAX_NAME, a 0x00 inside) ---- */
 
 /* Move the value of key from to key to (a closed data directory): the
@@ -1277,6 +1350,7 @@ static const tu_test_t open_tests[] = {
     { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
     { "corrupt value reported", test_corrupt_value_reported },
     { "a message's names and key past their limits are corrupt", test_message_names_checked },
+    { "an index record's topic and key past their limits are corrupt", test_index_record_names_checked },
     { "damaged lease keys: long, 0x00 inside, empty", test_damaged_lease_keys },
     { "damaged topic and group record keys refused at open", test_damaged_record_keys },
     { "a group record on a topic with a 0x00 refused at open", test_group_record_topic_with_zero },
