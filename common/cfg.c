@@ -715,8 +715,9 @@ void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf,
         buf[0] = '\0';
 }
 
-void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
+int cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
 {
+    int unprintable = 0;
     for (size_t i = 0; i < t->count; i++) {
         if (t->keys[i].type == CFG_CUSTOM) {
             if (t->keys[i].print != NULL)
@@ -727,10 +728,10 @@ void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
         cfg_value_text(t, conf, i, v, sizeof v);
         if (t->keys[i].secret && v[0] != '\0')
             snprintf(v, sizeof v, "(set)");
-        /* libinih takes a ';' after a blank for a comment: a value that begins with one is written
-         * right after the '=', where it reads back as the value */
-        fprintf(out, v[0] == ';' ? "%s =%s\n" : "%s = %s\n", t->keys[i].name, v);
+        if (cfg_print_setting(out, t->keys[i].name, v) != 0)
+            unprintable++;
     }
+    return unprintable;
 }
 
 /* ---- SIGHUP ------------------------------------------------------------------ */
