@@ -69,9 +69,11 @@ static int split_point(const char *value, size_t j)
            value[j + 1] != ';' && value[j + 1] != '#';
 }
 
+#define NO_SPLIT ((size_t)-1)
+
 /* The end of the line's part of value that starts at pos and may take width
- * bytes: len when the rest fits, else the last split point within width,
- * else 0 (none). */
+ * bytes: len when the rest fits (an empty value too), else the last split
+ * point within width, else NO_SPLIT. */
 static size_t part_end(const char *value, size_t len, size_t pos, size_t width)
 {
     if (len - pos <= width)
@@ -79,7 +81,7 @@ static size_t part_end(const char *value, size_t len, size_t pos, size_t width)
     for (size_t j = pos + width; j > pos; j--)
         if (split_point(value, j))
             return j;
-    return 0;
+    return NO_SPLIT;
 }
 
 /* Whether value splits into lines of form for key name (writing them to out
@@ -98,7 +100,7 @@ static int write_in_form(FILE *out, const char *name, const char *value, const i
         fprintf(out, "%s%s", name, equals);
     for (;;) {
         size_t end = part_end(value, len, pos, width);
-        if (end == 0)
+        if (end == NO_SPLIT)
             return 0;
         if (out != NULL)
             fprintf(out, "%.*s\n", (int)(end - pos), value + pos);

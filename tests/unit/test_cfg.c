@@ -451,6 +451,9 @@ static void test_engine_print_long_values(void)
     snprintf(want, sizeof want, ";%s k;v %s #%s", a, b, c);
     CHECK_DSN_READS_BACK(edir, text, want);
 
+    /* an empty value (an unset string prints as one: hourglass-consumer's log-file was printed as not
+     * printable) */
+    CHECK_DSN_READS_BACK(edir, "dsn =\n", "");
     /* a run without blanks that fits only "dsn=" (194 bytes: the line's 198) */
     char run[195];
     memset(run, 'r', 194), run[194] = '\0';
