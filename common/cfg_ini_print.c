@@ -14,8 +14,9 @@
  * nothing else changes. The split is greedy (each line as full as it may be),
  * which finds a split whenever there is one. The usual form is
  * "key = value" with continuation lines indented by four blanks; a value
- * that does not fit that form is tried in the tightest one ("key=value",
- * one blank of indent), which holds every value a file can give.
+ * that does not fit that form is tried in the tight ones ("key=value", one
+ * blank of indent; then "key=" with the value from the next line on), which
+ * hold every value a file can give: a file's own lines are no shorter.
  *
  * A value no INI file can hold (a line break, a blank at either end, a ';'
  * after a blank, or a run longer than a line with no place to split it) is
@@ -32,15 +33,19 @@
 
 #define CFG_INI_LINE (INI_MAX_LINE - 2) /* longest line the reader takes, less its newline */
 
-/* How a setting's lines look: the key line's separator and the indent of a
- * continuation line. */
+/* How a setting's lines look: the key line's separator, the indent of a
+ * continuation line, and whether the value starts on the first continuation
+ * line (the key line ends at the '='; the join's blank before the value is
+ * trimmed with the value's own). */
 typedef struct ini_form {
     const char *equals;
     const char *indent;
+    int value_below;
 } ini_form_t;
 
-static const ini_form_t usual_form = { " = ", "    " };
-static const ini_form_t tight_form = { "=", " " };
+static const ini_form_t usual_form = { " = ", "    ", 0 };
+static const ini_form_t tight_form = { "=", " ", 0 };
+static const ini_form_t below_form = { "=", " ", 1 };
 
 static int is_blank(char c)
 {
@@ -92,13 +97,21 @@ static int write_in_form(FILE *out, const char *name, const char *value, const i
     size_t key_line = strlen(name) + strlen(form->equals);
     if (key_line > CFG_INI_LINE)
         return 0;
+    /* a continuation line that begins with ';' or '#' is a comment */
+    if (form->value_below && (len == 0 || value[0] == ';' || value[0] == '#'))
+        return 0;
     size_t pos = 0, width = CFG_INI_LINE - key_line;
     /* libinih takes a ';' after a blank for a comment: a value that begins
      * with one is written right after the '=' */
     const char *equals = value[0] == ';' && form == &usual_form ? " =" : form->equals;
     if (out != NULL)
-        fprintf(out, "%s%s", name, equals);
-    for (;;) {
+        fprintf(out, "%s%s%s", name, equals, form->value_below ? "\n" : "");
+    for (int line = form->value_below;; line++) {
+        if (line > 0) {
+            width = CFG_INI_LINE - strlen(form->indent);
+            if (out != NULL)
+                fputs(form->indent, out);
+        }
         size_t end = part_end(value, len, pos, width);
         if (end == NO_SPLIT)
             return 0;
@@ -107,9 +120,6 @@ static int write_in_form(FILE *out, const char *name, const char *value, const i
         if (end == len)
             return 1;
         pos = end + 1;
-        width = CFG_INI_LINE - strlen(form->indent);
-        if (out != NULL)
-            fputs(form->indent, out);
     }
 }
 
@@ -142,10 +152,10 @@ int cfg_print_setting(FILE *out, const char *name, const char *value)
 {
     const char *why = unwritable_reason(value);
     if (why == NULL) {
-        if (write_in_form(NULL, name, value, &usual_form))
-            return write_in_form(out, name, value, &usual_form) ? 0 : -1;
-        if (write_in_form(NULL, name, value, &tight_form))
-            return write_in_form(out, name, value, &tight_form) ? 0 : -1;
+        static const ini_form_t *const forms[] = { &usual_form, &tight_form, &below_form };
+        for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+            if (write_in_form(NULL, name, value, forms[i]))
+                return write_in_form(out, name, value, forms[i]) ? 0 : -1;
         why = "a run longer than an INI line with no blank to split it at";
     }
     fprintf(out, "; %s: not printable so that it reads back (%s); its value, C-escaped:\n", name, why);
