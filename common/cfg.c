@@ -365,10 +365,25 @@ static char *ini_read_line(char *str, int num, void *stream)
 {
     ini_state_t *st = stream;
     char buf[CFG_MAX_VALUE];
-    if (st->error[0] != '\0' || fgets(buf, sizeof buf, st->file) == NULL)
+    size_t len = 0;
+    int c = EOF;
+    if (st->error[0] != '\0')
         return NULL;
+    /* byte by byte, not fgets: a NUL byte would end the line for strlen and
+     * drop the rest of it without a word */
+    while (len < sizeof buf - 1 && (c = getc(st->file)) != EOF) {
+        buf[len++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    if (len == 0)
+        return NULL;
+    buf[len] = '\0';
     st->line++;
-    size_t len = strlen(buf);
+    if (memchr(buf, '\0', len) != NULL) {
+        ini_error(st, "%s:%d: a NUL byte in the line (not a text file?)", st->path, st->line);
+        return NULL;
+    }
     if (len >= (size_t)num) {
         ini_error(st,
                   "%s:%d: line longer than %d bytes (libinih's limit): continue a long value on the next "

@@ -348,6 +348,24 @@ static void test_engine_empty_key_name(void)
     tu_rmtree(edir);
 }
 
+/* A NUL byte in the file is an error naming the line, not the end of the line: "dsn =\0x" read as an empty dsn
+ * without a word (found by tests/fuzz/fuzz_cfg). */
+static void test_engine_nul_byte(void)
+{
+    static const char text[] = "workers = 8\ndsn = shop\0 more\n";
+    char edir[512], path[700], err[300] = "";
+    TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
+    snprintf(path, sizeof path, "%s/engine.conf", edir);
+    FILE *f = fopen(path, "wb");
+    TU_REQUIRE(f != NULL && fwrite(text, 1, sizeof text - 1, f) == sizeof text - 1 && fclose(f) == 0, "write %s", path);
+    econf_t c = { 0 };
+    cfg_init(&etable, &c);
+    int rc = cfg_load_file(&etable, &c, path, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "engine.conf:2: a NUL byte in the line") != NULL, "rc %d, error \"%s\"", rc, err);
+    cfg_free(&etable, &c);
+    tu_rmtree(edir);
+}
+
 /* The printed values (--check-config) read back as a file give the same values, a string that begins with ';'
  * too: "dsn = ;x" would be a comment to libinih (found by tests/fuzz/fuzz_cfg: "name=;" read back as ""). */
 static void test_engine_print_reads_back(void)
@@ -589,6 +607,7 @@ static const tu_test_t engine_tests[] = {
     { "value text and --help", test_engine_text },
     { "file, flags, precedence, errors, actions", test_engine_file_and_flags },
     { "a value without a key name in the file", test_engine_empty_key_name },
+    { "a NUL byte in the file is an error naming the line", test_engine_nul_byte },
     { "the printed values read back, a value beginning with ';' too", test_engine_print_reads_back },
     { "long values printed on continuation lines read back", test_engine_print_long_values },
     { "a value no INI file holds is printed so that reading it back fails", test_engine_print_unprintable },
