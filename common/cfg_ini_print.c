@@ -1,7 +1,7 @@
 /*
  * common/cfg_ini_print.c — one setting written as INI lines that
  * cfg_load_file reads back to the same value (contract: cfg.h,
- * cfg_print_setting); --check-config and CONFIG GET print through it.
+ * cfg_print_setting); --check-config prints through it (cfg_print_values).
  *
  * The reader (libinih and common/cfg.c's join) takes lines of at most
  * CFG_INI_LINE bytes; it strips the blanks (isspace) around a value and
