@@ -33,7 +33,13 @@
  *                 (Connector/C alone would go on in plaintext), verify too;
  *                 on over the socket too
  *
- * Run one suite: ./tests/integration/test_db_tls db_tls
+ * Suite "no_tls_stub", no MariaDB: a greeting stub (tests/helpers/
+ * greeting_stub.h) plays a server without TLS and records what the client
+ * sends after its greeting: on and verify, over TCP and a unix socket,
+ * send nothing (Connector/C 3.3 alone sends its login, user name and
+ * password scramble, in plaintext for on).
+ *
+ * Run one suite: ./tests/integration/test_db_tls db_tls (or no_tls_stub)
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
