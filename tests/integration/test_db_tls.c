@@ -567,9 +567,32 @@ static void test_weak_suite_refused(void)
     on_and_verify_refused("AEAD", "does not say what the server must offer");
 }
 
+/* The server's Aborted_connects_preauth: connections closed before their
+ * login was read. */
+static long long aborted_before_login(void)
+{
+    MYSQL *m = sql_connect_root(&server, NULL);
+    TU_REQUIRE(m != NULL, "root over the socket");
+    long long n = sql_scalar(m, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS"
+                                " WHERE VARIABLE_NAME = 'ABORTED_CONNECTS_PREAUTH'");
+    mysql_close(m);
+    return n;
+}
+
+struct preauth_wait {
+    long long from, want;
+};
+
+static int preauth_reached(void *arg)
+{
+    const struct preauth_wait *w = arg;
+    return aborted_before_login() - w->from >= w->want;
+}
+
 static void test_no_tls_refused(void)
 {
     restart_with("--skip-ssl", NULL);
+    struct preauth_wait w = { aborted_before_login(), 3 };
     on_and_verify_refused("does not offer TLS", "does not say the server has no TLS");
     char msg[600];
     unsigned code = 0;
@@ -577,6 +600,11 @@ static void test_no_tls_refused(void)
     expect_refused(&p, &code, msg, sizeof msg);
     TU_CHECK(code == 2026, "tls on over the socket: code %u, want 2026", code);
     TU_CHECK(strstr(msg, "does not offer TLS") != NULL, "'%s' does not say the server has no TLS", msg);
+    /* The server's side: each of the 3 refused connects (on and verify over
+     * TCP, on over the socket) ended before the server read a login. */
+    tu_poll_until(preauth_reached, &w, 10000, 20);
+    long long aborted = aborted_before_login() - w.from;
+    TU_CHECK(aborted == 3, "Aborted_connects_preauth rose by %lld, want 3: a login reached the server", aborted);
     p = params(HG_ORDER_TLS_OFF, NULL); /* the server is fine: plaintext still works */
     hg_order_error_t e = { 0 };
     hg_order_db *db = hg_order_db_open(&p, &e);
