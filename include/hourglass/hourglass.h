@@ -793,7 +793,7 @@ typedef void (*hg_conn_event_fn)(hg_conn_event_t event, const char *who, const c
  * all), before the info line "<who>: connected to <address>" /
  * "<who>: reconnected to <address>" goes to opts.log. For a worker's PULLs
  * also: HG_CONN_REFUSED on the first PULL the broker refuses with an error
- * reply after an answered one (or the worker's first PULL), before that
+ * reply since the worker started or its last PULL was answered, before that
  * error goes to opts.log — a refusal that stops the consumer (NOAUTH,
  * NOPERM) too; and HG_CONN_ANSWERED on the worker's first answered PULL
  * after that, before the info line "<who>: PULL answered again after
