@@ -46,12 +46,12 @@ struct hg_consumer {
     char lease_text[16];   /* lease_ms as decimal, for PULL and TOUCH */
 
     atomic_int stop;
-    atomic_int fatal;     /* an hg_err_t that stopped the consumer for good (AUTH refused, NOPERM), else 0 */
-    int wake_pipe[2];     /* stop: readable once written */
-    int watchdog_pipe[2]; /* stops the watchdog after the workers */
-    int stop_fd;          /* hg_consumer_set_stop_fd: -1, or the stop fd of every client */
-    hg_conn_event_fn
-        conn_event; /* hg_consumer_set_conn_event_fn: NULL, or told of every (re)connect, PULL refusal and end of one */
+    atomic_int fatal;            /* an hg_err_t that stopped the consumer for good (AUTH refused, NOPERM), else 0 */
+    int wake_pipe[2];            /* stop: readable once written */
+    int watchdog_pipe[2];        /* stops the watchdog after the workers */
+    int stop_fd;                 /* hg_consumer_set_stop_fd: -1, or the stop fd of every client */
+    hg_conn_event_fn conn_event; /* hg_consumer_set_conn_event_fn: NULL, or told of every
+                                    (re)connect, PULL refusal and end of one */
     void *conn_event_arg;
     int ran;
 
