@@ -504,8 +504,7 @@ void config_print_help(FILE *out, const char *prog)
     cfg_print_keys(&table, out);
 }
 
-void config_print(const config_t *c, FILE *out)
+int config_print(const config_t *c, FILE *out)
 {
-    fprintf(out, "# hourglass-broker %s: effective configuration\n[broker]\n", PACKAGE_VERSION);
-    cfg_print_values(&table, c, out);
+    return cfg_print_check(&table, c, PACKAGE_VERSION, "broker", c->config_path, out, stderr);
 }

@@ -108,9 +108,10 @@ void consumer_config_loop_events(hg_consumer_t *c)
  * replaces the list instead of adding to it. */
 static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cfg_source_t source, char *err,
                            size_t errlen);
-/* side-effect-sql as --check-config shows it: one line per statement, or
- * "none" for an empty list. */
-static void print_side_effects(const void *conf, const cfg_key_t *k, FILE *out);
+/* side-effect-sql as --check-config shows it: one setting per statement
+ * (cfg_print_setting), or "none" for an empty list; returns how many
+ * statements were not printable. */
+static int print_side_effects(const void *conf, const cfg_key_t *k, FILE *out);
 
 #define OFF(field) offsetof(consumer_config_t, field)
 /* The flag legend: name = INI key = --flag; the help text is --help's. */
@@ -206,13 +207,16 @@ static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cf
     return 0;
 }
 
-static void print_side_effects(const void *conf, const cfg_key_t *k, FILE *out)
+static int print_side_effects(const void *conf, const cfg_key_t *k, FILE *out)
 {
     const consumer_config_t *cfg = conf;
     if (cfg->side_effect_count == 0)
-        fprintf(out, "%s = none\n", k->name);
+        return cfg_print_setting(out, k->name, "none") != 0;
+    int unprintable = 0;
     for (size_t i = 0; i < cfg->side_effect_count; i++)
-        fprintf(out, "%s = %s\n", k->name, cfg->side_effect_sql[i]);
+        if (cfg_print_setting(out, k->name, cfg->side_effect_sql[i]) != 0)
+            unprintable++;
+    return unprintable;
 }
 
 const cfg_table_t *consumer_config_table(void)
