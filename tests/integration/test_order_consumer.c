@@ -90,7 +90,7 @@ static void test_check_config(void)
                           NULL };
     int rc = tu_run_capture(eff, big, sizeof big);
     TU_CHECK(rc == 0 && strstr(big, "# hourglass-consumer ") && strstr(big, "\nworkers = 3\n") &&
-                 strstr(big, "\nmysql-password = (set)\n") && !strstr(big, "s3cr3t-pw") &&
+                 strstr(big, "\n; mysql-password = (set, not shown)\n") && !strstr(big, "s3cr3t-pw") &&
                  strstr(big, "\nlog-format = json\n") && strstr(big, "\ngroup = "),
              "--check-config: exit %d, output:\n%s", rc, big);
     /* the repeatable side-effect-sql: the reference statements by default, one line each */
