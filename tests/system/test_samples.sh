@@ -11,7 +11,8 @@
 #   - --check-config's output is a configuration file that reads back: for every sample and for
 #     configurations with a long value on continuation lines, a password file, unset optional paths
 #     and a repeated side-effect-sql, 'PROG --config out.conf --check-config' succeeds and prints the
-#     same (a secret is printed as a comment and left out, so the read-back gets it as a flag).
+#     same (a secret is printed as a comment and left out, so the read-back gets it as a flag); a
+#     value no INI file holds is said on stderr, exit 0, and its copy is refused.
 # A failure names the file, the line and both values. No server is started.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -161,6 +162,25 @@ if ! diff <(claim "$tmp/hourglass-consumer.check.conf") <("$builddir/hourglass-c
     echo "FAIL: hourglass-consumer --check-config prints the claim-sql of continuation lines otherwise:"
     cat "$tmp/diff"
     fail=1
+fi
+# A value no INI file holds (only a flag gives one: a ';' after a blank, here in one statement of
+# the repeatable side-effect-sql, printed by its own print function): the configuration is valid
+# (exit 0), stderr says how many values cannot be printed, and the copy fails on the line instead of
+# reading back as another configuration.
+odd="UPDATE stock SET note = ' ;' WHERE sku_id = ?"
+if ! "$builddir/hourglass-consumer" --check-config --mysql-database shop --side-effect-sql "$odd" \
+    >"$tmp/odd.conf" 2>"$tmp/stderr"; then
+    echo "FAIL: hourglass-consumer --check-config --side-effect-sql \"$odd\": $(tail -n 1 "$tmp/stderr")"
+    fail=1
+elif [[ $(<"$tmp/stderr") != "hourglass-consumer: 1 value cannot be printed so that it reads back; see the comments" ]]; then
+    echo "FAIL: hourglass-consumer --side-effect-sql \"$odd\": stderr is not the one value not printable: $(<"$tmp/stderr")"
+    fail=1
+elif "$builddir/hourglass-consumer" --config "$tmp/odd.conf" --check-config >/dev/null 2>"$tmp/stderr" ||
+    ! grep -q "odd.conf:[0-9]*: not a 'key = value' line" "$tmp/stderr"; then
+    echo "FAIL: hourglass-consumer: a print with a value not printable read back: $(tail -n 1 "$tmp/stderr")"
+    fail=1
+else
+    echo "ok   hourglass-consumer: a side-effect-sql not printable is said on stderr and its copy is refused"
 fi
 
 if ((fail)); then
