@@ -580,8 +580,8 @@ static void read_text(const char *path, char *text, size_t len)
 
 /* cfg_print_check of c into dir/name's file, stderr into dir/name.err; the print's text into text. Returns
  * cfg_print_check's count. */
-static int check_print(const absent_conf_t *c, const char *dir_path, const char *name, char *text, size_t len, char *errtext,
-                       size_t errlen)
+static int check_print(const absent_conf_t *c, const char *dir_path, const char *name, char *text, size_t len,
+                       char *errtext, size_t errlen)
 {
     char path[700], epath[720];
     snprintf(path, sizeof path, "%s/%s", dir_path, name);
