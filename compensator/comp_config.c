@@ -36,15 +36,7 @@
 
 static const cfg_key_t keys[] = {
     /* broker */
-    { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user[:pass]@]host[:port] (user@ alone: the password from password-file), "
-              "hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
-      .required = 1 },
-    TLS_KEYS_ROWS(comp_config_t),
-    { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
-    { CFG_KEY("password-file", CFG_STRING, NULL, 0, 0, OFF(password_file),
-              "file holding the broker password (e.g. a systemd credential), instead of the URI's"),
-      .hint = "FILE" },
+    BROKER_KEYS_ROWS(comp_config_t),
     { CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic the relay sends order ids to"),
       .required = 1 },
     { CFG_KEY("dlq-groups", CFG_STRING, "order-cancel", 0, 0, OFF(dlq_groups),
@@ -265,17 +257,10 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
     if (DB_KEYS_CREDENTIALS(cfg, err, errlen) != 0)
         return located(cfg, strncmp(err, "mysql-password and", 18) == 0 ? "mysql-password" : "mysql-password-file",
                        strncmp(err, "mysql-password and", 18) == 0 ? "mysql-password-file" : NULL, err, errlen);
-    cfg->password[0] = '\0';
-    if (cfg->password_file != NULL) {
-        char why[400];
-        if (passwd_read_file(cfg->password_file, cfg->password, sizeof cfg->password, why, sizeof why) != 0) {
-            snprintf(err, errlen, "password-file: %s", why);
-            return located(cfg, "password-file", NULL, err, errlen);
-        }
-    } else if (cfg->user != NULL) {
-        snprintf(err, errlen, "user '%s' needs password-file (or put user:password in the uri)", cfg->user);
-        return located(cfg, "user", NULL, err, errlen);
-    }
+    const char *bad_key =
+        broker_keys_read_password(cfg->password_file, cfg->user, cfg->password, sizeof cfg->password, err, errlen);
+    if (bad_key != NULL)
+        return located(cfg, bad_key, NULL, err, errlen);
 
     word_ctx_t w = { cfg, err, errlen };
     cfg->layers = 0;

@@ -19,6 +19,7 @@
 #include "common/cfg.h"
 #include "common/log_keys.h"
 #include "common/passwd.h"
+#include "common/broker_keys.h"
 #include "common/tls_keys.h"
 #include "db/keys.h"
 

@@ -115,15 +115,7 @@ static void print_side_effects(const void *conf, const cfg_key_t *k, FILE *out);
 #define OFF(field) offsetof(consumer_config_t, field)
 /* The flag legend: name = INI key = --flag; the help text is --help's. */
 static const cfg_key_t options[] = {
-    { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user[:pass]@]host[:port] (user@ alone: the password from password-file), "
-              "hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
-      .required = 1 },
-    TLS_KEYS_ROWS(consumer_config_t),
-    { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
-    { CFG_KEY("password-file", CFG_STRING, NULL, 0, 0, OFF(password_file),
-              "file holding the broker password (e.g. a systemd credential), instead of the URI's"),
-      .hint = "FILE" },
+    BROKER_KEYS_ROWS(consumer_config_t),
     { CFG_KEY("group", CFG_STRING, "order-cancel", 0, 0, OFF(group), "consumer group"), .required = 1 },
     { CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic carrying the order ids"), .required = 1 },
     { CFG_KEY("workers", CFG_INT, "4", 1, 256, OFF(workers),
@@ -240,17 +232,11 @@ int consumer_config_credentials(consumer_config_t *cfg, char *err, size_t errlen
     hg_client_opts_init(&cfg->client_opts);
     if (DB_KEYS_CREDENTIALS(cfg, err, errlen) != 0)
         return -1;
-    if (cfg->password_file != NULL) {
-        char why[400];
-        if (passwd_read_file(cfg->password_file, cfg->password, sizeof cfg->password, why, sizeof why) != 0) {
-            snprintf(err, errlen, "password-file: %s", why);
-            return -1;
-        }
-        cfg->client_opts.password = cfg->password;
-    } else if (cfg->user != NULL) {
-        snprintf(err, errlen, "user '%s' needs password-file (or put user:password in the uri)", cfg->user);
+    if (broker_keys_read_password(cfg->password_file, cfg->user, cfg->password, sizeof cfg->password, err, errlen) !=
+        NULL)
         return -1;
-    }
+    if (cfg->password_file != NULL)
+        cfg->client_opts.password = cfg->password;
     cfg->client_opts.user = cfg->user;
     return 0;
 }
