@@ -20,7 +20,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "common/http_guard.h"
-#include "common/http_host.h"
+#include "common/metrics_keys.h"
 #include "common/prom.h"
 #include "common/reload.h"
 #include "levels/msg.h"
@@ -373,8 +373,7 @@ int config_validate(config_t *c, char *err, size_t errlen)
     }
     /* An address that cannot be listened on is said here, so --check-config catches it too. */
     if (prom_check_bind("bind", c->bind, err, errlen) != 0 ||
-        (c->metrics_port != 0 && prom_check_bind("metrics-bind", c->metrics_bind, err, errlen) != 0) ||
-        http_hosts_check(HTTP_GUARD_ALLOWED_KEY, c->metrics_allowed_hosts, err, errlen) != 0) {
+        metrics_keys_check(c->metrics_port != 0, c->metrics_bind, c->metrics_allowed_hosts, err, errlen) != NULL) {
         return -1;
     }
     if (c->metrics_port != 0 && !c->allow_remote && !cfg_bind_is_loopback(c->metrics_bind)) {

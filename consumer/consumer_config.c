@@ -20,11 +20,8 @@
 #include <strings.h>
 
 #include "base/alloc.h"
-#include "common/http_guard.h"
-#include "common/http_host.h"
 #include "common/log.h"
 #include "common/log_limit.h"
-#include "common/prom.h"
 
 #define REASON_MAX_LEN 64 /* orders.cancel_reason VARCHAR(64) */
 
@@ -157,13 +154,7 @@ static const cfg_key_t options[] = {
               "local retries before the NACK hands over to the broker") },
     { CFG_KEY("retry-jitter", CFG_DOUBLE, "0.2", 0, 1, OFF(retry_jitter), "random share of each delay, 0..1") },
 
-    { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
-              "HTTP port for /metrics and /healthz (0: off)") },
-    { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
-              "address the metrics server listens on: an IP address, or a host name that resolves"),
-      .required = 1 },
-    { CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, OFF(metrics_allowed_hosts), HTTP_GUARD_ALLOWED_HELP),
-      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN },
+    METRICS_KEYS_ROWS(consumer_config_t),
     { CFG_KEY("broker-unhealthy-after", CFG_DURATION, "10s", 0, 86400000, OFF(broker_unhealthy_after_ms),
               "/healthz answers 503 once every worker's PULL has failed this long (0: at once)") },
     LOG_KEYS_ROWS(consumer_config_t),
@@ -301,9 +292,7 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
                  REASON_MAX_LEN);
         return -1;
     }
-    if (cfg->metrics_port != 0 && prom_check_bind("metrics-bind", cfg->metrics_bind, err, errlen) != 0)
-        return -1;
-    if (http_hosts_check(HTTP_GUARD_ALLOWED_KEY, cfg->metrics_allowed_hosts, err, errlen) != 0)
+    if (metrics_keys_check(cfg->metrics_port != 0, cfg->metrics_bind, cfg->metrics_allowed_hosts, err, errlen) != NULL)
         return -1;
     if (cfg->retry_cap_ms < cfg->retry_base_ms) {
         snprintf(err, errlen, "retry-cap: %llums is below retry-base %llums", cfg->retry_cap_ms, cfg->retry_base_ms);

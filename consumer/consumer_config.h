@@ -17,6 +17,7 @@
 #include "common/log_keys.h"
 #include "common/passwd.h"
 #include "common/broker_keys.h"
+#include "common/metrics_keys.h"
 #include "common/tls_keys.h"
 #include "db/keys.h"
 
