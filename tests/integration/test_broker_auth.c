@@ -1538,49 +1538,6 @@ static void test_metrics_host_names(void)
              st, out);
 }
 
-/* metrics-allowed-hosts is reloaded on SIGHUP: a name added to the config file is answered once the reload is logged,
- * and a name taken out is refused 421. Before, the reload logged "metrics-allowed-hosts changed, but takes effect
- * only at a restart" and the port kept the old names. */
-static int host_answered(void *arg)
-{
-    char out[32768];
-    return tu_http_get_host(bt_broker.metrics_port, "/metrics", arg, out, sizeof out) == 200;
-}
-
-static void test_metrics_hosts_reload(void)
-{
-    char conf[700], out[32768];
-    TU_REQUIRE(tu_mkdtemp("hg-metrics-hosts", users_dir, sizeof users_dir) == 0, "temp dir");
-    snprintf(conf, sizeof conf, "%s/broker.conf", users_dir);
-    TU_REQUIRE(tu_write_file(conf, "metrics-allowed-hosts = old-proxy.example\n") == 0, "write %s", conf);
-    const char *extra[] = { "--config", conf, NULL };
-    bt_start(extra);
-    int port = bt_broker.metrics_port;
-    BP_CHECK(tu_http_get_host(port, "/metrics", "old-proxy.example", out, sizeof out) == 200,
-             "old-proxy.example refused before the reload");
-    BP_CHECK(tu_http_get_host(port, "/metrics", "new-proxy.example", out, sizeof out) == 421,
-             "new-proxy.example answered before it was listed");
-
-    TU_REQUIRE(tu_write_file(conf, "metrics-allowed-hosts = new-proxy.example, scrape.example\n") == 0, "write %s",
-               conf);
-    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
-    BP_CHECK(tu_wait_file_contains(
-                 bt_broker.log_path,
-                 "SIGHUP: metrics-allowed-hosts old-proxy.example -> new-proxy.example, scrape.example", 10000) == 0,
-             "the reload of metrics-allowed-hosts was not logged");
-    BP_CHECK(!bp_log_contains(&bt_broker, "metrics-allowed-hosts changed, but takes effect only at a restart"),
-             "metrics-allowed-hosts still said to wait for a restart");
-    BP_CHECK(tu_poll_until(host_answered, (void *)"new-proxy.example", 10000, 100) == 0,
-             "new-proxy.example still refused after the reload");
-    BP_CHECK(tu_http_get_host(port, "/metrics", "SCRAPE.example:9100", out, sizeof out) == 200,
-             "scrape.example refused after the reload");
-    int st = tu_http_get_host(port, "/metrics", "old-proxy.example", out, sizeof out);
-    BP_CHECK(st == 421 && strstr(out, "metrics-allowed-hosts") != NULL,
-             "old-proxy.example after it was taken out: %d '%.200s', want 421", st, out);
-    BP_CHECK(tu_http_get_host(port, "/metrics", "127.0.0.1", out, sizeof out) == 200, "127.0.0.1 refused");
-    cleanup_users();
-}
-
 /* The metrics port bounds what a request may send: a client streaming header lines is answered 400 and closed
  * within the first few MiB (the kernel's socket buffers), where before the broker kept every byte (200 MiB of
  * headers: 220 MiB more RSS) for as long as the client sent. */
@@ -1650,7 +1607,6 @@ static const tu_test_t auth_tests[] = {
     { "error replies show file-system paths to the admin only; the log has them", test_error_paths_admin_only },
     { "the metrics port on loopback answers only its own host names (DNS rebinding)", test_metrics_host },
     { "the metrics port answers this machine's name and metrics-allowed-hosts", test_metrics_host_names },
-    { "SIGHUP reloads metrics-allowed-hosts", test_metrics_hosts_reload },
     { "the metrics port bounds a request's headers", test_metrics_headers_bounded },
     { "the metrics port: a trickled head closed after 10 s, at most 64 connections", test_metrics_slowloris },
     { NULL, NULL },
