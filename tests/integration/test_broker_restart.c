@@ -61,6 +61,8 @@
 
 #include <CUnit/CUnit.h>
 #include <openssl/err.h>
+
+#include "base/openssl_error.h"
 #include <openssl/ssl.h>
 
 #include "tests/helpers/broker_test.h"
@@ -1097,7 +1099,9 @@ static SSL *tls_stop_client(SSL_CTX *ctx, int port, char *err, size_t errlen)
     static const char ping[] = "*1\r\n$4\r\nPING\r\n";
     if (SSL_connect(ssl) != 1 || SSL_write(ssl, ping, sizeof ping - 1) != (int)(sizeof ping - 1) ||
         SSL_read(ssl, pong, sizeof pong) != 7 || memcmp(pong, "+PONG\r\n", 7) != 0) {
-        snprintf(err, errlen, "TLS handshake or PING failed: %s", ERR_error_string(ERR_get_error(), NULL));
+        char why[256];
+        snprintf(err, errlen, "TLS handshake or PING failed: %s",
+                 openssl_last_error(why, sizeof why, "no OpenSSL error recorded"));
         SSL_free(ssl);
         close(fd);
         return NULL;
