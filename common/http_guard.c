@@ -22,6 +22,8 @@
 
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <sys/queue.h>
+
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
@@ -96,9 +98,40 @@ http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const
     return g;
 }
 
+/* 1 when req has more than one Host header (evhttp_find_header gives the
+ * first; a proxy in front may have routed by another). */
+static int hosts_repeated(struct evhttp_request *req)
+{
+    int hosts = 0;
+    struct evkeyval *h;
+    TAILQ_FOREACH(h, evhttp_request_get_input_headers(req), next)
+    {
+        if (strcasecmp(h->key, "Host") == 0 && ++hosts > 1)
+            return 1;
+    }
+    return 0;
+}
+
+/* Refuse req with status and reason, body the line text. */
+static void refuse(struct evhttp_request *req, int status, const char *reason, const char *text)
+{
+    struct evbuffer *body = evbuffer_new();
+    if (body == NULL)
+        abort(); /* out of memory (CONTRIBUTING.md) */
+    evbuffer_add(body, text, strlen(text));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+    evhttp_send_reply(req, status, reason, body);
+    evbuffer_free(body);
+}
+
 int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
 {
     http_conns_request_in(g->conns, req); /* the head is whole: its deadline ends */
+    if (hosts_repeated(req)) {
+        g->refused++;
+        refuse(req, 400, "Bad Request", "bad request: more than one Host header\n");
+        return 0;
+    }
     const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
     if (!g->loopback)
         return 1;
@@ -118,16 +151,11 @@ int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
                     "metrics port: refused a request for host '%s' (%llu so far): only an IP address, localhost, "
                     "this machine's name '%s', %s %s or a name of %s names this loopback listener (DNS rebinding?)",
                     shown, (unsigned long long)g->refused, g->hostname, g->bind_key, g->bind, HTTP_GUARD_ALLOWED_KEY);
-    struct evbuffer *body = evbuffer_new();
-    if (body == NULL)
-        abort(); /* out of memory (CONTRIBUTING.md) */
-    evbuffer_add_printf(body,
-                        "host '%s' is not %s: use its IP address, localhost or '%s', or list the name in %s (%s is "
-                        "loopback)\n",
-                        shown, g->what, g->hostname, HTTP_GUARD_ALLOWED_KEY, g->bind_key);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
-    evhttp_send_reply(req, 421, "Misdirected Request", body);
-    evbuffer_free(body);
+    char text[HTTP_GUARD_HOST_SHOWN + 2 * HTTP_GUARD_HOSTNAME_MAX + 200];
+    snprintf(text, sizeof text,
+             "host '%s' is not %s: use its IP address, localhost or '%s', or list the name in %s (%s is loopback)\n",
+             shown, g->what, g->hostname, HTTP_GUARD_ALLOWED_KEY, g->bind_key);
+    refuse(req, 421, "Misdirected Request", text);
     return 0;
 }
 

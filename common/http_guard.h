@@ -73,8 +73,9 @@ http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const
                              const char *allowed_hosts, const char *what);
 
 /* Every request callback calls this first. 1 when req may be answered;
- * 0 when it was refused here (its Host names another host on a loopback
- * bind: 421 sent, a log line at most once a second with how many so far,
+ * 0 when it was refused here (more than one Host header, on any bind: 400
+ * "more than one Host header" sent; its Host names another host on a
+ * loopback bind: 421 sent, a log line at most once a second with how many so far,
  * through common/log_limit.h's log_limit_count, so the next line also says
  * how many were not logged):
  * the caller does nothing more with it. */
