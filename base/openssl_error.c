@@ -1,11 +1,13 @@
 /*
  * base/openssl_error.c — OpenSSL's error queue as text (contract:
- * openssl_error.h): ERR_reason_error_string, and ERR_error_string_n when a
- * reason has no text.
+ * openssl_error.h): ERR_reason_error_string (strerror for a system error:
+ * OpenSSL keeps its errno as the reason, with no text), and
+ * ERR_error_string_n when a reason has no text.
  */
 #include "base/openssl_error.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include <openssl/err.h>
 
@@ -13,7 +15,7 @@ const char *openssl_error_text(unsigned long e, char *buf, size_t len)
 {
     if (len == 0)
         return buf;
-    const char *reason = e != 0 ? ERR_reason_error_string(e) : NULL;
+    const char *reason = e == 0 ? NULL : ERR_SYSTEM_ERROR(e) ? strerror(ERR_GET_REASON(e)) : ERR_reason_error_string(e);
     if (reason != NULL)
         snprintf(buf, len, "%s", reason);
     else if (e != 0)

@@ -3,9 +3,9 @@
  * the one way every TLS and crypto failure says why ("TLS CA file x: no
  * start line", "scrypt key derivation failed: memory limit exceeded").
  *
- * An error reads as its reason ("no start line"), or as OpenSSL's whole
- * error string ("error:0A000086:SSL routines::...") when its reason has no
- * text. The queue is OpenSSL's, one per thread: each function here reads
+ * An error reads as its reason ("no start line"; a system error as its
+ * errno's text, "No such file or directory"), or as OpenSSL's whole error
+ * string ("error:0A000086:SSL routines::...") when its reason has no text. The queue is OpenSSL's, one per thread: each function here reads
  * the calling thread's (or the queue next pops) and leaves it empty, so a
  * later failure is never described by an earlier one's errors.
  *
@@ -18,8 +18,9 @@
 
 #include <stddef.h>
 
-/* The text of the error code e into buf[len] (cut to fit): its reason, or
- * OpenSSL's whole error string when the reason has none; "" for e = 0.
+/* The text of the error code e into buf[len] (cut to fit): its reason (a
+ * system error's: strerror of its errno), or OpenSSL's whole error string
+ * when the reason has none; "" for e = 0.
  * Returns buf. The queue is not touched. */
 const char *openssl_error_text(unsigned long e, char *buf, size_t len);
 

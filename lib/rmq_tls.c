@@ -95,33 +95,33 @@ amqp_socket_t *rmq_tls_socket(rmq_t *r, amqp_connection_state_t st, const char *
     sock = amqp_ssl_socket_new(st);
     if (sock == NULL) {
         client_fail(r->client, HG_ERR_SYSTEM, "cannot create a TLS socket for %s: %s", r->address,
-                    openssl_last_error(why, sizeof(why), ""));
+                    openssl_errors(why, sizeof(why)));
         return NULL;
     }
     ctx = amqp_ssl_socket_get_context(sock);
     if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
         SSL_CTX_set_cipher_list(ctx, HG_TLS12_CIPHERS) != 1) {
         client_fail(r->client, HG_ERR_SYSTEM, "amqps://: cannot set TLS 1.2 or later with the TLS 1.2 ciphers: %s",
-                    openssl_last_error(why, sizeof(why), ""));
+                    openssl_errors(why, sizeof(why)));
         return NULL;
     }
     if (ca != NULL && ca[0] != '\0') {
         rc = amqp_ssl_socket_set_cacert(sock, ca);
         if (rc != AMQP_STATUS_OK) {
             client_fail(r->client, HG_ERR_URI, "amqps://: cannot load the CA file '%s': %s", ca,
-                        openssl_last_error(why, sizeof(why), ""));
+                        openssl_errors(why, sizeof(why)));
             return NULL;
         }
     } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
         client_fail(r->client, HG_ERR_SYSTEM, "amqps://: cannot load the system's trust store: %s",
-                    openssl_last_error(why, sizeof(why), ""));
+                    openssl_errors(why, sizeof(why)));
         return NULL;
     }
     if (cert != NULL && cert[0] != '\0') {
         rc = amqp_ssl_socket_set_key(sock, cert, key);
         if (rc != AMQP_STATUS_OK) {
             client_fail(r->client, HG_ERR_URI, "amqps://: cannot use the client certificate '%s' with key '%s': %s",
-                        cert, key, openssl_last_error(why, sizeof(why), ""));
+                        cert, key, openssl_errors(why, sizeof(why)));
             return NULL;
         }
     }
@@ -146,7 +146,7 @@ const char *rmq_tls_failure(rmq_t *r, int status, char *buf, size_t len)
 
     if (r->tls_why[0] != '\0')
         snprintf(buf, len, "%s", r->tls_why);
-    else if (openssl_last_error(reason, sizeof(reason), "")[0] != '\0')
+    else if (openssl_errors(reason, sizeof(reason))[0] != '\0')
         snprintf(buf, len, "%s: %s", amqp_error_string2(status), reason);
     else
         snprintf(buf, len, "%s", amqp_error_string2(status));

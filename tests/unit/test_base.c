@@ -22,6 +22,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -761,6 +762,9 @@ static void test_openssl_error_text(void)
     ERR_raise(ERR_LIB_USER, 77); /* no reason text registered */
     openssl_error_text(ERR_peek_last_error(), buf, sizeof buf);
     TU_CHECK(strncmp(buf, "error:", 6) == 0, "an error without reason text reads '%s', want OpenSSL's string", buf);
+    ERR_clear_error();
+    ERR_raise(ERR_LIB_SYS, ENOENT); /* what a failed fopen records */
+    CU_ASSERT_STRING_EQUAL(openssl_error_text(ERR_peek_last_error(), buf, sizeof buf), strerror(ENOENT));
     ERR_clear_error();
     char small[4];
     ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
