@@ -12,7 +12,6 @@
 #include "common/log.h"
 #include "common/service_notify.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
