@@ -36,14 +36,18 @@
  * connects again (common/log_limit.h). Lives as long as the process. */
 static log_limit_t broker_log = LOG_LIMIT_INITIALIZER("the broker answers", LOG_LIMIT_INTERVAL_MS);
 
-/* 1 while the last failure logged was the broker's own error reply (the
- * loop logs those at 0: disk full, a group bound to another topic), 0 when
- * it was a connection's (1: refused, lost, timed out). Any worker thread. */
-static atomic_int broker_refuses;
+/* How many workers of the running consumer the broker refuses: each
+ * worker's HG_CONN_REFUSED adds one, its HG_CONN_ANSWERED takes it back
+ * (libhourglass alternates the two per worker). A new consumer starts at 0
+ * (consumer_config_loop_events): the old one's workers are gone. Any
+ * worker thread. */
+static atomic_int workers_refused;
 
 /* The consumer loop's log callback: 0 error, 1 warning, 2 info. A failure's
  * key is its text without the "worker N: " in front (every worker fails
- * alike). Any worker thread. */
+ * alike). The level decides the line's level only: whether the broker
+ * refuses comes from the connection events (library_conn_event). Any worker
+ * thread. */
 static void library_log(int level, const char *message, void *arg)
 {
     (void)arg;
@@ -51,7 +55,6 @@ static void library_log(int level, const char *message, void *arg)
         log_msg(LOG_LEVEL_INFO, "%s", message);
         return;
     }
-    atomic_store(&broker_refuses, level <= 0);
     const char *key = message;
     unsigned worker;
     int skip = 0;
@@ -63,23 +66,38 @@ static void library_log(int level, const char *message, void *arg)
 /* The consumer loop's connection events: a client that connects (a worker's
  * first connection, after the broker was down at the start or a reload made
  * a new consumer) or reconnects ends an outage of connections: the recovery
- * line, before the loop's own "worker N: reconnected to …". Not one whose
- * last failure the broker answered (broker_refuses): a connection does not
- * end that, and each worker's connection said "the broker answers again
- * after 0.0 s" between its refused PULLs. That outage ends when a worker's
- * PULL is answered after the refusals (HG_CONN_ANSWERED: a full disk freed):
- * the recovery line then. Any worker thread. */
+ * line, before the loop's own "worker N: reconnected to …". Not while the
+ * broker refuses a worker's PULLs with an error reply (HG_CONN_REFUSED: a
+ * full disk, a group bound to another topic): a connection does not end
+ * that, and each worker's connection said "the broker answers again after
+ * 0.0 s" between its refused PULLs. That outage ends when a worker's PULL is
+ * answered after the refusals (HG_CONN_ANSWERED: a full disk freed): the
+ * recovery line then. Other values: none yet (ignored, as the library's
+ * contract asks). Any worker thread. */
 static void library_conn_event(hg_conn_event_t event, const char *who, const char *address, void *arg)
 {
     (void)who;
     (void)address;
     (void)arg;
-    if (event == HG_CONN_ANSWERED || !atomic_load(&broker_refuses))
+    switch (event) {
+    case HG_CONN_REFUSED:
+        atomic_fetch_add(&workers_refused, 1);
+        break;
+    case HG_CONN_ANSWERED:
+        atomic_fetch_sub(&workers_refused, 1);
         log_limit_ok(&broker_log);
+        break;
+    case HG_CONN_CONNECTED:
+    case HG_CONN_RECONNECTED:
+        if (atomic_load(&workers_refused) <= 0)
+            log_limit_ok(&broker_log);
+        break;
+    }
 }
 
 void consumer_config_loop_events(hg_consumer_t *c)
 {
+    atomic_store(&workers_refused, 0);
     hg_consumer_set_conn_event_fn(c, library_conn_event, NULL);
 }
 

@@ -88,8 +88,12 @@ void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t 
 
 /* Give c (made from consumer_config_loop_opts' options) the consumer's
  * connection-event hook: a worker that connects or reconnects ends the
- * broker's outage in the log (common/log_limit.h's recovery line). After
- * hg_consumer_new, before hg_consumer_run. */
+ * broker's outage in the log (common/log_limit.h's recovery line), unless
+ * the broker refuses a worker's PULLs with an error reply (HG_CONN_REFUSED);
+ * then the first PULL answered after them ends it (HG_CONN_ANSWERED). Starts
+ * c with no worker refused, so one consumer at a time: after
+ * hg_consumer_new, before hg_consumer_run, once the previous consumer's
+ * hg_consumer_run returned. */
 void consumer_config_loop_events(hg_consumer_t *c);
 
 /* --help: usage, the keys with their defaults, the exit status. */

@@ -128,6 +128,14 @@ void consumer_record_error(hg_consumer_t *c, const char *who, hg_err_t code, con
     consumer_log(c, code == HG_ERR_SERVER || code == HG_ERR_PROTOCOL ? 0 : 1, "%s: %s: %s", who, what, msg);
 }
 
+/* Tell c's connection-event hook (hg_consumer_set_conn_event_fn), when set,
+ * of event on client. */
+static void tell_conn_event(hg_consumer_t *c, hg_conn_event_t event, hg_client_t *client, const char *who)
+{
+    if (c->conn_event != NULL)
+        c->conn_event(event, who, hg_client_address(client), c->conn_event_arg);
+}
+
 /* Count the connections a client made since *seen (the first one is not a
  * reconnect), tell conn_event (hg_consumer_set_conn_event_fn) and log them,
  * naming the node connected (on amqp:// with several hosts, the live one:
@@ -138,19 +146,24 @@ void consumer_note_connects(hg_consumer_t *c, hg_client_t *client, unsigned *see
     if (now == *seen)
         return;
     atomic_fetch_add_explicit(&c->reconnects, *seen == 0 ? now - 1 : now - *seen, memory_order_relaxed);
-    if (c->conn_event != NULL)
-        c->conn_event(*seen > 0 ? HG_CONN_RECONNECTED : HG_CONN_CONNECTED, who, hg_client_address(client),
-                      c->conn_event_arg);
+    tell_conn_event(c, *seen > 0 ? HG_CONN_RECONNECTED : HG_CONN_CONNECTED, client, who);
     consumer_log(c, 2, "%s: %s to %s", who, *seen > 0 ? "reconnected" : "connected", hg_client_address(client));
     *seen = now;
+}
+
+/* A worker's PULL was refused with an error reply after an answered one:
+ * tell conn_event (HG_CONN_REFUSED); the caller logs the refusal itself.
+ * Called by the worker. */
+void consumer_note_refused(hg_consumer_t *c, hg_client_t *client, const char *who)
+{
+    tell_conn_event(c, HG_CONN_REFUSED, client, who);
 }
 
 /* A worker's PULL was answered after refused ones: tell conn_event
  * (HG_CONN_ANSWERED) and log it. Called by the worker. */
 void consumer_note_answered(hg_consumer_t *c, hg_client_t *client, const char *who)
 {
-    if (c->conn_event != NULL)
-        c->conn_event(HG_CONN_ANSWERED, who, hg_client_address(client), c->conn_event_arg);
+    tell_conn_event(c, HG_CONN_ANSWERED, client, who);
     consumer_log(c, 2, "%s: PULL answered again after refusals", who);
 }
 

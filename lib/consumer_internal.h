@@ -50,7 +50,8 @@ struct hg_consumer {
     int wake_pipe[2];            /* stop: readable once written */
     int watchdog_pipe[2];        /* stops the watchdog after the workers */
     int stop_fd;                 /* hg_consumer_set_stop_fd: -1, or the stop fd of every client */
-    hg_conn_event_fn conn_event; /* hg_consumer_set_conn_event_fn: NULL, or told of every (re)connect */
+    hg_conn_event_fn conn_event; /* hg_consumer_set_conn_event_fn: NULL, or told of every
+                                    (re)connect, PULL refusal and end of one */
     void *conn_event_arg;
     int ran;
 
@@ -91,6 +92,12 @@ void consumer_record_error(hg_consumer_t *c, const char *who, hg_err_t code, con
  * reconnect), tell c->conn_event and log it. Called by the thread that owns
  * the client. */
 void consumer_note_connects(hg_consumer_t *c, hg_client_t *client, unsigned *seen, const char *who);
+
+/* The broker refused a worker's PULL with an error reply, the first since
+ * that worker's last answered PULL (or its start): tell c->conn_event
+ * (HG_CONN_REFUSED), before the refusal is logged. Called by the worker, once
+ * per such start of refusals. */
+void consumer_note_refused(hg_consumer_t *c, hg_client_t *client, const char *who);
 
 /* A worker's PULL was answered after the broker refused its PULLs with an
  * error reply: tell c->conn_event (HG_CONN_ANSWERED) and log it at info.

@@ -284,6 +284,8 @@ void *consumer_worker_main(void *arg)
         hg_err_t e = client_call(w->client, 9, argv, NULL, 1, c->opts.block_ms, CLIENT_INTERRUPTIBLE, &r);
         consumer_note_connects(c, w->client, &w->connects, who);
         if (e == HG_OK && r->type == RESP_REPLY_ERROR) {
+            if (!pull_refused)
+                consumer_note_refused(c, w->client, who);
             pull_refused = 1;
             e = client_fail_reply(w->client, r);
             resp_reply_free(r);

@@ -770,9 +770,12 @@ void hg_consumer_set_stop_fd(hg_consumer_t *c, int fd);
 typedef enum hg_conn_event {
     HG_CONN_CONNECTED = 1,   /* a client's first connection (each worker's, the watchdog's) */
     HG_CONN_RECONNECTED = 2, /* a client connected again after it lost its connection: the broker is back */
-    HG_CONN_ANSWERED = 3     /* a worker's PULL was answered after the broker refused its PULLs with an error
+    HG_CONN_ANSWERED = 3,    /* a worker's PULL was answered after the broker refused its PULLs with an error
                                 reply (a full disk, a group bound to another topic): the refusals ended
                                 (interface 3) */
+    HG_CONN_REFUSED = 4      /* the broker refused a worker's PULL with an error reply, the first since that
+                                worker's last answered PULL (or its start): the broker answers but will not
+                                deliver; HG_CONN_ANSWERED from the same worker ends it (interface 3) */
 } hg_conn_event_t;
 
 /* Told of a connection event: who is the client's owner ("worker 2",
@@ -788,13 +791,18 @@ typedef void (*hg_conn_event_fn)(hg_conn_event_t event, const char *who, const c
  * per connect or reconnect noticed (several reconnects between two calls of
  * that client's are one event; hg_consumer_stats' reconnects counts them
  * all), before the info line "<who>: connected to <address>" /
- * "<who>: reconnected to <address>" goes to opts.log; and with
- * HG_CONN_ANSWERED on a worker's first answered PULL after one the broker
- * refused with an error reply (connection failures between them do not
- * matter), before the info line "<who>: PULL answered again after refusals". The structured way to
- * learn that the broker is back: the log's text is for people and may
- * change. NULL (the default) turns it off. Before hg_consumer_run, on the
- * thread that calls it; c NULL: nothing. */
+ * "<who>: reconnected to <address>" goes to opts.log. For a worker's PULLs
+ * also: HG_CONN_REFUSED on the first PULL the broker refuses with an error
+ * reply since the worker started or its last PULL was answered, before that
+ * error goes to opts.log — a refusal that stops the consumer (NOAUTH,
+ * NOPERM) too; and HG_CONN_ANSWERED on the worker's first answered PULL
+ * after that, before the info line "<who>: PULL answered again after
+ * refusals". Connection failures between the two do not matter, so each
+ * worker's events alternate REFUSED, ANSWERED, REFUSED, ... (a consumer
+ * that stops while refused ends on REFUSED). The structured way to learn
+ * that the broker is back or refusing: the log's text and levels are for
+ * people and may change. NULL (the default) turns it off. Before
+ * hg_consumer_run, on the thread that calls it; c NULL: nothing. */
 void hg_consumer_set_conn_event_fn(hg_consumer_t *c, hg_conn_event_fn fn, void *arg);
 
 /* Counters since hg_consumer_new, for metrics. */

@@ -1345,22 +1345,43 @@ static void test_stop_from_signal_handler(void)
  * Suite restart: the broker dies under the consumers
  * ------------------------------------------------------------------------ */
 
+#define EVENT_WORKERS 8 /* the workers whose refusals the hook follows ("worker 0" .. "worker 7") */
+
 /* What the connection-event hook was told (any worker thread). */
 typedef struct conn_events {
-    atomic_int connected, reconnected, answered, bad; /* bad: an unknown event, an empty who, another address */
+    atomic_int connected, reconnected, answered, refused;
+    atomic_int bad;                     /* an unknown event, an empty who, another address, a worker's
+                                           REFUSED / ANSWERED out of turn */
+    atomic_int refusing[EVENT_WORKERS]; /* 1 between a worker's HG_CONN_REFUSED and its HG_CONN_ANSWERED */
     char want_address[64];
 } conn_events_t;
 
+/* The refusal state of the worker named who, or NULL (the watchdog, a worker
+ * past EVENT_WORKERS). */
+static atomic_int *worker_refusing(conn_events_t *ev, const char *who)
+{
+    unsigned index;
+    if (who == NULL || sscanf(who, "worker %u", &index) != 1 || index >= EVENT_WORKERS)
+        return NULL;
+    return &ev->refusing[index];
+}
+
+/* Counts each event; a worker's REFUSED and ANSWERED must alternate,
+ * starting with REFUSED (hg_consumer_set_conn_event_fn's contract). */
 static void record_conn_event(hg_conn_event_t event, const char *who, const char *address, void *arg)
 {
     conn_events_t *ev = arg;
+    atomic_int *refusing = worker_refusing(ev, who);
     if (event == HG_CONN_CONNECTED)
         atomic_fetch_add(&ev->connected, 1);
     else if (event == HG_CONN_RECONNECTED)
         atomic_fetch_add(&ev->reconnected, 1);
-    else if (event == HG_CONN_ANSWERED)
-        atomic_fetch_add(&ev->answered, 1);
-    else
+    else if (event == HG_CONN_ANSWERED || event == HG_CONN_REFUSED) {
+        atomic_fetch_add(event == HG_CONN_ANSWERED ? &ev->answered : &ev->refused, 1);
+        int want_before = event == HG_CONN_ANSWERED; /* ANSWERED ends a refusal, REFUSED starts one */
+        if (refusing == NULL || atomic_exchange(refusing, !want_before) != want_before)
+            atomic_fetch_add(&ev->bad, 1);
+    } else
         atomic_fetch_add(&ev->bad, 1);
     if (who == NULL || who[0] == '\0' || address == NULL || strcmp(address, ev->want_address) != 0)
         atomic_fetch_add(&ev->bad, 1);
@@ -1376,9 +1397,29 @@ static int two_connected(void *arg)
     return atomic_load(&((conn_events_t *)arg)->connected) >= 2;
 }
 
+static int two_refused(void *arg)
+{
+    return atomic_load(&((conn_events_t *)arg)->refused) >= 2;
+}
+
 static int two_answered(void *arg)
 {
     return atomic_load(&((conn_events_t *)arg)->answered) >= 2;
+}
+
+/* A running consumer and its error count at some moment. */
+typedef struct errors_after {
+    hg_consumer_t *consumer;
+    uint64_t errors;
+} errors_after_t;
+
+/* arg: an errors_after_t; 1 once its workers logged two more failed PULLs. */
+static int two_errors_more(void *arg)
+{
+    const errors_after_t *a = arg;
+    hg_consumer_stats_t st;
+    hg_consumer_stats(a->consumer, &st);
+    return st.errors >= a->errors + 2;
 }
 
 /* arg: a running hg_consumer_t; 1 once its workers logged two failed PULLs. */
@@ -1391,7 +1432,9 @@ static int two_errors(void *arg)
 
 /* The broker refuses every PULL with an error reply (the group is bound to another topic; a full disk does the
  * same), then answers again (the group deleted: the next PULL creates it on the consumer's topic): each of the two
- * workers tells HG_CONN_ANSWERED once, and the consumer handles what waited. Nothing before the refusals ended. */
+ * workers tells HG_CONN_REFUSED once at its first refused PULL (not again for the refusals after it), then
+ * HG_CONN_ANSWERED once, in that order, and the consumer handles what waited. No ANSWERED before the refusals
+ * ended. */
 static void test_answered_after_refusals(void)
 {
     static conn_events_t ev;
@@ -1412,6 +1455,13 @@ static void test_answered_after_refusals(void)
     BP_CHECK(tu_poll_until(two_connected, &ev, 10000, 20) == 0, "%d connected events, want 2 workers'",
              atomic_load(&ev.connected));
     BP_CHECK(tu_poll_until(two_errors, run.consumer, 10000, 20) == 0, "the PULLs were not refused first");
+    BP_CHECK(tu_poll_until(two_refused, &ev, 10000, 20) == 0, "HG_CONN_REFUSED %d times, want once per worker",
+             atomic_load(&ev.refused));
+    hg_consumer_stats(run.consumer, &st);
+    errors_after_t later = { run.consumer, st.errors };
+    BP_CHECK(tu_poll_until(two_errors_more, &later, 10000, 20) == 0, "the workers' PULLs were not refused again");
+    BP_CHECK(atomic_load(&ev.refused) == 2, "HG_CONN_REFUSED %d times over repeated refusals, want once per worker",
+             atomic_load(&ev.refused));
     BP_CHECK(atomic_load(&ev.answered) == 0, "HG_CONN_ANSWERED %d times while every PULL was refused",
              atomic_load(&ev.answered));
     hg_reply_free(CMD("GROUP", "DEL", "g"));
@@ -1419,8 +1469,9 @@ static void test_answered_after_refusals(void)
              atomic_load(&ev.answered));
     BP_CHECK(wait_distinct(1, 10000) == 0, "the waiting message was not handled once the PULLs were answered");
     consumer_finish(&run, &st);
-    BP_CHECK(atomic_load(&ev.answered) == 2 && atomic_load(&ev.bad) == 0,
-             "HG_CONN_ANSWERED %d times (want 2), %d bad events", atomic_load(&ev.answered), atomic_load(&ev.bad));
+    BP_CHECK(atomic_load(&ev.answered) == 2 && atomic_load(&ev.refused) == 2 && atomic_load(&ev.bad) == 0,
+             "HG_CONN_ANSWERED %d times, HG_CONN_REFUSED %d times (want 2 each), %d bad events or out of turn",
+             atomic_load(&ev.answered), atomic_load(&ev.refused), atomic_load(&ev.bad));
 }
 
 /* The broker killed and restarted under three workers: nothing lost, and the connection-event hook
@@ -1486,6 +1537,9 @@ static void test_broker_restart_nothing_lost(void)
              atomic_load(&ev.reconnected), st.reconnects);
     BP_CHECK(atomic_load(&ev.bad) == 0, "%d events with an unknown kind, no owner or another address than %s",
              atomic_load(&ev.bad), ev.want_address);
+    BP_CHECK(atomic_load(&ev.refused) == 0 && atomic_load(&ev.answered) == 0,
+             "a killed broker is no refusal: HG_CONN_REFUSED %d times, HG_CONN_ANSWERED %d times",
+             atomic_load(&ev.refused), atomic_load(&ev.answered));
     BP_CHECK(S.bad == 0, "%d unknown messages", S.bad);
 
     /* The test's own client reconnects transparently too. */
@@ -2205,7 +2259,8 @@ static int add_suites(void)
         { "consumer", "TOUCH keeps a slow handler's lease", test_touch_keeps_slow_handler_lease },
         { "consumer", "stop from a signal handler", test_stop_from_signal_handler },
         { "consumer", "credentials: URI, opts, refused, NOPERM", test_credentials },
-        { "consumer", "refused PULLs, then answered: HG_CONN_ANSWERED once per worker", test_answered_after_refusals },
+        { "consumer", "refused PULLs, then answered: HG_CONN_REFUSED then HG_CONN_ANSWERED once per worker",
+          test_answered_after_refusals },
         { "restart", "broker kill -9 + restart: nothing lost", test_broker_restart_nothing_lost },
         { "restart", "connection lost mid-call: sends resent, commands not", test_resend_after_connection_loss },
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },

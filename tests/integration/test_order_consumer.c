@@ -990,11 +990,14 @@ static void test_broker_down_at_start(void)
  * connections work, so a worker's (re)connection does not end that outage.
  * Before, each worker's connection logged "the broker answers again after
  * 0.0 s" between the refused PULLs (seen in an operator's trial of the
- * disk-full runbook). Checked across a reconnect of every worker (CLIENT
- * KILL), so the order of the workers' first PULLs does not matter. */
-static void test_broker_refusals_not_ended_by_connects(void)
+ * disk-full runbook). Checked across a reconnect of every worker, so the
+ * order of the workers' first PULLs does not matter: the workers' connections
+ * killed (CLIENT KILL), or the broker killed and restarted (kill_broker: the
+ * workers log failed connections in between, and still no reconnect ends the
+ * refusals — before, the consumer judged by the log level of the last failure
+ * it logged, and a failed connection's made the reconnect a recovery). */
+static void refusals_not_ended_by_connects(const char *name, int kill_broker)
 {
-    const char *name = "brokerrefuses";
     rc_conn_t c;
     char err[512], dir[512], log_path[600];
     hg_order_db *db = case_open(name, NULL, dir, log_path);
@@ -1007,11 +1010,24 @@ static void test_broker_refusals_not_ended_by_connects(void)
     pid_t pid = oe_start_consumer(&env, name, group, 2, 0, log_path, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     TU_CHECK(tu_wait_file_contains(log_path, "is bound to topic another-topic", 30000) == 0, "no refused PULL logged");
-    r = rc_cmd(&c, "CLIENT", "KILL", "USER", "default", "SKIPME", "yes", NULL);
-    TU_CHECK(r != NULL && r->type == RESP_REPLY_INTEGER && r->integer >= 2, "CLIENT KILL of the workers: %s",
-             r != NULL && r->str != NULL ? r->str : "(no integer)");
-    resp_reply_free(r);
+    if (kill_broker) {
+        rc_close(&c);
+        CU_ASSERT_EQUAL_FATAL(bp_kill9(&env.broker), 0);
+        TU_CHECK(tu_wait_file_contains(log_path, ": PULL: cannot connect to ", 30000) == 0,
+                 "no failed connection logged while the broker was down");
+        CU_ASSERT_EQUAL_FATAL(bp_restart(&env.broker, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    } else {
+        r = rc_cmd(&c, "CLIENT", "KILL", "USER", "default", "SKIPME", "yes", NULL);
+        TU_CHECK(r != NULL && r->type == RESP_REPLY_INTEGER && r->integer >= 2, "CLIENT KILL of the workers: %s",
+                 r != NULL && r->str != NULL ? r->str : "(no integer)");
+        resp_reply_free(r);
+    }
     TU_CHECK(tu_wait_file_contains(log_path, ": reconnected to ", 30000) == 0, "the workers did not reconnect");
+    char topic[64] = "";
+    TU_CHECK(bp_group_topic(&c, group, topic, sizeof topic, err, sizeof err) == 1 &&
+                 strcmp(topic, "another-topic") == 0,
+             "group %s is on topic '%s' after the reconnect, want another-topic (%s)", group, topic, err);
     TU_CHECK(tu_file_count(log_path, "the broker answers again after") == 0,
              "a connection ended an outage the broker answered: %d recovery lines",
              tu_file_count(log_path, "the broker answers again after"));
@@ -1033,6 +1049,16 @@ static void test_broker_refusals_not_ended_by_connects(void)
     rc_close(&c);
     tu_rmtree(dir);
     hg_order_db_close(db);
+}
+
+static void test_broker_refusals_not_ended_by_connects(void)
+{
+    refusals_not_ended_by_connects("brokerrefuses", 0);
+}
+
+static void test_broker_refusals_not_ended_by_restart(void)
+{
+    refusals_not_ended_by_connects("refusesrestart", 1);
 }
 
 typedef struct metric_want {
@@ -1111,6 +1137,8 @@ static const tu_test_t daemon_tests[] = {
     { "broker down at the start: the recovery line once it comes up (connection event)", test_broker_down_at_start },
     { "broker refusing every PULL: a reconnect is no recovery line, the first answered PULL is",
       test_broker_refusals_not_ended_by_connects },
+    { "broker refusing every PULL, killed and restarted: still no recovery line until a PULL is answered",
+      test_broker_refusals_not_ended_by_restart },
     { "throughput with 1, 4, 8 workers", test_throughput },
     { NULL, NULL },
 };
