@@ -89,7 +89,7 @@ def parse(path):
             elif line.strip() and markers:
                 sys.exit("FAIL: %s:%d: a doc-test marker not right before a fenced block" % (path, n))
             continue
-        if line.startswith("$ ") and re.search(r"(^\$ |\| )redis-cli -p %s " % DOC_PORT, line):
+        if line.startswith("$ ") and re.search(r"(^\$ |\| )redis-cli -p %s\b" % DOC_PORT, line):
             block.commands.append((n, line[2:], []))
         elif block.commands:
             block.commands[-1][2].append(line)
