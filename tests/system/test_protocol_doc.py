@@ -25,7 +25,8 @@ Markers, an HTML comment on the line(s) just before a block's opening fence:
   users-file of these users (made with hourglass-cli passwd).
 
 Prints each command with ok/FAIL, a mismatch with the doc's reply and the real one, and the counts of commands run
-and marked illustrative; exits 1 on any failure. Finds hourglass-broker and hourglass-cli in $HG_BUILDDIR (make
+and marked illustrative; exits 1 on any failure, also when a broker does not exit 0 on SIGTERM (a sanitizer's
+report in the sanitizer build). Finds hourglass-broker and hourglass-cli in $HG_BUILDDIR (make
 check sets it), else the current directory; a missing program or redis-cli is a failure, never a skip."""
 import os
 import re
@@ -38,7 +39,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# HG_PROTOCOL_DOC: another copy of the page (to see the test fail on a changed line).
 DOC = os.environ.get("HG_PROTOCOL_DOC", os.path.join(HERE, "..", "..", "docs", "protocol.md"))
+DOC_NAME = os.environ.get("HG_PROTOCOL_DOC", "docs/protocol.md")
 DOC_PORT = "7379"
 MARKER = re.compile(r"^<!-- doc-test: (illustrative|setup|users): (.*?) -->$")
 DOC_ID = re.compile(r"\b[0-9a-f]{16}\b")
@@ -123,6 +126,7 @@ class Broker:
         sys.exit(1)
 
     def stop(self):
+        """SIGTERM; its exit status (0: a clean stop; a sanitizer's report makes it non-zero)."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -130,6 +134,7 @@ class Broker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        return self.proc.returncode
 
 
 def redis_cli(port, args):
@@ -218,7 +223,7 @@ def main():
     ids, failures, ran, marked, marked_blocks = Ids(), 0, 0, 0, 0
     try:
         for t in transcripts:
-            where = "docs/protocol.md:%d" % t.line
+            where = "%s:%d" % (DOC_NAME, t.line)
             if t.illustrative:
                 marked += len(t.commands)
                 marked_blocks += 1
@@ -240,8 +245,8 @@ def main():
                 ran += 1
                 real, unbound = ids.substitute(command)
                 if real is None:
-                    print("FAIL docs/protocol.md:%d: $ %s\n     names id %s, which no earlier reply showed"
-                          % (line, command, unbound))
+                    print("FAIL %s:%d: $ %s\n     names id %s, which no earlier reply showed"
+                          % (DOC_NAME, line, command, unbound))
                     failures += 1
                     continue
                 real = real.replace("redis-cli -p %s" % DOC_PORT, "redis-cli --no-raw -p %d" % broker.port)
@@ -252,14 +257,18 @@ def main():
                 problem = ids.bind(new, match) if match else "the reply differs"
                 if problem:
                     failures += 1
-                    print("FAIL docs/protocol.md:%d: $ %s\n     %s\n     the doc:\n%s\n     the broker:\n%s"
-                          % (line, command, problem, "\n".join("       " + e for e in expected),
+                    print("FAIL %s:%d: $ %s\n     %s\n     the doc:\n%s\n     the broker:\n%s"
+                          % (DOC_NAME, line, command, problem, "\n".join("       " + e for e in expected),
                              "\n".join("       " + r for r in reply.split("\n"))))
                 else:
-                    print("ok   docs/protocol.md:%d: $ %s" % (line, command))
+                    print("ok   %s:%d: $ %s" % (DOC_NAME, line, command))
     finally:
         for b in started:
-            b.stop()
+            status = b.stop()
+            if status != 0:
+                print("FAIL hourglass-broker (%s) exited %d on SIGTERM; its log:\n%s"
+                      % (b.dir, status, open(b.log).read()[-3000:]))
+                failures += 1
     print("%d commands run (%d failed), %d marked illustrative in %d blocks" % (ran, failures, marked,
                                                                                marked_blocks))
     if failures:
