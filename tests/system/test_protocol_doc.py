@@ -48,6 +48,9 @@ DOC_ID = re.compile(r"\b[0-9a-f]{16}\b")
 WALL_MS = re.compile(r"\b1[0-9]{12}\b")
 ELLIPSIS = re.compile(r"…|\.\.\.")
 COMMENT = re.compile(r"\s{2,}#\s.*$")
+# What a reply line of the doc is cut at: each is a pattern, the text between them is matched as it is.
+REPLY_TOKEN = re.compile(r"(?P<id>%s)|(?P<ms>%s)|(?P<dots>%s)|(?P<blank>\s+)" %
+                         (DOC_ID.pattern, WALL_MS.pattern, ELLIPSIS.pattern))
 
 
 def program(name):
@@ -164,9 +167,7 @@ class Ids:
             if not line:
                 continue
             pos, out = 0, []
-            token = re.compile(r"(?P<id>%s)|(?P<ms>%s)|(?P<dots>%s)|(?P<blank>\s+)" %
-                               (DOC_ID.pattern, WALL_MS.pattern, ELLIPSIS.pattern))
-            for m in token.finditer(line):
+            for m in REPLY_TOKEN.finditer(line):
                 out.append(re.escape(line[pos:m.start()]))
                 pos = m.end()
                 if m.group("id"):
