@@ -254,6 +254,7 @@ static void on_hup(void *arg)
     hup_ctx_t *h = arg;
     service_notify_or_warn("RELOADING=1\nSTATUS=SIGHUP: re-reading the configuration");
     config_reload(h->cfg, h->argc, h->argv);
+    server_reload_metrics_hosts(h->srv);
     server_reload_tls(h->srv);
     server_reload_users(h->srv);
     service_notify_or_warn("READY=1\nSTATUS=%s", h->listening);
