@@ -124,7 +124,7 @@ static const cfg_key_t keys[] = {
               "address the metrics server listens on: an IP address, or a host name that resolves"),
       .required = 1 },
     { CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, OFF(metrics_allowed_hosts), HTTP_GUARD_ALLOWED_HELP),
-      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN },
+      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN, .reload = 1 },
     LOG_KEYS_ROWS(comp_config_t),
 };
 

@@ -171,7 +171,7 @@ static const cfg_key_t options[] = {
               "address the metrics server listens on: an IP address, or a host name that resolves"),
       .required = 1 },
     { CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, OFF(metrics_allowed_hosts), HTTP_GUARD_ALLOWED_HELP),
-      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN },
+      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN, .reload = 1 },
     { CFG_KEY("broker-unhealthy-after", CFG_DURATION, "10s", 0, 86400000, OFF(broker_unhealthy_after_ms),
               "/healthz answers 503 once every worker's PULL has failed this long (0: at once)") },
     LOG_KEYS_ROWS(consumer_config_t),

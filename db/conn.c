@@ -34,6 +34,7 @@
 
 #include "base/alloc.h"
 #include "base/tls_policy.h"
+#include "db/tls_guard.h"
 
 #define DB_MAX_STMTS 16 /* statements one connection prepares (the order handle: 13 at most) */
 
@@ -380,9 +381,10 @@ static int session_setup(db_conn_t *c, hg_order_error_t *err)
 /* The TLS options of a connect (hg_order_tls_t): nothing when off; else
  * TLS required, TLS 1.2 minimum, base/tls_policy.h's suites for TLS 1.2
  * (TLS 1.3's are all AEAD and left to OpenSSL), the CA and the client
- * certificate when given, and for verify the certificate and name check,
- * which also makes Connector/C refuse a server without TLS before the login
- * (with on alone it goes on in plaintext: db_connect refuses that after). */
+ * certificate when given, for verify the certificate and name check, and
+ * for both db/tls_guard.h's refusal of a server whose greeting offers no
+ * TLS, before the login is sent (Connector/C 3.3 alone refuses it for
+ * verify only: with on it sends the login in plaintext). */
 static void tls_options(const db_conn_t *c, MYSQL *m)
 {
     if (c->tls == HG_ORDER_TLS_OFF)
@@ -398,6 +400,36 @@ static void tls_options(const db_conn_t *c, MYSQL *m)
     if (c->tls_key_file != NULL)
         mysql_options(m, MYSQL_OPT_SSL_KEY, c->tls_key_file);
     mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
+    db_tls_guard_arm(m);
+}
+
+/* The server c connects to, for messages: the socket's path, host:port
+ * (3306 when the port is 0) or "localhost" (Connector/C's default socket). */
+static void server_name(const db_conn_t *c, char *out, size_t len)
+{
+    if (c->socket != NULL)
+        snprintf(out, len, "%s", c->socket);
+    else if (c->host != NULL && strcmp(c->host, "localhost") != 0)
+        snprintf(out, len, "%s:%u", c->host, c->port != 0 ? c->port : 3306u);
+    else
+        snprintf(out, len, "localhost (the default unix socket)");
+}
+
+/* A refused connect: err gets code, SQLSTATE HY000 and the role, then the
+ * formatted message. */
+static void connect_refused(const db_conn_t *c, unsigned code, hg_order_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void connect_refused(const db_conn_t *c, unsigned code, hg_order_error_t *err, const char *fmt, ...)
+{
+    if (err == NULL)
+        return;
+    err->code = code;
+    snprintf(err->sqlstate, sizeof err->sqlstate, "HY000");
+    size_t used = (size_t)snprintf(err->message, sizeof err->message, "%s", c->role);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message + used, sizeof err->message - used, fmt, ap);
+    va_end(ap);
 }
 
 /* What a failed connect's message adds, for the errors whose cause is TLS
@@ -455,6 +487,18 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
         password_hook != NULL && password_hook(password_hook_arg, hooked, sizeof hooked) == 1 ? hooked : c->password;
     MYSQL *connected = mysql_real_connect(m, c->host, c->user, password, c->database, c->port, c->socket, 0);
     memset(hooked, 0, sizeof hooked);
+    if (connected == NULL && db_tls_guard_refused(m)) { /* nothing was sent after the greeting */
+        char where[600];
+        server_name(c, where, sizeof where);
+        connect_refused(c, CR_SSL_CONNECTION_ERROR, err,
+                        "the MariaDB server at %s does not offer TLS (mysql-tls = %s): refused before sending the "
+                        "login: %u (start the server with ssl-cert and ssl-key, or set mysql-tls = off where "
+                        "plaintext is acceptable)",
+                        where, c->tls == HG_ORDER_TLS_VERIFY ? "verify" : "on", (unsigned)CR_SSL_CONNECTION_ERROR);
+        mysql_close(m);
+        db_progress(c);
+        return -1;
+    }
     if (connected == NULL) {
         char what[700];
         snprintf(what, sizeof what, "connect to %s",
@@ -471,20 +515,16 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
         return -1;
     }
     if (c->tls != HG_ORDER_TLS_OFF && mysql_get_ssl_cipher(m) == NULL) {
-        /* MYSQL_OPT_SSL_ENFORCE without the certificate check lets Connector/C
-         * go on in plaintext with a server that does not offer TLS. */
-        if (err != NULL) {
-            err->code = CR_SSL_CONNECTION_ERROR;
-            snprintf(err->sqlstate, sizeof err->sqlstate, "HY000");
-            snprintf(err->message, sizeof err->message,
-                     "%sconnect to %s: %u the server does not speak TLS (have_ssl DISABLED?) and mysql-tls is on: "
-                     "refused rather than sending the orders in plaintext",
-                     c->role,
-                     c->socket != NULL ? c->socket
-                     : c->host != NULL ? c->host
-                                       : "localhost",
-                     (unsigned)CR_SSL_CONNECTION_ERROR);
-        }
+        /* The guard was not called (a server without CLIENT_PLUGIN_AUTH,
+         * older than MySQL 5.5, ignores MYSQL_DEFAULT_AUTH): the login went
+         * in plaintext; at least no statement does. */
+        char where[600];
+        server_name(c, where, sizeof where);
+        connect_refused(c, CR_SSL_CONNECTION_ERROR, err,
+                        "connect to %s: %u the server does not speak TLS and mysql-tls is not off: the login went in "
+                        "plaintext (a server without plugin authentication); refused rather than sending the orders "
+                        "in plaintext",
+                        where, (unsigned)CR_SSL_CONNECTION_ERROR);
         mysql_close(m);
         db_progress(c);
         return -1;

@@ -15,9 +15,11 @@
  *     in flight, GET_LOCK locks and prepared statements without telling us;
  *   - TLS as params->tls says (hg_order_tls_t): off, or TLS required with
  *     TLS 1.2 as the minimum and base/tls_policy.h's suites for TLS 1.2, the
- *     certificate and host name checked for verify; a session that came up
- *     without a cipher (a server without TLS, which Connector/C accepts
- *     unless it checks the certificate) is refused: 2026. The file rules
+ *     certificate and host name checked for verify; a server whose greeting
+ *     offers no TLS is refused before the login is sent (db/tls_guard.h:
+ *     Connector/C alone sends it in plaintext unless it checks the
+ *     certificate), and a session that came up without a cipher anyway is
+ *     refused after the connect: both 2026. The file rules
  *     are db/tls_check.h's, checked by the caller (hg_order_db_open,
  *     DB_KEYS_CHECK) before;
  *   - utf8mb4; connect / read / write timeouts from the parameters

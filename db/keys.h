@@ -83,8 +83,9 @@
                   "cancel and relay connections: the server rolls back a transaction idle this long and drops the "  \
                   "connection, so a frozen process loses its row locks (whole seconds; 0: never)") },                \
         { CFG_KEY("mysql-tls", CFG_ENUM, "off", 0, 2, offsetof(config_type, mysql_tls),                              \
-                  "TLS to MariaDB: on encrypts (TLS 1.2+, AEAD suites) and refuses a server without TLS; verify "    \
-                  "also checks the server's certificate against mysql-tls-ca-file and its name against mysql-host"), \
+                  "TLS to MariaDB: on encrypts (TLS 1.2+, AEAD suites) and refuses a server without TLS before "     \
+                  "sending the login; verify also checks the server's certificate against mysql-tls-ca-file and "    \
+                  "its name against mysql-host"),                                                                    \
           .words = "off|on|verify" },                                                                                \
         { CFG_KEY("mysql-tls-ca-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_tls_ca_file),             \
                   "PEM CA file the MariaDB server's certificate must chain to (required by mysql-tls verify)"),      \

@@ -2112,8 +2112,17 @@ static void test_monitor_hung_broker(void)
 
 #define HUP_DEADLINE_MS 30000
 
+/* 1 when the metrics port at *(int *)arg answers GET /metrics with Host scrape.example. */
+static int scrape_host_answered(void *arg)
+{
+    char out[8192];
+    return tu_http_get_host(*(int *)arg, "/metrics", "scrape.example", out, sizeof out) == 200;
+}
+
 /* SIGHUP while the layers run: the compensator stays up (/healthz 200),
- * applies the file's new log-level (its debug records appear), names a
+ * applies the file's new log-level (its debug records appear) and
+ * metrics-allowed-hosts (a name added is answered: before, it waited for a
+ * restart), names a
  * changed key that needs a restart, survives a file that no longer parses,
  * and still cancels every overdue order; SIGTERM then exits 0. */
 static void test_sighup(void)
@@ -2152,10 +2161,17 @@ static void test_sighup(void)
         tu_wait_file_contains(comp.log, "holds another password: the relay and the monitor reconnect", HUP_DEADLINE_MS),
         0);
 
-    snprintf(conf_text, sizeof conf_text, "log-level = debug\nrelay-batch = 7\npassword-file = %s\n", pwfile);
+    char page[8192];
+    CU_ASSERT_EQUAL(tu_http_get_host(comp.metrics_port, "/metrics", "scrape.example", page, sizeof page), 421);
+    snprintf(conf_text, sizeof conf_text,
+             "log-level = debug\nrelay-batch = 7\npassword-file = %s\nmetrics-allowed-hosts = scrape.example\n",
+             pwfile);
     CU_ASSERT_EQUAL(tu_write_file(conf, conf_text), 0);
     CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: log-level info -> debug", HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(
+        tu_wait_file_contains(comp.log, "SIGHUP: metrics-allowed-hosts (unset) -> scrape.example", HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(scrape_host_answered, &comp.metrics_port, HUP_DEADLINE_MS, 50), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: relay-batch changed, but takes effect only at a restart",
                                           HUP_DEADLINE_MS),
                     0);

@@ -33,13 +33,20 @@
  *                 (Connector/C alone would go on in plaintext), verify too;
  *                 on over the socket too
  *
- * Run one suite: ./tests/integration/test_db_tls db_tls
+ * Suite "no_tls_stub", no MariaDB: a greeting stub (tests/helpers/
+ * greeting_stub.h) plays a server without TLS and records what the client
+ * sends after its greeting: on and verify, over TCP and a unix socket,
+ * send nothing (Connector/C 3.3 alone sends its login, user name and
+ * password scramble, in plaintext for on).
+ *
+ * Run one suite: ./tests/integration/test_db_tls db_tls (or no_tls_stub)
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
 #include "include/hourglass/order.h"
+#include "tests/helpers/greeting_stub.h"
 #include "tests/helpers/sql_client.h"
 #include "tests/helpers/testutil.h"
 #include "tests/helpers/tls_certs.h"
@@ -560,16 +567,44 @@ static void test_weak_suite_refused(void)
     on_and_verify_refused("AEAD", "does not say what the server must offer");
 }
 
+/* The server's Aborted_connects_preauth: connections closed before their
+ * login was read. */
+static long long aborted_before_login(void)
+{
+    MYSQL *m = sql_connect_root(&server, NULL);
+    TU_REQUIRE(m != NULL, "root over the socket");
+    long long n = sql_scalar(m, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS"
+                                " WHERE VARIABLE_NAME = 'ABORTED_CONNECTS_PREAUTH'");
+    mysql_close(m);
+    return n;
+}
+
+struct preauth_wait {
+    long long from, want;
+};
+
+static int preauth_reached(void *arg)
+{
+    const struct preauth_wait *w = arg;
+    return aborted_before_login() - w->from >= w->want;
+}
+
 static void test_no_tls_refused(void)
 {
     restart_with("--skip-ssl", NULL);
-    on_and_verify_refused("does not speak TLS", "does not say the server has no TLS");
+    struct preauth_wait w = { aborted_before_login(), 3 };
+    on_and_verify_refused("does not offer TLS", "does not say the server has no TLS");
     char msg[600];
     unsigned code = 0;
     hg_order_db_params_t p = socket_params(HG_ORDER_TLS_ON, NULL); /* nor over the socket */
     expect_refused(&p, &code, msg, sizeof msg);
     TU_CHECK(code == 2026, "tls on over the socket: code %u, want 2026", code);
-    TU_CHECK(strstr(msg, "does not speak TLS") != NULL, "'%s' does not say the server has no TLS", msg);
+    TU_CHECK(strstr(msg, "does not offer TLS") != NULL, "'%s' does not say the server has no TLS", msg);
+    /* The server's side: each of the 3 refused connects (on and verify over
+     * TCP, on over the socket) ended before the server read a login. */
+    tu_poll_until(preauth_reached, &w, 10000, 20);
+    long long aborted = aborted_before_login() - w.from;
+    TU_CHECK(aborted == 3, "Aborted_connects_preauth rose by %lld, want 3: a login reached the server", aborted);
     p = params(HG_ORDER_TLS_OFF, NULL); /* the server is fine: plaintext still works */
     hg_order_error_t e = { 0 };
     hg_order_db *db = hg_order_db_open(&p, &e);
@@ -593,6 +628,86 @@ static void test_socket(void)
     TU_CHECK(code == 2026, "verify over the socket, another CA: code %u, want 2026", code);
 }
 
+/* Suite "no_tls_stub": no MariaDB, a greeting stub instead, and a CA of
+ * its own for verify. */
+static tc_certs_t stub_pki;
+static char stub_pki_dir[512];
+
+static int stub_suite_init(void)
+{
+    char err[4096];
+    if (tu_mkdtemp("dbtls-stub-pki", stub_pki_dir, sizeof stub_pki_dir) != 0 ||
+        tc_make(stub_pki_dir, &stub_pki, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: cannot make the test CA: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int stub_suite_cleanup(void)
+{
+    if (stub_pki_dir[0] != '\0')
+        tu_rmtree(stub_pki_dir);
+    return 0;
+}
+
+/* Open with tls against a greeting stub (tests/helpers/greeting_stub.h:
+ * a server without TLS) on TCP (socket_path NULL) or on a unix socket: the
+ * open is refused with 2026 naming the server and saying no login was
+ * sent, and the stub received nothing at all after its greeting — not the
+ * login packet with the user name and the password's scramble. */
+static void expect_refused_before_login(hg_order_tls_t tls, const char *ca, const char *socket_path, const char *where)
+{
+    char err[600];
+    gs_t stub;
+    TU_REQUIRE(gs_start(&stub, socket_path, err, sizeof err) == 0, "%s", err);
+    hg_order_db_params_t p = { .user = "app",
+                               .password = "pw",
+                               .database = "shop",
+                               .connect_timeout_s = 10,
+                               .read_timeout_s = 10,
+                               .tls = tls,
+                               .tls_ca_file = ca };
+    if (socket_path != NULL) {
+        p.socket = socket_path;
+    } else {
+        p.host = "127.0.0.1";
+        p.port = (unsigned)stub.port;
+    }
+    hg_order_error_t e = { 0 };
+    hg_order_db *db = hg_order_db_open(&p, &e);
+    hg_order_db_close(db);
+    gs_finish(&stub);
+    printf("\n  %s: %s; the stub received %zu bytes", where, db == NULL ? e.message : "connected", stub.recorded);
+    TU_CHECK(db == NULL, "%s: open succeeded against a server without TLS", where);
+    TU_CHECK(stub.accepted, "%s: the client never connected to the stub", where);
+    TU_CHECK(stub.recorded == 0, "%s: the client sent %zu bytes after the greeting (the login%s)", where, stub.recorded,
+             gs_recorded_contains(&stub, "app") ? ", with the user name app" : "");
+    TU_CHECK(e.code == 2026, "%s: code %u, want 2026", where, e.code);
+    TU_CHECK(strstr(e.message, "does not offer TLS") != NULL && strstr(e.message, "refused before sending the login"),
+             "%s: '%s' does not say the server offers no TLS and no login was sent", where, e.message);
+    TU_CHECK(strstr(e.message, socket_path != NULL ? socket_path : "127.0.0.1:") != NULL,
+             "%s: '%s' does not name the server", where, e.message);
+    TU_CHECK(strstr(e.message, tls == HG_ORDER_TLS_ON ? "mysql-tls = on" : "mysql-tls = verify") != NULL,
+             "%s: '%s' does not name the mode", where, e.message);
+}
+
+/* A server without TLS, as the client sees it (a greeting without
+ * CLIENT_SSL): on and verify send nothing after the greeting, over TCP
+ * and over a unix socket. */
+static void test_no_tls_nothing_sent(void)
+{
+    char dir[512], path[600];
+    TU_REQUIRE(tu_mkdtemp("dbtls-stub", dir, sizeof dir) == 0, "cannot make a temp dir");
+    expect_refused_before_login(HG_ORDER_TLS_ON, NULL, NULL, "on, TCP");
+    snprintf(path, sizeof path, "%s/on.sock", dir);
+    expect_refused_before_login(HG_ORDER_TLS_ON, NULL, path, "on, socket");
+    expect_refused_before_login(HG_ORDER_TLS_VERIFY, stub_pki.ca, NULL, "verify, TCP");
+    snprintf(path, sizeof path, "%s/verify.sock", dir);
+    expect_refused_before_login(HG_ORDER_TLS_VERIFY, stub_pki.ca, path, "verify, socket");
+    tu_rmtree(dir);
+}
+
 static const tu_test_t tests[] = {
     { "tls on: encrypted, TLS 1.2+, AEAD", test_on },
     { "verify: the right CA connects, another is refused", test_verify },
@@ -607,9 +722,17 @@ static const tu_test_t tests[] = {
     { NULL, NULL },
 };
 
+static const tu_test_t stub_tests[] = {
+    { "a server without TLS: on and verify send no login, TCP and socket", test_no_tls_nothing_sent },
+    { NULL, NULL },
+};
+
 static int add_suites(void)
 {
-    return tu_add_suite("db_tls", suite_init, suite_cleanup, NULL, NULL, tests);
+    return tu_add_suite("no_tls_stub", stub_suite_init, stub_suite_cleanup, NULL, NULL, stub_tests) != 0 ||
+                   tu_add_suite("db_tls", suite_init, suite_cleanup, NULL, NULL, tests) != 0
+               ? -1
+               : 0;
 }
 
 int main(int argc, char **argv)
