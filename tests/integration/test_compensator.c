@@ -846,8 +846,11 @@ static void test_broker_down_overdue(void)
                             NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "down", "c_down", "t_down", extra), 0);
 
-    /* While the broker is down the relay records its attempts. */
-    double failed = wait_metric(comp.metrics_port, M "relay_send_failures_total", 40, 5000);
+    /* While the broker is down the relay records its attempts: at least one
+     * per row. (Not two per row: the overdue layer, 1 s past expiry, races
+     * the relay's backoff for the same rows, and on a loaded machine it won
+     * before a second round of 20 failures.) */
+    double failed = wait_metric(comp.metrics_port, M "relay_send_failures_total", 20, 15000);
     long long attempts = oe_scalarf(&env, "SELECT MIN(attempts) FROM c_down.order_timeout_msg");
     long long with_error =
         oe_scalarf(&env, "SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE last_error LIKE '%%connect%%'"
@@ -857,7 +860,7 @@ static void test_broker_down_overdue(void)
     printf("\n    broker down: %.0f failed sends, every row attempts >= %lld, %lld rows with last_error and a"
            " backoff; /healthz %d\n",
            failed, attempts, with_error, health);
-    CU_ASSERT_TRUE(failed >= 40);
+    CU_ASSERT_TRUE(failed >= 20);
     CU_ASSERT_TRUE(attempts >= 1);
     CU_ASSERT_EQUAL(with_error, 20);
     CU_ASSERT_EQUAL(health, 503);
