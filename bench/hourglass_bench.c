@@ -69,6 +69,7 @@ typedef struct options {
     int capacity;
     int zadd_port;
     int ceiling_port; /* --ceiling-port: a redis-server without persistence, the mixed part's ceiling */
+    int floor_port;   /* --floor-port: hourglass-floor (bench/floor_server.c), the least a durable broker does */
     int clients;
     int pipeline;
     long send_n; /* messages per send run */
@@ -1012,15 +1013,35 @@ static void print_mixed(const char *title, const mixed_result_t *r)
            title, r->rate, r->overlap_rate, r->sent, r->delivered, r->late_p50_ms, r->late_p99_ms);
 }
 
-/* Empty the sorted set of the mixed runs on the redis-server at port (--zadd-port, --ceiling-port). */
-static void redis_mixed_reset(int port)
+/* Empty the server at port (--zadd-port, --ceiling-port, --floor-port) of the
+ * last mixed run's messages: FLUSHALL, which hourglass-floor serves too. */
+static void mixed_reset(int port)
 {
     rc_conn_t c;
     if (rc_connect(&c, "127.0.0.1", port, 30000) != 0)
-        tu_die(PROGRAM, "redis-server on port %d: %s", port, c.err);
-    resp_reply_t *d = rc_cmd(&c, "DEL", "hgmixed", NULL);
+        tu_die(PROGRAM, "the server on port %d: %s", port, c.err);
+    resp_reply_t *d = rc_cmd(&c, "FLUSHALL", NULL);
     resp_reply_free(d);
     rc_close(&c);
+}
+
+/* hourglass-floor's INFO counters (bench/floor_server.c). */
+typedef struct floor_stats {
+    double records, fsyncs, fsync_ms, cpu_secs;
+} floor_stats_t;
+
+static floor_stats_t floor_stats(int port)
+{
+    const char *keys[] = { "records", "fsyncs", "fsync_total_ms", "used_cpu_secs" };
+    double v[4];
+    for (int i = 0; i < 4; i++) {
+        char buf[64];
+        info_value(port, keys[i], buf, sizeof buf);
+        if (buf[0] == '\0')
+            tu_die(PROGRAM, "hourglass-floor on port %d: INFO has no '%s'", port, keys[i]);
+        v[i] = strtod(buf, NULL);
+    }
+    return (floor_stats_t){ v[0], v[1], v[2], v[3] };
 }
 
 /* The median of n rates (sorts them). */
@@ -1049,7 +1070,10 @@ static void print_flood_row(const char *who, const char *what, const char *unit,
  * With --ceiling-port a redis-server without persistence takes a third
  * turn: what one RESP thread does with this workload and these clients on
  * the same cores when nothing is written to disk, the ceiling the durable
- * figures are read against. */
+ * figures are read against. With --floor-port hourglass-floor takes a fourth:
+ * append + fdatasync per loop pass and nothing else, the least any durable
+ * single-loop design must do here, so a bound on its rate with these clients
+ * and cores (bench/floor_server.c). */
 static void part_mixed(void)
 {
     int secs = opt.quick ? 8 : 15, runs = opt.quick ? 1 : opt.mixed_runs;
@@ -1059,6 +1083,7 @@ static void part_mixed(void)
     double h_rate[MIXED_RUNS_MAX], h_overlap[MIXED_RUNS_MAX], r_rate[MIXED_RUNS_MAX], r_overlap[MIXED_RUNS_MAX];
     double h_delivered[MIXED_RUNS_MAX], r_delivered[MIXED_RUNS_MAX];
     double c_overlap[MIXED_RUNS_MAX], c_delivered[MIXED_RUNS_MAX];
+    double f_overlap[MIXED_RUNS_MAX], f_delivered[MIXED_RUNS_MAX];
     for (int run = 0; run < runs; run++) {
         printf(" run %d of %d\n", run + 1, runs);
         bp_broker_t b;
@@ -1077,20 +1102,33 @@ static void part_mixed(void)
         bp_destroy(&b);
         h_rate[run] = h.rate, h_overlap[run] = h.overlap_rate, h_delivered[run] = (double)h.delivered;
         if (opt.zadd_port > 0) {
-            redis_mixed_reset(opt.zadd_port);
+            mixed_reset(opt.zadd_port);
             mixed_result_t r = run_mixed(opt.zadd_port, CMD_ZADD, secs, 0);
             print_mixed("redis ZADD, ZRANGEBYSCORE + ZREM:", &r);
             r_rate[run] = r.rate, r_overlap[run] = r.overlap_rate, r_delivered[run] = (double)r.delivered;
         }
         if (opt.ceiling_port > 0) {
-            redis_mixed_reset(opt.ceiling_port);
+            mixed_reset(opt.ceiling_port);
             mixed_result_t c = run_mixed(opt.ceiling_port, CMD_ZADD, secs, 0);
             print_mixed("redis, no persistence (the ceiling):", &c);
             c_overlap[run] = c.overlap_rate, c_delivered[run] = (double)c.delivered;
         }
+        if (opt.floor_port > 0) {
+            mixed_reset(opt.floor_port);
+            floor_stats_t s0 = floor_stats(opt.floor_port);
+            mixed_result_t f = run_mixed(opt.floor_port, CMD_SEND, secs, 0);
+            floor_stats_t s1 = floor_stats(opt.floor_port);
+            print_mixed("floor: append + fdatasync per pass:", &f);
+            double syncs = s1.fsyncs - s0.fsyncs;
+            printf("  floor CPU %.0f%% of one core; %.0f fdatasyncs of its log, %.0f records each, %.2f ms each\n",
+                   100.0 * (s1.cpu_secs - s0.cpu_secs) / (double)secs, syncs,
+                   syncs > 0 ? (s1.records - s0.records) / syncs : 0,
+                   syncs > 0 ? (s1.fsync_ms - s0.fsync_ms) / syncs : 0);
+            f_overlap[run] = f.overlap_rate, f_delivered[run] = (double)f.delivered;
+        }
         fflush(stdout);
     }
-    double hm, hom, hdm, rm = 0, rom = 0, rdm = 0, com = 0, cdm = 0;
+    double hm, hom, hdm, rm = 0, rom = 0, rdm = 0, com = 0, cdm = 0, fom = 0, fdm = 0;
     printf(" the %d run%s:\n", runs, runs == 1 ? "" : "s");
     print_flood_row("hourglass", "producers, whole run", "msg/s", h_rate, runs, &hm);
     print_flood_row("hourglass", "producers while delivering", "msg/s", h_overlap, runs, &hom);
@@ -1111,9 +1149,17 @@ static void part_mixed(void)
             printf(", Redis appendfsync always %.2f x; 2 x Redis is %.2f x the ceiling", rom / com, 2 * rom / com);
         printf("\n");
     }
+    if (opt.floor_port > 0) {
+        print_flood_row("floor", "producers while delivering", "msg/s", f_overlap, runs, &fom);
+        print_flood_row("floor", "delivered", "messages", f_delivered, runs, &fdm);
+        printf("  producer rate while delivering, medians: hourglass %.2f x the floor", fom > 0 ? hom / fom : 0);
+        if (rom > 0)
+            printf(", the floor %.2f x Redis appendfsync always (goal 2 x)", fom / rom);
+        printf("\n");
+    }
     printf("RESULT mixed_hourglass_rps=%.0f mixed_hourglass_overlap_rps=%.0f mixed_redis_rps=%.0f "
-           "mixed_redis_overlap_rps=%.0f mixed_ceiling_overlap_rps=%.0f\n\n",
-           hm, hom, rm, rom, com);
+           "mixed_redis_overlap_rps=%.0f mixed_ceiling_overlap_rps=%.0f mixed_floor_overlap_rps=%.0f\n\n",
+           hm, hom, rm, rom, com, fom);
 }
 
 /* Kept up at a rate: (nearly) everything that came due during the run was
@@ -1159,7 +1205,7 @@ static void part_sustain(void)
         if (kept_up(&h) && rate > best_h)
             best_h = rate;
         if (opt.zadd_port > 0) {
-            redis_mixed_reset(opt.zadd_port);
+            mixed_reset(opt.zadd_port);
             mixed_result_t r = run_mixed(opt.zadd_port, CMD_ZADD, secs, rate);
             print_sustain_row("redis", rate, &r);
             if (kept_up(&r) && rate > best_r)
@@ -1298,7 +1344,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: hourglass-bench [--quick] [--only PART[,PART...]]\n"
                "                       (PART: send sendkey zadd delivery steady steady-ms mixed sustain capacity)\n"
                "                       [--capacity]\n"
-               "                       [--zadd-port PORT] [--ceiling-port PORT] [--clients C] [--pipeline P] [-n N]\n"
+               "                       [--zadd-port PORT] [--ceiling-port PORT] [--floor-port PORT]\n"
+               "                       [--clients C] [--pipeline P] [-n N]\n"
                "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
                "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
                "                       [--pull-count N] [--broker-flag ARG]... [--baseline-broker PATH]\n"
@@ -1311,7 +1358,8 @@ static void usage(FILE *f)
                "40000,…,200000 in steps of 20000). --mixed-runs: the flood of the mixed part runs N times\n"
                "(1..15, default 3; 1 with --quick), hourglass and Redis taking turns; it prints each run,\n"
                "then the medians and ranges. --ceiling-port: a redis-server without persistence that takes\n"
-               "a turn in each flood run, as the ceiling of one RESP thread on this workload.\n");
+               "a turn in each flood run, as the ceiling of one RESP thread on this workload. --floor-port:\n"
+               "hourglass-floor (append + fdatasync per loop pass, nothing else) takes a turn too.\n");
 }
 
 /* 1 when the part runs: named in --only (a comma-separated list), or, without
@@ -1358,6 +1406,8 @@ int main(int argc, char **argv)
             opt.zadd_port = atoi(v), i++;
         } else if (strcmp(a, "--ceiling-port") == 0) {
             opt.ceiling_port = atoi(v), i++;
+        } else if (strcmp(a, "--floor-port") == 0) {
+            opt.floor_port = atoi(v), i++;
         } else if (strcmp(a, "--clients") == 0) {
             opt.clients = atoi(v), i++;
         } else if (strcmp(a, "--pipeline") == 0) {

@@ -158,7 +158,7 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address of the metrics listener; non-loopback needs allow-remote yes") },
     { CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, OFF(metrics_allowed_hosts), HTTP_GUARD_ALLOWED_HELP),
-      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN },
+      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN, .reload = 1 },
     { CFG_KEY("metrics-max-topics", CFG_INT, "100", 0, 100000, OFF(metrics_max_topics),
               "/metrics carries per-topic series (and per-group series of their groups) for at most this many "
               "topics, the first in name order; the rest are counted in hourglass_metrics_topics_omitted") },

@@ -365,10 +365,25 @@ static char *ini_read_line(char *str, int num, void *stream)
 {
     ini_state_t *st = stream;
     char buf[CFG_MAX_VALUE];
-    if (st->error[0] != '\0' || fgets(buf, sizeof buf, st->file) == NULL)
+    size_t len = 0;
+    int c = EOF;
+    if (st->error[0] != '\0')
         return NULL;
+    /* byte by byte, not fgets: a NUL byte would end the line for strlen and
+     * drop the rest of it without a word */
+    while (len < sizeof buf - 1 && (c = getc(st->file)) != EOF) {
+        buf[len++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    if (len == 0)
+        return NULL;
+    buf[len] = '\0';
     st->line++;
-    size_t len = strlen(buf);
+    if (memchr(buf, '\0', len) != NULL) {
+        ini_error(st, "%s:%d: a NUL byte in the line (not a text file?)", st->path, st->line);
+        return NULL;
+    }
     if (len >= (size_t)num) {
         ini_error(st,
                   "%s:%d: line longer than %d bytes (libinih's limit): continue a long value on the next "
@@ -715,8 +730,9 @@ void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf,
         buf[0] = '\0';
 }
 
-void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
+int cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
 {
+    int unprintable = 0;
     for (size_t i = 0; i < t->count; i++) {
         if (t->keys[i].type == CFG_CUSTOM) {
             if (t->keys[i].print != NULL)
@@ -727,10 +743,10 @@ void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
         cfg_value_text(t, conf, i, v, sizeof v);
         if (t->keys[i].secret && v[0] != '\0')
             snprintf(v, sizeof v, "(set)");
-        /* libinih takes a ';' after a blank for a comment: a value that begins with one is written
-         * right after the '=', where it reads back as the value */
-        fprintf(out, v[0] == ';' ? "%s =%s\n" : "%s = %s\n", t->keys[i].name, v);
+        if (cfg_print_setting(out, t->keys[i].name, v) != 0)
+            unprintable++;
     }
+    return unprintable;
 }
 
 /* ---- SIGHUP ------------------------------------------------------------------ */

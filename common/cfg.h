@@ -63,8 +63,9 @@ typedef struct cfg_key cfg_key_t;
 typedef int (*cfg_hook_fn)(void *conf, const cfg_key_t *key, const char *value, cfg_source_t source, char *err,
                            size_t errlen);
 
-/* CFG_CUSTOM: print the key's value as cfg_print_values does, one
- * "key = value" line per value (a repeatable key: one line each, in order). */
+/* CFG_CUSTOM: print the key's value as cfg_print_values does, one setting
+ * per value (a repeatable key: one each, in order), best through
+ * cfg_print_setting so that a long value reads back. */
 typedef void (*cfg_print_fn)(const void *conf, const cfg_key_t *key, FILE *out);
 
 struct cfg_key {
@@ -195,10 +196,23 @@ void cfg_print_markdown(const cfg_table_t *t, FILE *out);
  * and CFG_CUSTOM keys); durations and sizes in their largest exact unit. */
 void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf, size_t len);
 
-/* Every key as "name = value" lines (an INI body): a CFG_CUSTOM key through
- * its print function (left out without one); a secret key that is set shows
- * "(set)", never its value. */
-void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out);
+/* One setting as INI lines that cfg_load_file reads back to value:
+ * "name = value" (right after the '=' when the value begins with ';'), a
+ * value longer than a line split at blanks onto indented continuation lines
+ * where the reader's join puts the same blank back. A value no INI file can
+ * hold (a line break, a blank at either end, a ';' after a blank, a run
+ * longer than a line with no blank to split at) is written as a comment
+ * naming the problem with the value C-escaped, then the line
+ * "name (not printable, see the comment above)", which the reader refuses,
+ * so the print never reads back as another value. Returns 0, or -1 for
+ * such a value. */
+int cfg_print_setting(FILE *out, const char *name, const char *value);
+
+/* Every key as settings (cfg_print_setting: an INI body that reads back):
+ * a CFG_CUSTOM key through its print function (left out without one); a
+ * secret key that is set shows "(set)", never its value. Returns how many
+ * values were not printable (0 when the print reads back whole). */
+int cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out);
 
 /* ---- SIGHUP: reopen the log file, re-read the configuration -----------------
  * cfg_reload first reopens the log file by its path (log_reopen: logrotate

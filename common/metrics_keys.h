@@ -35,7 +35,7 @@
     {                                                                                                         \
         CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, offsetof(config_type, metrics_allowed_hosts), \
                 HTTP_GUARD_ALLOWED_HELP),                                                                     \
-            .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN                                        \
+            .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN, .reload = 1                           \
     }
 
 /* The listener's values checked without listening: metrics-bind (only

@@ -36,14 +36,21 @@
 /* The message ranges, in scan order. */
 static const enum key_tag scan_ranges[] = { KEY_LEVEL, KEY_TOPIC_LOG, KEY_RETRY, KEY_LEASE, KEY_DLQ };
 
-/* Fill e's position fields from a key of range tag (at least 9 bytes). */
-static void entry_position(enum key_tag tag, const char *key, size_t klen, store_entry_t *e)
+/* Fill e's position fields from a key of range tag: 0, or -1 with the key
+ * in err when it is too short to hold them (a level key not exactly
+ * KEY_LEVEL_BYTES, as the level readers parse it; any other under 9 bytes).
+ * where names the range. */
+static int entry_position(enum key_tag tag, const char *key, size_t klen, store_entry_t *e, const char *where,
+                          char *err, size_t errlen)
 {
+    int level = 0;
+    if (tag == KEY_LEVEL ? key_level_parse(key, klen, &level, &e->due_ms, &e->seq) != 0 : klen < 9) {
+        char d[KEY_DESCRIBE_BYTES];
+        return err_set(err, errlen, "corrupt key %s in %s", key_describe(key, klen, d, sizeof d), where);
+    }
     switch (tag) {
     case KEY_LEVEL:
-        e->level = (unsigned char)key[1];
-        e->due_ms = be64_get(key + 2);
-        e->seq = be64_get(key + klen - 8);
+        e->level = level;
         break;
     case KEY_LEASE:
         e->deadline_ms = be64_get(key + 1);
@@ -54,6 +61,7 @@ static void entry_position(enum key_tag tag, const char *key, size_t klen, store
         e->seq = be64_get(key + klen - 8);
         break;
     }
+    return 0;
 }
 
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen)
@@ -76,11 +84,10 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
                 break;
             }
             store_entry_t e = { .range = (store_range_t)tag, .m = &m };
-            if (klen < 9) {
-                rc = err_set(err, errlen, "corrupt key in %s", where);
+            if (entry_position(tag, key, klen, &e, where, err, errlen) != 0) {
+                rc = -1;
                 break;
             }
-            entry_position(tag, key, klen, &e);
             if (fn(ctx, &e) != 0) {
                 rc = 1;
                 break;
@@ -358,9 +365,9 @@ static int walk_message(check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n
     if (store_iter_msg(it, &m, where, c->err, c->errlen) != 0) {
         return -1;
     }
-    if (klen < 9) {
-        char d[KEY_DESCRIBE_BYTES];
-        return err_set(c->err, c->errlen, "corrupt key %s in %s", key_describe(key, klen, d, sizeof d), where);
+    store_entry_t e = { .range = (store_range_t)tag, .m = &m };
+    if (entry_position(tag, key, klen, &e, where, c->err, c->errlen) != 0) {
+        return -1;
     }
     if (tag == KEY_LEASE && check_lease_key(c, key, klen, &m) != 0) {
         return -1;
@@ -368,8 +375,6 @@ static int walk_message(check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n
     if ((tag == KEY_TOPIC_LOG || tag == KEY_RETRY || tag == KEY_DLQ) && check_queue_key(c, tag, key, klen, &m) != 0) {
         return -1;
     }
-    store_entry_t e = { .range = (store_range_t)tag, .m = &m };
-    entry_position(tag, key, klen, &e);
     if (check_entry(c, &e) != 0 || idx_check_entry(ic, &e) != 0) {
         return -1;
     }

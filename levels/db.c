@@ -351,6 +351,21 @@ int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *
     if (msg_decode(v, vlen, m, e, sizeof e) != 0) {
         return err_set(err, errlen, "corrupt message in %s: %s", where, e);
     }
+    /* its topic, group and key go into keys (key_buf_t holds no longer
+     * ones) and name topics and groups: the layout's limits (keys.h) */
+    const char *bad = !key_name_ok(m->topic.ptr, m->topic.len)                       ? "topic name"
+                      : m->group.len > 0 && !key_name_ok(m->group.ptr, m->group.len) ? "group name"
+                      : m->key.len > MSG_MAX_KEY                                     ? "key"
+                                                                                     : NULL;
+    if (bad != NULL) {
+        const msg_str_t *str = bad[0] == 't' ? &m->topic : bad[0] == 'g' ? &m->group : &m->key;
+        int is_key = str == &m->key;
+        return err_set(err, errlen, "corrupt message %016llx in %s: its %s is %u bytes%s (%s %d bytes%s)",
+                       (unsigned long long)m->id, where, bad, str->len,
+                       str->len > 0 && memchr(str->ptr, 0, str->len) != NULL ? " holding a 0x00" : "",
+                       is_key ? "at most" : "1 to", is_key ? MSG_MAX_KEY : MSG_MAX_NAME,
+                       is_key ? "" : " without a 0x00");
+    }
     return 0;
 }
 

@@ -264,7 +264,8 @@ static int home_decode(const char *v, size_t vlen, idx_home_t *h)
         return -1;
     }
     h->key = v + PLACE_BYTES + 4 + h->topic_len;
-    return 0;
+    /* keys are built from both (a key_buf_t holds no longer ones) */
+    return key_name_ok(h->topic, h->topic_len) && h->key_len <= MSG_MAX_KEY ? 0 : -1;
 }
 
 /* id's 'X' record as written: an 'L' place may be a level entry gone to the
@@ -750,7 +751,9 @@ static int check_home_record(idx_check_t *c, const char *key, size_t klen, const
 {
     idx_home_t h;
     if (klen != 9 || home_decode(v, vlen, &h) != 0) {
-        return err_set(c->err, c->errlen, "corrupt message index record");
+        char d[KEY_DESCRIBE_BYTES];
+        return err_set(c->err, c->errlen, "corrupt message index record %s (%zu-byte value)",
+                       key_describe(key, klen, d, sizeof d), vlen);
     }
     uint64_t id = be64_get(key + 1);
     if (h.place.tag != 0) {
@@ -808,7 +811,9 @@ static int check_key_record(idx_check_t *c, const char *key, size_t klen, const 
     size_t plen = kp.prefix_len;
     if (!kp.is_entry) {
         if (!c->s->key_counts || vlen != 8 || be64_get(v) == 0) {
-            return err_set(c->err, c->errlen, "corrupt key count record");
+            char d[KEY_DESCRIBE_BYTES];
+            return err_set(c->err, c->errlen, "corrupt key count record %s (%zu-byte value)",
+                           key_describe(key, klen, d, sizeof d), vlen);
         }
         if (key_count_settle(c) != 0) {
             return -1;

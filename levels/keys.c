@@ -188,7 +188,7 @@ int record_group_decode(const char *v, size_t vlen, record_group_t *r)
     r->flags = f[8];
     r->topic_len = be16_get(p);
     p += 2;
-    if (r->topic_len == 0 || r->topic_len > MSG_MAX_NAME || (size_t)(v + vlen - p) != r->topic_len) {
+    if ((size_t)(v + vlen - p) != r->topic_len || !key_name_ok(p, r->topic_len)) {
         return -2;
     }
     r->topic = p;

@@ -413,8 +413,9 @@ int record_topic_decode(const char *v, size_t vlen, record_topic_t *r);
 size_t record_group_encode(const record_group_t *r, char *out);
 
 /* 0 with the topic as a view into v; -1 when the fixed part is short or of
- * another version, -2 when the topic name is empty, too long or not exactly
- * the rest of the value. */
+ * another version, -2 when the topic name is not exactly the rest of the
+ * value or not key_name_ok (empty, too long, a 0x00 inside: the group's
+ * topic names keys). */
 int record_group_decode(const char *v, size_t vlen, record_group_t *r);
 
 /* Parse a format-1 or -2 lease index value (8 or 16 bytes): 0 with *deadline and *log_seq

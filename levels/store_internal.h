@@ -374,7 +374,10 @@ static inline int store_iter_in_range(leveldb_iterator_t *it, enum key_tag tag, 
 int store_iter_error(leveldb_iterator_t *it, const char *what, char *err, size_t errlen);
 
 /* msg_decode with the range named in the error ("corrupt message in a level
- * queue: ..."). The views point into v. */
+ * queue: ..."), and the layout's limits on what keys are built from (keys.h):
+ * a topic, and a group when set, key_name_ok; a key of at most MSG_MAX_KEY
+ * bytes ("corrupt message <id> in <where>: its topic name is 2000 bytes
+ * (...)"). The views point into v. */
 int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *err, size_t errlen);
 
 /* store_decode of the value under a valid iterator (views into it, valid

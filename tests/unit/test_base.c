@@ -3,7 +3,8 @@
  * out-of-memory path, the error buffer, the byte buffer, the duration and
  * size grammar (every error, fractions, formatting and round trips), and the
  * hash map (binary keys, growth, tombstones, iteration with deletion), and the
- * id map (a seeded random mix against a plain array, through growth and shrinking).
+ * id map (a seeded random mix against a plain array, through growth and shrinking), and
+ * OpenSSL's error queue as text (which error, the queue left empty, the text of an empty one).
  *
  * Pure logic; the out-of-memory test runs in a forked child, so the abort
  * (or the hook's _exit) happens there.
@@ -13,10 +14,15 @@
 #include "base/err.h"
 #include "base/idmap.h"
 #include "base/map.h"
+#include "base/openssl_error.h"
 #include "base/units.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -662,6 +668,78 @@ static void test_idmap_model(void)
     idmap_free(&m);
 }
 
+/* The hot path's pattern, a million operations: ids taken in order (as the
+ * store's clock-based sequence numbers are: ms << 20 plus a count) and
+ * released in any order — leases acked out of order — while the live count
+ * climbs to some 10 000 and falls back, five times over; a tenth of the
+ * deletes ask for an id already released. Every step is checked against a
+ * plain array (the put's and delete's results, a live and a released id,
+ * the count); the table must stay within four slots per live entry at its
+ * peak (it grows at half load: churn at a steady size does not grow it) and
+ * shrink back when emptied. */
+static void test_idmap_churn(void)
+{
+    enum {
+        OPS = 1000000
+    };
+    static unsigned char live[OPS]; /* by the id's number n: 1 while in the map */
+    static size_t live_list[OPS];   /* the live numbers, in no order */
+    static char vals[OPS];
+    const uint64_t base = UINT64_C(1764979200000) << 20;
+    idmap_t m = { 0 };
+    size_t next = 0, count = 0, peak = 0, max_cap = 0;
+    uint64_t rng = 0x2545F4914F6CDD1DULL;
+    long bad_op = -1;
+    memset(live, 0, sizeof live);
+    for (long op = 0; op < OPS && bad_op < 0; op++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        int filling = (op / 100000) % 2 == 0; /* 100 000 operations filling, then as many draining */
+        int put = next < OPS && (count == 0 || (int)(rng % 100) < (filling ? 53 : 40));
+        if (put) {
+            if (idmap_put(&m, base + next, &vals[next]) != NULL) {
+                bad_op = op;
+            }
+            live[next] = 1;
+            live_list[count++] = next++;
+        } else if ((rng >> 8) % 10 == 0) { /* an id taken and released, or never taken */
+            size_t n = (size_t)((rng >> 20) % (next + 1));
+            if (n < OPS && !live[n] && idmap_del(&m, base + n) != NULL) {
+                bad_op = op;
+            }
+        } else {
+            size_t i = (size_t)((rng >> 20) % count), n = live_list[i];
+            if (idmap_del(&m, base + n) != &vals[n]) {
+                bad_op = op;
+            }
+            live[n] = 0;
+            live_list[i] = live_list[--count];
+        }
+        size_t probe = (size_t)((rng >> 40) % (next + 1)); /* may be next: never taken */
+        if (probe < OPS && idmap_get(&m, base + probe) != (live[probe] ? &vals[probe] : NULL)) {
+            bad_op = op;
+        }
+        if (idmap_count(&m) != count) {
+            bad_op = op;
+        }
+        peak = count > peak ? count : peak;
+        max_cap = m.cap > max_cap ? m.cap : max_cap;
+    }
+    TU_CHECK(bad_op < 0, "the map and the model differ at operation %ld", bad_op);
+    TU_CHECK(peak > 3000 && peak < 20000 && max_cap <= 4 * peak, "%zu slots at the peak of %zu live ids", max_cap,
+             peak);
+    while (count > 0) {
+        size_t n = live_list[--count];
+        if (idmap_del(&m, base + n) != &vals[n]) {
+            TU_CHECK(0, "id number %zu lost at the end", n);
+            break;
+        }
+    }
+    TU_CHECK(idmap_count(&m) == 0 && m.cap <= 16, "emptied: %zu entries in %zu slots", idmap_count(&m), m.cap);
+    idmap_free(&m);
+}
+
 static int freed;
 static void count_free(void *v)
 {
@@ -741,12 +819,87 @@ static const tu_test_t map_tests[] = {
 static const tu_test_t idmap_tests[] = {
     { "basics", test_idmap_basics },
     { "model", test_idmap_model },
+    { "a million operations of in-order puts, any-order deletes", test_idmap_churn },
+    { NULL, NULL },
+};
+
+/* An error reads as its reason; one whose reason has no text as OpenSSL's whole string; none as "". */
+static void test_openssl_error_text(void)
+{
+    char buf[256];
+    CU_ASSERT_STRING_EQUAL(openssl_error_text(0, buf, sizeof buf), "");
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    CU_ASSERT_STRING_EQUAL(openssl_error_text(ERR_peek_last_error(), buf, sizeof buf), "no start line");
+    CU_ASSERT_NOT_EQUAL(ERR_peek_error(), 0); /* the queue is not touched */
+    ERR_clear_error();
+    ERR_raise(ERR_LIB_USER, 77); /* no reason text registered */
+    openssl_error_text(ERR_peek_last_error(), buf, sizeof buf);
+    TU_CHECK(strncmp(buf, "error:", 6) == 0, "an error without reason text reads '%s', want OpenSSL's string", buf);
+    ERR_clear_error();
+    ERR_raise(ERR_LIB_SYS, ENOENT); /* what a failed fopen records */
+    CU_ASSERT_STRING_EQUAL(openssl_error_text(ERR_peek_last_error(), buf, sizeof buf), strerror(ENOENT));
+    ERR_clear_error();
+    char small[4];
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    CU_ASSERT_STRING_EQUAL(openssl_error_text(ERR_peek_last_error(), small, sizeof small), "no ");
+    ERR_clear_error();
+}
+
+/* The newest error of the queue, the queue then empty; an empty queue reads as the caller's word. */
+static void test_openssl_last_error(void)
+{
+    char buf[256];
+    ERR_clear_error();
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_last_error(buf, sizeof buf, "unknown"), "key values mismatch");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    CU_ASSERT_STRING_EQUAL(openssl_last_error(buf, sizeof buf, "unknown"), "unknown");
+    CU_ASSERT_STRING_EQUAL(openssl_last_error(buf, sizeof buf, ""), "");
+}
+
+/* Every error, oldest first, joined by "; "; cut to fit and the queue drained all the same. */
+static void test_openssl_errors_join(void)
+{
+    char buf[256], small[19];
+    ERR_clear_error();
+    CU_ASSERT_STRING_EQUAL(openssl_errors_join(openssl_thread_error, NULL, buf, sizeof buf), "");
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_errors_join(openssl_thread_error, NULL, buf, sizeof buf),
+                           "no start line; key values mismatch");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_errors_join(openssl_thread_error, NULL, small, sizeof small), "no start line; key");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_errors_join(openssl_thread_error, NULL, small, 16), "no start line");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    /* openssl_errors: this thread's queue */
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_errors(buf, sizeof buf), "no start line; key values mismatch");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    CU_ASSERT_STRING_EQUAL(openssl_errors(buf, sizeof buf), "");
+}
+
+static const tu_test_t openssl_error_tests[] = {
+    { "one error's text", test_openssl_error_text },
+    { "the last error, the queue cleared", test_openssl_last_error },
+    { "every error joined, the queue drained", test_openssl_errors_join },
     { NULL, NULL },
 };
 
 static const tu_suite_t suites[] = {
-    { "alloc", alloc_tests }, { "err", err_tests }, { "buf", buf_tests },
-    { "units", units_tests }, { "map", map_tests }, { "idmap", idmap_tests },
+    { "alloc", alloc_tests },
+    { "err", err_tests },
+    { "buf", buf_tests },
+    { "units", units_tests },
+    { "map", map_tests },
+    { "idmap", idmap_tests },
+    { "openssl_error", openssl_error_tests },
 };
 
 int main(int argc, char **argv)

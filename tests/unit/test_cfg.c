@@ -348,6 +348,24 @@ static void test_engine_empty_key_name(void)
     tu_rmtree(edir);
 }
 
+/* A NUL byte in the file is an error naming the line, not the end of the line: "dsn =\0x" read as an empty dsn
+ * without a word (found by tests/fuzz/fuzz_cfg). */
+static void test_engine_nul_byte(void)
+{
+    static const char text[] = "workers = 8\ndsn = shop\0 more\n";
+    char edir[512], path[700], err[300] = "";
+    TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
+    snprintf(path, sizeof path, "%s/engine.conf", edir);
+    FILE *f = fopen(path, "wb");
+    TU_REQUIRE(f != NULL && fwrite(text, 1, sizeof text - 1, f) == sizeof text - 1 && fclose(f) == 0, "write %s", path);
+    econf_t c = { 0 };
+    cfg_init(&etable, &c);
+    int rc = cfg_load_file(&etable, &c, path, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "engine.conf:2: a NUL byte in the line") != NULL, "rc %d, error \"%s\"", rc, err);
+    cfg_free(&etable, &c);
+    tu_rmtree(edir);
+}
+
 /* The printed values (--check-config) read back as a file give the same values, a string that begins with ';'
  * too: "dsn = ;x" would be a comment to libinih (found by tests/fuzz/fuzz_cfg: "name=;" read back as ""). */
 static void test_engine_print_reads_back(void)
@@ -369,6 +387,143 @@ static void test_engine_print_reads_back(void)
     TU_CHECK(again.dsn != NULL && strcmp(again.dsn, ";x") == 0, "read back: %s", again.dsn ? again.dsn : "(null)");
     cfg_free(&etable, &c);
     cfg_free(&etable, &again);
+    tu_rmtree(edir);
+}
+
+/* cfg_print_values of c into path; its return (how many values it could not print). Every line of the print
+ * fits an INI line (the reader refuses longer ones). */
+static int print_to_file(const econf_t *c, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    TU_REQUIRE(f != NULL, "open %s", path);
+    int unprintable = cfg_print_values(&etable, c, f);
+    TU_REQUIRE(fclose(f) == 0, "close %s", path);
+    char line[4096];
+    f = fopen(path, "r");
+    TU_REQUIRE(f != NULL, "open %s", path);
+    while (fgets(line, sizeof line, f) != NULL)
+        TU_CHECK(strlen(line) <= 199 || unprintable > 0, "a printed line of %zu bytes: %.60s…", strlen(line), line);
+    fclose(f);
+    return unprintable;
+}
+
+/* The file text read gives dsn = want; printed (--check-config) and read back, the same. */
+static void check_dsn_reads_back(const char *dir_path, const char *text, const char *want, int line)
+{
+    char path[700], err[300] = "";
+    snprintf(path, sizeof path, "%s/engine.conf", dir_path);
+    TU_REQUIRE(tu_write_file(path, text) == 0, "write %s", path);
+    econf_t c = { 0 }, again = { 0 };
+    cfg_init(&etable, &c);
+    TU_REQUIRE(cfg_load_file(&etable, &c, path, err, sizeof err) == 0, "line %d: load: %s", line, err);
+    TU_CHECK_AT(c.dsn != NULL && strcmp(c.dsn, want) == 0, line, "read: '%s'", c.dsn ? c.dsn : "(null)");
+    TU_CHECK_AT(print_to_file(&c, path) == 0, line, "printed as not printable");
+    cfg_init(&etable, &again);
+    TU_CHECK_AT(cfg_load_file(&etable, &again, path, err, sizeof err) == 0, line, "the print: %s", err);
+    TU_CHECK_AT(again.dsn != NULL && strcmp(again.dsn, want) == 0, line, "read back: '%s'",
+                again.dsn ? again.dsn : "(null)");
+    cfg_free(&etable, &c);
+    cfg_free(&etable, &again);
+}
+#define CHECK_DSN_READS_BACK(dir, text, want) check_dsn_reads_back((dir), (text), (want), __LINE__)
+
+/* A value longer than an INI line, joined from continuation lines, is printed on continuation lines that join
+ * back to it: split only at a blank the join puts back (never before a ';' or a '#', which would start a comment
+ * line), in the tight form "key=value" when only that fits. */
+static void test_engine_print_long_values(void)
+{
+    char edir[512], text[2048], want[2048];
+    TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
+
+    /* 500 bytes and more from six continuation lines, with ';' and '#' inside the words */
+    snprintf(text, sizeof text, "dsn = ");
+    want[0] = '\0';
+    for (int l = 0; l < 7; l++) {
+        for (int w = 0; w < 12; w++) {
+            char word[16];
+            snprintf(word, sizeof word, "%c%02d;x#", 'a' + l, w);
+            strcat(text, word);
+            strcat(want, word);
+            if (w < 11) {
+                strcat(text, " ");
+                strcat(want, " ");
+            }
+        }
+        strcat(text, l < 6 ? " ; a comment\n  " : "\n");
+        if (l < 6)
+            strcat(want, " ");
+    }
+    TU_REQUIRE(strlen(want) >= 500, "%zu bytes", strlen(want));
+    CHECK_DSN_READS_BACK(edir, text, want);
+
+    /* the last blank that fits the key line stands before a '#': the split must come earlier */
+    char a[101], b[51], c[81];
+    memset(a, 'A', 100), a[100] = '\0';
+    memset(b, 'B', 50), b[50] = '\0';
+    memset(c, 'C', 80), c[80] = '\0';
+    snprintf(text, sizeof text, "dsn = %s\n  %s #%s\n", a, b, c);
+    snprintf(want, sizeof want, "%s %s #%s", a, b, c);
+    CHECK_DSN_READS_BACK(edir, text, want);
+    /* a long value beginning with ';', with "k;v" inside */
+    snprintf(text, sizeof text, "dsn=;%s\n  k;v %s #%s\n", a, b, c);
+    snprintf(want, sizeof want, ";%s k;v %s #%s", a, b, c);
+    CHECK_DSN_READS_BACK(edir, text, want);
+
+    /* an empty value (an unset string prints as one: hourglass-consumer's log-file was printed as not
+     * printable) */
+    CHECK_DSN_READS_BACK(edir, "dsn =\n", "");
+    /* a run without blanks that fits only "dsn=" (194 bytes: the line's 198) */
+    char run[195];
+    memset(run, 'r', 194), run[194] = '\0';
+    snprintf(text, sizeof text, "dsn=%s\n", run);
+    CHECK_DSN_READS_BACK(edir, text, run);
+    /* a value that starts on the continuation line, with a 196-byte run there (the line's 198): printed "dsn="
+     * with the value from the next line on (found by fuzz_cfg: printed as not printable) */
+    char run196[197];
+    memset(run196, 'r', 196), run196[196] = '\0';
+    snprintf(text, sizeof text, "dsn =\n  %s\n  and more\n", run196);
+    snprintf(want, sizeof want, "%s and more", run196);
+    CHECK_DSN_READS_BACK(edir, text, want);
+    tu_rmtree(edir);
+}
+
+/* A value no INI file can hold (only a flag gives one) is printed as a comment naming the problem, with the value
+ * C-escaped, and a line the reader refuses: the print never reads back as another value. */
+static void test_engine_print_unprintable(void)
+{
+    char edir[512], path[700], err[300] = "", run[501];
+    memset(run, 'r', 500), run[500] = '\0';
+    const struct {
+        const char *value, *why;
+    } cases[] = {
+        { run, "no blank to split it at" },
+        { "a ;b", "a ';' after a blank starts a comment" },
+        { "\vx", "begins or ends with a blank" },
+        { "one\ntwo", "line break" },
+    };
+    TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
+    snprintf(path, sizeof path, "%s/engine.conf", edir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        econf_t c = { 0 }, again = { 0 };
+        cfg_init(&etable, &c);
+        TU_REQUIRE(cfg_set(&etable, &c, "dsn", cases[i].value, CFG_SOURCE_FLAG, err, sizeof err) == 0, "set: %s", err);
+        TU_CHECK(print_to_file(&c, path) == 1, "case %zu: not reported as not printable", i);
+        char printed[4096] = "";
+        FILE *f = fopen(path, "r");
+        TU_REQUIRE(f != NULL, "open %s", path);
+        printed[fread(printed, 1, sizeof printed - 1, f)] = '\0';
+        fclose(f);
+        TU_CHECK(strstr(printed, "; dsn: not printable so that it reads back") != NULL &&
+                     strstr(printed, cases[i].why) != NULL && strstr(printed, "\ndsn (not printable") != NULL,
+                 "case %zu: printed\n%s", i, printed);
+        cfg_init(&etable, &again);
+        err[0] = '\0';
+        TU_CHECK(cfg_load_file(&etable, &again, path, err, sizeof err) == -1 &&
+                     strstr(err, "not a 'key = value' line") != NULL,
+                 "case %zu: the print read back (%s)", i, err);
+        cfg_free(&etable, &c);
+        cfg_free(&etable, &again);
+    }
     tu_rmtree(edir);
 }
 
@@ -452,7 +607,10 @@ static const tu_test_t engine_tests[] = {
     { "value text and --help", test_engine_text },
     { "file, flags, precedence, errors, actions", test_engine_file_and_flags },
     { "a value without a key name in the file", test_engine_empty_key_name },
+    { "a NUL byte in the file is an error naming the line", test_engine_nul_byte },
     { "the printed values read back, a value beginning with ';' too", test_engine_print_reads_back },
+    { "long values printed on continuation lines read back", test_engine_print_long_values },
+    { "a value no INI file holds is printed so that reading it back fails", test_engine_print_unprintable },
     { "origins: file and line, flag, default; cross-key error text", test_engine_origin },
     { "cfg_bind_is_loopback: localhost, 127/8, ::1 only", test_bind_is_loopback },
     { NULL, NULL },

@@ -410,16 +410,24 @@ struct bad_case {
         lit, sizeof(lit) - 1, st, msg \
     }
 
+/* Each case is fed whole (a header line that arrived whole takes the fast
+ * path) and a byte at a time (the byte-at-a-time path): both must give the
+ * same status and message. */
 static void run_bad_cases(const struct bad_case *cases, size_t n, const resp_limits_t *limits)
 {
     for (size_t i = 0; i < n; i++) {
-        char err[200];
-        resp_status_t st = parse_text(cases[i].in, cases[i].len, limits, err, sizeof err);
-        char where[400], esc[120];
-        escape_bytes(esc, sizeof esc, cases[i].in, cases[i].len);
-        snprintf(where, sizeof where, "case \"%s\": status %d, message \"%s\"", esc, st, err);
-        CU_assertImplementation(st == cases[i].status && strcmp(err, cases[i].msg) == 0 ? CU_TRUE : CU_FALSE, __LINE__,
-                                where, __FILE__, "", CU_FALSE);
+        for (size_t chunk = 0; chunk <= 1; chunk++) {
+            char err[200];
+            buf_t t = BUF_INIT;
+            resp_status_t st = parse_stream(cases[i].in, cases[i].len, chunk, limits, &t, err, sizeof err);
+            char where[400], esc[120];
+            buf_free(&t);
+            escape_bytes(esc, sizeof esc, cases[i].in, cases[i].len);
+            snprintf(where, sizeof where, "case \"%s\" fed %s: status %d, message \"%s\"", esc,
+                     chunk ? "a byte at a time" : "whole", st, err);
+            CU_assertImplementation(st == cases[i].status && strcmp(err, cases[i].msg) == 0 ? CU_TRUE : CU_FALSE,
+                                    __LINE__, where, __FILE__, "", CU_FALSE);
+        }
     }
 }
 
@@ -456,6 +464,11 @@ static void test_request_bad_bulk_length(void)
         BAD("*1\r\n$1x\r\n", RESP_ERR_PROTOCOL, m),
         BAD("*1\r\n$1\rX", RESP_ERR_PROTOCOL, m),
         BAD("*1\r\n$99999999999999999999\r\n", RESP_ERR_PROTOCOL, m),
+        BAD("*1\r\n$+3\r\n", RESP_ERR_PROTOCOL, m),
+        BAD("*1\r\n$-0\r\n", RESP_ERR_PROTOCOL, m),
+        BAD("*1\r\n$ 3\r\n", RESP_ERR_PROTOCOL, m),
+        BAD("*1\r\n$9223372036854775808\r\n", RESP_ERR_PROTOCOL, m),   /* overflows a long long */
+        BAD("*1\r\n$123456789012345678901\r\n", RESP_ERR_PROTOCOL, m), /* 21 digits */
         BAD("*1\r\nPING\r\n", RESP_ERR_PROTOCOL, "Protocol error: expected '$', got 'P'"),
         BAD("*2\r\n$1\r\na\r\n:1\r\n", RESP_ERR_PROTOCOL, "Protocol error: expected '$', got ':'"),
         BAD("*1\r\n\x01", RESP_ERR_PROTOCOL, "Protocol error: expected '$', got '\\x01'"),

@@ -12,6 +12,7 @@
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_open [suite [test]].
  */
+#include "levels/keys.h"
 #include "levels/logsync.h"
 #include "levels/store.h"
 #include "tests/helpers/store_fixture.h"
@@ -724,6 +725,145 @@ static void test_corrupt_value_reported(void)
     TU_CHECK(moved == 0, "moved %d past a corrupt value", moved);
 }
 
+/* A message value whose topic, group or key is longer than any key holds,
+ * or whose topic holds a 0x00, is refused as corrupt when read (a due move,
+ * store_check): the due move built its next keys from it (a topic or key
+ * past KEY_MAX overran a key_buf_t) and created a topic of that name (cut at
+ * the 0x00 by its copy, its length not). Put back, the message moves. */
+static void test_message_names_checked(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "x", 1, 0, T0, NULL);
+    char key[18] = "";
+    char err[1024] = "";
+    TU_REQUIRE(store_scan(s, remember_level_key, key, err, sizeof err) == 0 && key[0] == 'L', "scan: %s", err);
+    CLOSE(&s);
+    leveldb_t *db = raw_open(__LINE__);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    size_t vlen = 0;
+    char *good = leveldb_get(db, ro, key, sizeof key, &vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    TU_REQUIRE(dberr == NULL && good != NULL, "the level message: %s", dberr ? dberr : "absent");
+    msg_t m;
+    TU_REQUIRE(msg_decode(good, vlen, &m, err, sizeof err) == 0, "decode: %s", err);
+    static char long_name[2000];
+    memset(long_name, 'n', sizeof long_name);
+    const struct {
+        msg_str_t topic, group, key;
+        const char *says;
+    } bad[] = {
+        { { long_name, sizeof long_name }, m.group, m.key, "topic name" },
+        { { "t\0u", 3 }, m.group, m.key, "topic name" },
+        { { "", 0 }, m.group, m.key, "topic name" },
+        { m.topic, { long_name, MSG_MAX_NAME + 1 }, m.key, "group name" },
+        { m.topic, m.group, { long_name, MSG_MAX_KEY + 1 }, "key" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        msg_t d = m;
+        d.topic = bad[i].topic;
+        d.group = bad[i].group;
+        d.key = bad[i].key;
+        static char v[4096];
+        size_t n = msg_encode(&d, v, sizeof v);
+        TU_REQUIRE(n > 0, "encode case %zu", i);
+        raw_put(key, sizeof key, v, n, __LINE__);
+        s = OPEN_DEFAULT();
+        int rc = store_check(s, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "corrupt message") != NULL && strstr(err, bad[i].says) != NULL,
+                 "store_check of damaged message %zu: rc %d \"%s\"", i, rc, err);
+        int moved = -1;
+        err[0] = '\0';
+        rc = store_move_due(s, T0 + HOUR, 10, &moved, NULL, err, sizeof err);
+        TU_CHECK(rc == -1 && moved == 0 && strstr(err, "corrupt message") != NULL &&
+                     strstr(err, "in a level queue") != NULL && strstr(err, bad[i].says) != NULL,
+                 "due move of damaged message %zu: rc %d, moved %d, \"%s\"", i, rc, moved, err);
+        CLOSE(&s);
+    }
+    raw_put(key, sizeof key, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    int moved = 0;
+    TU_CHECK(store_move_due(s, T0 + HOUR, 10, &moved, NULL, err, sizeof err) == 0 && moved == 1,
+             "the message put back does not move: %d, \"%s\"", moved, err);
+    CLOSE(&s);
+}
+
+/* A message index record ('X') whose topic is longer than any key holds or
+ * holds a 0x00, or whose key is past MSG_MAX_KEY, is refused as corrupt by
+ * store_check and REVOKE: both built a key from it (a 2000-byte topic
+ * overran a key_buf_t). Put back, the message is revoked. */
+static void test_index_record_names_checked(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t id = SEND(s, "t", "x", 0, 0, T0, NULL);
+    CLOSE(&s);
+    char xk[9];
+    xk[0] = 'X';
+    be64_to(xk + 1, id);
+    leveldb_t *db = raw_open(__LINE__);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    size_t vlen = 0;
+    char *good = leveldb_get(db, ro, xk, sizeof xk, &vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    TU_REQUIRE(dberr == NULL && good != NULL && vlen > 5, "the message index record: %s", dberr ? dberr : "absent");
+    const size_t place = 18; /* u8 tag, u8 level, u64 due, u64 seq; then u16 1, "t", u16 klen, the key */
+    TU_REQUIRE(vlen >= place + 5 && good[place] == 0 && good[place + 1] == 1 && good[place + 2] == 't',
+               "record layout not as expected");
+    static char v[4096];
+    const struct {
+        size_t topic_len;
+        char fill;
+        size_t key_len; /* 0: the record's own key */
+    } bad[] = {
+        { 2000, 'n', 0 },
+        { 3, '\0', 0 },
+        { 0, 'n', 0 },
+        { 1, 't', MSG_MAX_KEY + 1 },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(v, good, place);
+        size_t n = place;
+        v[n++] = (char)(bad[i].topic_len >> 8);
+        v[n++] = (char)bad[i].topic_len;
+        memset(v + n, bad[i].fill, bad[i].topic_len);
+        n += bad[i].topic_len;
+        if (bad[i].key_len == 0) {
+            memcpy(v + n, good + place + 3, vlen - place - 3);
+            n += vlen - place - 3;
+        } else {
+            v[n++] = (char)(bad[i].key_len >> 8);
+            v[n++] = (char)bad[i].key_len;
+            memset(v + n, 'k', bad[i].key_len);
+            n += bad[i].key_len;
+        }
+        raw_put(xk, sizeof xk, v, n, __LINE__);
+        s = OPEN_DEFAULT();
+        char err[1024] = "";
+        int rc = store_check(s, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "corrupt message index record") != NULL,
+                 "store_check of damaged index record %zu: rc %d \"%s\"", i, rc, err);
+        store_revoke_result_t r;
+        err[0] = '\0';
+        rc = store_revoke_id(s, id, &r, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "corrupt message index record") != NULL,
+                 "REVOKE over damaged index record %zu: rc %d \"%s\"", i, rc, err);
+        CLOSE(&s);
+    }
+    raw_put(xk, sizeof xk, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    store_revoke_result_t r;
+    char err[512] = "";
+    TU_CHECK(store_revoke_id(s, id, &r, err, sizeof err) == 0 && r.revoked == 1, "revoke put back: %s", err);
+    CLOSE(&s);
+}
+
 /* ---- damaged keys: names the layout forbids (empty, past MSG_MAX_NAME, a 0x00 inside) ---- */
 
 /* Move the value of key from to key to (a closed data directory): the
@@ -856,6 +996,94 @@ static void test_damaged_record_keys(void)
         }
         raw_move(bad[i].damaged, bad[i].damaged_len, bad[i].good, bad[i].good_len, __LINE__);
     }
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
+    CLOSE(&s);
+}
+
+/* A level key one byte short (9 bytes: the due time ran past its end) or
+ * one byte long is reported by store_check and store_scan with the key, as
+ * the level's reader refuses it; store_check read its due time and seq from
+ * wherever they fell (past the key's end for 9 bytes) and blamed the level's
+ * head. Moved back, the message is as it was. */
+static void test_damaged_level_keys(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "x", 1, 0, T0, NULL);
+    char good[18] = "";
+    char err[1024] = "";
+    TU_REQUIRE(store_scan(s, remember_level_key, good, err, sizeof err) == 0 && good[0] == 'L', "scan: %s", err);
+    CLOSE(&s);
+    char longer[19];
+    memcpy(longer, good, sizeof good);
+    longer[18] = 'z';
+    const struct {
+        const char *key;
+        size_t klen;
+        const char *shows;
+    } bad[] = {
+        { good, 9, "(9 bytes)" },
+        { good, 17, "(17 bytes)" },
+        { longer, 19, "(19 bytes)" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        raw_move(good, sizeof good, bad[i].key, bad[i].klen, __LINE__);
+        s = OPEN_DEFAULT();
+        int rc = store_check(s, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "corrupt key \"L\\x01") != NULL && strstr(err, bad[i].shows) != NULL,
+                 "store_check of a %zu-byte level key: rc %d \"%s\"", bad[i].klen, rc, err);
+        char seen[18] = "";
+        err[0] = '\0';
+        rc = store_scan(s, remember_level_key, seen, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "corrupt key \"L\\x01") != NULL && strstr(err, bad[i].shows) != NULL,
+                 "store_scan of a %zu-byte level key: rc %d \"%s\"", bad[i].klen, rc, err);
+        CLOSE(&s);
+        raw_move(bad[i].key, bad[i].klen, good, sizeof good, __LINE__);
+    }
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A group record whose topic name (in its value) holds a 0x00 is refused at
+ * open with the key, as one whose name is empty or too long is: it named a
+ * topic no key may hold, which the next commit wrote as a topic record that
+ * the open after refused ("corrupt topic record"), blaming the wrong record. */
+static void test_group_record_topic_with_zero(void)
+{
+    uint64_t a;
+    store_t *s = open_with_one_lease(&a);
+    CLOSE(&s);
+    leveldb_t *db = raw_open(__LINE__);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    size_t vlen = 0;
+    char *v = leveldb_get(db, ro, "Gg", 2, &vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    TU_REQUIRE(dberr == NULL && v != NULL && vlen == RECORD_GROUP_FIXED + 1, "group record of g: %s",
+               dberr ? dberr : "absent or of another length");
+    char damaged[RECORD_GROUP_FIXED + 3], good[RECORD_GROUP_FIXED + 1];
+    memcpy(good, v, vlen);
+    leveldb_free(v);
+    memcpy(damaged, good, RECORD_GROUP_FIXED - 2);
+    memcpy(damaged + RECORD_GROUP_FIXED - 2, "\0\3t\0u", 5); /* topic "t\0u" */
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_put(wb, "Gg", 2, damaged, sizeof damaged);
+    raw_write_close(db, wb, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "corrupt group record \"Gg\" (2 bytes)") != NULL &&
+                 strstr(err, "(topic name)") != NULL,
+             "open with a group record on topic \"t\\0u\": rc %d \"%s\"", rc, err);
+    TU_CHECK(s == NULL, "*out must stay NULL");
+    if (s != NULL) {
+        store_close(s, NULL, 0);
+        s = NULL;
+    }
+    raw_put("Gg", 2, good, sizeof good, __LINE__);
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
@@ -1121,8 +1349,12 @@ static const tu_test_t open_tests[] = {
     { "upgrade format 2", test_upgrade_format2 },
     { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
     { "corrupt value reported", test_corrupt_value_reported },
+    { "a message's names and key past their limits are corrupt", test_message_names_checked },
+    { "an index record's topic and key past their limits are corrupt", test_index_record_names_checked },
     { "damaged lease keys: long, 0x00 inside, empty", test_damaged_lease_keys },
     { "damaged topic and group record keys refused at open", test_damaged_record_keys },
+    { "a group record on a topic with a 0x00 refused at open", test_group_record_topic_with_zero },
+    { "damaged level keys: one byte short or long", test_damaged_level_keys },
     { "GROUP DEL meets a lease key past any key_buf_t", test_group_delete_damaged_lease_key },
     { "damaged topic-log keys: long, another topic", test_damaged_queue_keys },
     { "damaged index keys: long names", test_damaged_index_keys },
