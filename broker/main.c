@@ -6,7 +6,9 @@
  * it (broker/fdlimit.h);
  * glibc's mmap threshold fixed (broker/heap_policy.h);
  * SIGPIPE ignored; evthread_use_pthreads() before the event base exists; the
- * data directory opened (exit 1 with store_open's message: foreign files,
+ * data directory opened, with systemd asked for more start time while it
+ * opens (common/service_extend.h; a LevelDB recovery can outlast
+ * TimeoutStartSec=) (exit 1 with store_open's message: foreign files,
  * another level table, locked by another broker ...); the unfinished
  * copies a crash left in backup-dir removed (broker/backup.h); the listener bound
  * (exit 1 when the port is taken); then the storage thread, READY=1 to systemd
@@ -59,6 +61,7 @@
 #include "broker/users.h"
 #include "broker/writer.h"
 #include "common/log.h"
+#include "common/service_extend.h"
 #include "common/service_notify.h"
 #include "levels/store.h"
 
@@ -209,11 +212,39 @@ static int check_data(const config_t *cfg)
     return CHECK_DATA_UNCHECKED;
 }
 
+/* While the store opens, systemd is asked for more start time every
+ * STORE_OPEN_EXTEND_TICK_MS (common/service_extend.h: each request covers
+ * three ticks), up to STORE_OPEN_EXTEND_MAX_MS: a LevelDB recovery replays
+ * the logs not yet in tables (a few write-buffer-size memtables) and the
+ * compactions they cause, which takes seconds to minutes on a slow disk; an
+ * open still running after an hour is taken as hung, and systemd ends it at
+ * max(TimeoutStartSec=, an hour) — a restart that recovers from scratch
+ * every 90 s for good is what the requests are for, a broker hung for ever
+ * what the bound is for. */
+#define STORE_OPEN_EXTEND_TICK_MS 10000
+#define STORE_OPEN_EXTEND_MAX_MS  (3600 * 1000)
+
+/* What the broker says once it serves, in its log line and to systemd:
+ * "listening on 127.0.0.1:7379" and "; TLS on 127.0.0.1:7380" or
+ * " (TLS only)" when it has a TLS port. */
+static void format_listening(const config_t *cfg, const server_t *srv, char *buf, size_t len)
+{
+    char tls[96] = "";
+    if (server_port(srv) == 0) {
+        snprintf(tls, sizeof tls, " (TLS only)");
+    } else if (server_tls_port(srv) != 0) {
+        snprintf(tls, sizeof tls, "; TLS on %s:%d", cfg->bind, server_tls_port(srv));
+    }
+    snprintf(buf, len, "listening on %s:%d%s", cfg->bind, server_port(srv) ? server_port(srv) : server_tls_port(srv),
+             tls);
+}
+
 typedef struct hup_ctx {
     config_t *cfg;
     server_t *srv;
     int argc;
     char **argv;
+    const char *listening; /* format_listening's, for READY=1's STATUS= after a reload */
 } hup_ctx_t;
 
 /* SIGHUP: the configuration, then the TLS files (replaced in place or
@@ -223,10 +254,10 @@ static void on_hup(void *arg)
     hup_ctx_t *h = arg;
     service_notify_or_warn("RELOADING=1\nSTATUS=SIGHUP: re-reading the configuration");
     config_reload(h->cfg, h->argc, h->argv);
+    server_reload_metrics_hosts(h->srv);
     server_reload_tls(h->srv);
     server_reload_users(h->srv);
-    service_notify_or_warn("READY=1\nSTATUS=listening on %s:%d", h->cfg->bind,
-                           server_port(h->srv) ? server_port(h->srv) : server_tls_port(h->srv));
+    service_notify_or_warn("READY=1\nSTATUS=%s", h->listening);
 }
 
 /* The users file, when users-file is set: 0 and *out (NULL without one), or 1
@@ -343,7 +374,12 @@ int main(int argc, char **argv)
     }
     const uint64_t open_us = clock_mono_us();
     store_t *store = NULL;
-    if (store_open(&cfg.store, clock_wall_ms(), &store, err, sizeof err) != 0) {
+    char opening[4200];
+    snprintf(opening, sizeof opening, "recovering the store %s", cfg.dir);
+    service_extend_t *extend = service_extend_start(opening, STORE_OPEN_EXTEND_TICK_MS, STORE_OPEN_EXTEND_MAX_MS);
+    int opened = store_open(&cfg.store, clock_wall_ms(), &store, err, sizeof err);
+    service_extend_stop(extend);
+    if (opened != 0) {
         log_error("cannot open the data directory: %s", err);
         users_free(users);
         event_base_free(base);
@@ -366,7 +402,8 @@ int main(int argc, char **argv)
     const uint64_t opened_us = clock_mono_us();
     server_t *srv = server_new(&cfg, base);
     server_set_users(srv, users);
-    hup_ctx_t hup = { &cfg, srv, argc, argv };
+    char listening[256] = "";
+    hup_ctx_t hup = { &cfg, srv, argc, argv, listening };
     server_on_hup(srv, on_hup, &hup);
     if (server_listen(srv, err, sizeof err) != 0) {
         log_error("%s", err);
@@ -388,15 +425,9 @@ int main(int argc, char **argv)
     }
     char spec[512];
     lvl_table_format(&cfg.store.levels, spec, sizeof spec);
-    char tls[96] = "";
-    if (server_port(srv) == 0) {
-        snprintf(tls, sizeof tls, " (TLS only)");
-    } else if (server_tls_port(srv) != 0) {
-        snprintf(tls, sizeof tls, "; TLS on %s:%d", cfg.bind, server_tls_port(srv));
-    }
-    log_info("hourglass-broker %s pid %ld listening on %s:%d%s; dir %s; levels %s; fsync %s%s; %s", PACKAGE_VERSION,
-             (long)getpid(), cfg.bind, server_port(srv) ? server_port(srv) : server_tls_port(srv), tls, cfg.dir, spec,
-             cfg.fsync_always ? "always" : "no", cfg.metrics_port ? "" : "; metrics off",
+    format_listening(&cfg, srv, listening, sizeof listening);
+    log_info("hourglass-broker %s pid %ld %s; dir %s; levels %s; fsync %s%s; %s", PACKAGE_VERSION, (long)getpid(),
+             listening, cfg.dir, spec, cfg.fsync_always ? "always" : "no", cfg.metrics_port ? "" : "; metrics off",
              cfg.users_file ? "users from the users-file (AUTH required)" : "no users (no AUTH)");
     log_info("started in %.3f s: configuration and disk reserve released %.3f s, store open (LevelDB recovery) %.3f "
              "s, disk reserve written %.3f s",
@@ -407,8 +438,7 @@ int main(int argc, char **argv)
     }
     /* Ready for systemd (Type=notify): the listener is bound, the storage
      * thread runs; a connection made now waits in the backlog for the loop. */
-    service_notify_or_warn("READY=1\nSTATUS=listening on %s:%d", cfg.bind,
-                           server_port(srv) ? server_port(srv) : server_tls_port(srv));
+    service_notify_or_warn("READY=1\nSTATUS=%s", listening);
 
     server_run(srv);
 

@@ -58,6 +58,11 @@ int server_check_tls(const config_t *cfg, char *err, size_t errlen);
  * reloaded; 0 when TLS is off. */
 int server_reload_tls(server_t *s);
 
+/* SIGHUP, after the configuration re-read: the metrics port serves the
+ * names of the running metrics-allowed-hosts (http_guard_set_allowed) from
+ * its next request. Nothing without a metrics port. Loop thread. */
+void server_reload_metrics_hosts(server_t *s);
+
 /* Attach the storage thread: its completions go to the connections. */
 void server_set_writer(server_t *s, writer_t *w);
 

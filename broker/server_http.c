@@ -139,6 +139,12 @@ int server_http_start(server_t *s, char *err, size_t errlen)
     return 0;
 }
 
+void server_reload_metrics_hosts(server_t *s)
+{
+    if (s->http_guard != NULL)
+        http_guard_set_allowed(s->http_guard, s->cfg->metrics_allowed_hosts);
+}
+
 void server_http_stop(server_t *s)
 {
     if (s->http != NULL) {

@@ -20,7 +20,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "common/http_guard.h"
-#include "common/http_host.h"
+#include "common/metrics_keys.h"
 #include "common/prom.h"
 #include "common/reload.h"
 #include "levels/msg.h"
@@ -158,7 +158,7 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address of the metrics listener; non-loopback needs allow-remote yes") },
     { CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, OFF(metrics_allowed_hosts), HTTP_GUARD_ALLOWED_HELP),
-      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN },
+      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN, .reload = 1 },
     { CFG_KEY("metrics-max-topics", CFG_INT, "100", 0, 100000, OFF(metrics_max_topics),
               "/metrics carries per-topic series (and per-group series of their groups) for at most this many "
               "topics, the first in name order; the rest are counted in hourglass_metrics_topics_omitted") },
@@ -373,8 +373,7 @@ int config_validate(config_t *c, char *err, size_t errlen)
     }
     /* An address that cannot be listened on is said here, so --check-config catches it too. */
     if (prom_check_bind("bind", c->bind, err, errlen) != 0 ||
-        (c->metrics_port != 0 && prom_check_bind("metrics-bind", c->metrics_bind, err, errlen) != 0) ||
-        http_hosts_check(HTTP_GUARD_ALLOWED_KEY, c->metrics_allowed_hosts, err, errlen) != 0) {
+        metrics_keys_check(c->metrics_port != 0, c->metrics_bind, c->metrics_allowed_hosts, err, errlen) != NULL) {
         return -1;
     }
     if (c->metrics_port != 0 && !c->allow_remote && !cfg_bind_is_loopback(c->metrics_bind)) {

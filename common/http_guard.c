@@ -4,13 +4,16 @@
  * common/http_conns.c's.
  *
  * Thread: the thread running the guarded evhttp's event base (the broker's
- * loop, the consumer's and compensator's metrics thread).
+ * loop, the consumer's and compensator's metrics thread); the served names
+ * under allowed_lock too, which http_guard_set_allowed takes from a reload's
+ * thread (the consumer's and compensator's SIGHUP thread).
  */
 #include "common/http_guard.h"
 
 #include "common/cfg.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,8 @@
 
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <sys/queue.h>
+
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
@@ -36,6 +41,7 @@ struct http_guard {
     http_conns_t *conns;
     char *bind;
     char *bind_key;
+    pthread_mutex_t allowed_lock; /* allowed: replaced by http_guard_set_allowed from a reload's thread */
     char *allowed;  /* metrics-allowed-hosts, then this machine's host name: "a.example,b.example,myhost" */
     char *hostname; /* this machine's (gethostname; "" when it has none) */
     char *what;
@@ -46,6 +52,16 @@ struct http_guard {
 
 static const long long guard_max_connections = HTTP_GUARD_MAX_CONNECTIONS;
 static const long long guard_header_timeout_ms = HTTP_GUARD_HEADER_TIMEOUT_MS;
+
+/* The names served besides the literals: allowed_hosts (NULL: none), then
+ * hostname; a new string (free). */
+static char *allowed_names(const char *allowed_hosts, const char *hostname)
+{
+    size_t len = (allowed_hosts != NULL ? strlen(allowed_hosts) : 0) + strlen(hostname) + 2;
+    char *names = xmalloc(len);
+    snprintf(names, len, "%s,%s", allowed_hosts != NULL ? allowed_hosts : "", hostname);
+    return names;
+}
 
 http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const char *bind, const char *bind_key,
                              const char *allowed_hosts, const char *what)
@@ -74,20 +90,55 @@ http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const
     if (gethostname(hostname, sizeof hostname - 1) != 0)
         hostname[0] = '\0'; /* none: only the other names are served */
     g->hostname = xstrdup(hostname);
-    size_t len = (allowed_hosts != NULL ? strlen(allowed_hosts) : 0) + strlen(hostname) + 2;
-    g->allowed = xmalloc(len);
-    snprintf(g->allowed, len, "%s,%s", allowed_hosts != NULL ? allowed_hosts : "", hostname);
+    pthread_mutex_init(&g->allowed_lock, NULL);
+    g->allowed = allowed_names(allowed_hosts, hostname);
     g->what = xstrdup(what);
     g->loopback = cfg_bind_is_loopback(bind);
     log_limit_init(&g->refusal_log, "requests", HTTP_GUARD_LOG_MS); /* only log_limit_count: no recovery line */
     return g;
 }
 
+/* 1 when req has more than one Host header (evhttp_find_header gives the
+ * first; a proxy in front may have routed by another). */
+static int hosts_repeated(struct evhttp_request *req)
+{
+    int hosts = 0;
+    struct evkeyval *h;
+    TAILQ_FOREACH(h, evhttp_request_get_input_headers(req), next)
+    {
+        if (strcasecmp(h->key, "Host") == 0 && ++hosts > 1)
+            return 1;
+    }
+    return 0;
+}
+
+/* Refuse req with status and reason, body the line text. */
+static void refuse(struct evhttp_request *req, int status, const char *reason, const char *text)
+{
+    struct evbuffer *body = evbuffer_new();
+    if (body == NULL)
+        abort(); /* out of memory (CONTRIBUTING.md) */
+    evbuffer_add(body, text, strlen(text));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+    evhttp_send_reply(req, status, reason, body);
+    evbuffer_free(body);
+}
+
 int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
 {
     http_conns_request_in(g->conns, req); /* the head is whole: its deadline ends */
+    if (hosts_repeated(req)) {
+        g->refused++;
+        refuse(req, 400, "Bad Request", "bad request: more than one Host header\n");
+        return 0;
+    }
     const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
-    if (!g->loopback || http_host_allowed(host, g->bind, g->allowed))
+    if (!g->loopback)
+        return 1;
+    pthread_mutex_lock(&g->allowed_lock);
+    int allowed = http_host_allowed(host, g->bind, g->allowed);
+    pthread_mutex_unlock(&g->allowed_lock);
+    if (allowed)
         return 1;
     g->refused++;
     char shown[HTTP_GUARD_HOST_SHOWN];
@@ -100,17 +151,22 @@ int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
                     "metrics port: refused a request for host '%s' (%llu so far): only an IP address, localhost, "
                     "this machine's name '%s', %s %s or a name of %s names this loopback listener (DNS rebinding?)",
                     shown, (unsigned long long)g->refused, g->hostname, g->bind_key, g->bind, HTTP_GUARD_ALLOWED_KEY);
-    struct evbuffer *body = evbuffer_new();
-    if (body == NULL)
-        abort(); /* out of memory (CONTRIBUTING.md) */
-    evbuffer_add_printf(body,
-                        "host '%s' is not %s: use its IP address, localhost or '%s', or list the name in %s (%s is "
-                        "loopback)\n",
-                        shown, g->what, g->hostname, HTTP_GUARD_ALLOWED_KEY, g->bind_key);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
-    evhttp_send_reply(req, 421, "Misdirected Request", body);
-    evbuffer_free(body);
+    char text[HTTP_GUARD_HOST_SHOWN + 2 * HTTP_GUARD_HOSTNAME_MAX + 200];
+    snprintf(text, sizeof text,
+             "host '%s' is not %s: use its IP address, localhost or '%s', or list the name in %s (%s is loopback)\n",
+             shown, g->what, g->hostname, HTTP_GUARD_ALLOWED_KEY, g->bind_key);
+    refuse(req, 421, "Misdirected Request", text);
     return 0;
+}
+
+void http_guard_set_allowed(http_guard_t *g, const char *allowed_hosts)
+{
+    char *names = allowed_names(allowed_hosts, g->hostname), *old;
+    pthread_mutex_lock(&g->allowed_lock);
+    old = g->allowed;
+    g->allowed = names;
+    pthread_mutex_unlock(&g->allowed_lock);
+    free(old);
 }
 
 size_t http_guard_connections(const http_guard_t *g)
@@ -131,6 +187,7 @@ void http_guard_free(http_guard_t *g)
     free(g->bind);
     free(g->bind_key);
     free(g->allowed);
+    pthread_mutex_destroy(&g->allowed_lock);
     free(g->hostname);
     free(g->what);
     log_limit_destroy(&g->refusal_log);

@@ -26,7 +26,7 @@
  * names (docs/security.md).
  *
  * A guard belongs to one evhttp and is used on that evhttp's event-loop
- * thread only.
+ * thread only, but for http_guard_set_allowed (any thread: SIGHUP).
  */
 #ifndef HG_COMMON_HTTP_GUARD_H
 #define HG_COMMON_HTTP_GUARD_H
@@ -73,12 +73,20 @@ http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const
                              const char *allowed_hosts, const char *what);
 
 /* Every request callback calls this first. 1 when req may be answered;
- * 0 when it was refused here (its Host names another host on a loopback
- * bind: 421 sent, a log line at most once a second with how many so far,
+ * 0 when it was refused here (more than one Host header, on any bind: 400
+ * "more than one Host header" sent; its Host names another host on a
+ * loopback bind: 421 sent, a log line at most once a second with how many so far,
  * through common/log_limit.h's log_limit_count, so the next line also says
  * how many were not logged):
  * the caller does nothing more with it. */
 int http_guard_admit(http_guard_t *g, struct evhttp_request *req);
+
+/* Serve the names of allowed_hosts (metrics-allowed-hosts reloaded: checked
+ * with http_hosts_check; NULL: none; copied) instead of the guard's, besides
+ * the IP literals, localhost, the bind and this machine's host name. Any
+ * thread: a request is checked against the old list or the new one whole,
+ * never a list half replaced. */
+void http_guard_set_allowed(http_guard_t *g, const char *allowed_hosts);
 
 /* Connections open on the guarded port now. */
 size_t http_guard_connections(const http_guard_t *g);

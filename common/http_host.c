@@ -65,6 +65,17 @@ static int listed(const char *list, const char *name, size_t n)
     return 0;
 }
 
+/* 1 when rest, what follows the host in a Host header, is nothing or a port:
+ * ':' and at most five digits (none: "localhost:" is Host's grammar too).
+ * Anything else (userinfo, a path, a second port) makes the Host malformed. */
+static int port_ok(const char *rest)
+{
+    if (rest[0] == '\0')
+        return 1;
+    size_t digits = strspn(rest + 1, "0123456789");
+    return rest[0] == ':' && digits <= 5 && rest[1 + digits] == '\0';
+}
+
 int http_host_allowed(const char *host, const char *bind, const char *allowed)
 {
     char name[HTTP_HOST_NAME_MAX + 2];
@@ -77,7 +88,7 @@ int http_host_allowed(const char *host, const char *bind, const char *allowed)
     if (host[0] == '[') { /* [v6]:port */
         const char *end = strchr(host, ']');
         n = end != NULL ? (size_t)(end - host - 1) : 0;
-        if (end == NULL || n >= sizeof name || (end[1] != '\0' && end[1] != ':'))
+        if (end == NULL || n >= sizeof name || !port_ok(end + 1))
             return 0;
         memcpy(name, host + 1, n);
         name[n] = '\0';
@@ -86,7 +97,7 @@ int http_host_allowed(const char *host, const char *bind, const char *allowed)
     if (inet_pton(AF_INET6, host, &a6) == 1)
         return 1; /* a bare v6 literal: not Host's form, but no name either */
     n = strcspn(host, ":");
-    if (n == 0 || n >= sizeof name)
+    if (n == 0 || n >= sizeof name || !port_ok(host + n))
         return 0;
     memcpy(name, host, n);
     name[n] = '\0';

@@ -19,8 +19,9 @@
  * listener: an IPv4 literal, an IPv6 literal (in brackets, or bare), or a
  * name equal to localhost, bind or an entry of allowed (a comma-separated
  * list, blanks around entries ignored; NULL: none), compared without case,
- * without a port and without a trailing dot. 0 otherwise (an empty or
- * over-long name, a bracket left open). */
+ * without a port (':' and at most five digits) and without a trailing dot.
+ * 0 otherwise (an empty or over-long name, a bracket left open, anything
+ * after the name but a port: userinfo, a path, a second port). */
 int http_host_allowed(const char *host, const char *bind, const char *allowed);
 
 /* Check a configured list of host names (key: its key, named in err):

@@ -23,13 +23,13 @@
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/err.h>
 #include <openssl/kdf.h>
 #include <openssl/params.h>
 #include <openssl/rand.h>
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/openssl_error.h"
 #include "common/log.h"
 
 #define SALT_BYTES     16
@@ -122,9 +122,8 @@ static int derive(const passwd_params_t *p, const char *password, size_t len, co
     EVP_KDF_free(kdf);
     if (!ok) {
         char why[160];
-        ERR_error_string_n(ERR_get_error(), why, sizeof why);
-        ERR_clear_error();
-        return err_set(err, errlen, "%s key derivation failed: %s", alg, why);
+        return err_set(err, errlen, "%s key derivation failed: %s", alg,
+                       openssl_last_error(why, sizeof why, "no OpenSSL error recorded"));
     }
     return 0;
 }

@@ -251,6 +251,12 @@ fail:
     return -1;
 }
 
+void prom_http_set_allowed_hosts(prom_http_t *h, const char *allowed_hosts)
+{
+    if (h != NULL)
+        http_guard_set_allowed(h->guard, allowed_hosts);
+}
+
 void prom_http_stop(prom_http_t *h)
 {
     if (h == NULL)

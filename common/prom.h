@@ -98,6 +98,11 @@ int prom_check_bind(const char *key, const char *value, char *err, size_t errlen
 int prom_http_start(prom_http_t **out, const char *bind, const char *allowed_hosts, unsigned port,
                     prom_render_fn render, prom_health_fn health, void *arg, char *err, size_t errlen);
 
+/* Serve the names of allowed_hosts (metrics-allowed-hosts, reloaded on
+ * SIGHUP; NULL: none) from now on: http_guard_set_allowed. Any thread; NULL
+ * h (no metrics port) is fine. */
+void prom_http_set_allowed_hosts(prom_http_t *h, const char *allowed_hosts);
+
 /* Stop the thread and free the endpoint. NULL is fine. */
 void prom_http_stop(prom_http_t *h);
 

@@ -32,62 +32,23 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/openssl_error.h"
 
 struct tls_server {
     SSL_CTX *ctx; /* the current context; connections hold their own reference */
     int crls;     /* CRLs loaded into ctx from crl_file (0: none checked) */
 };
 
-/* Join the reasons of the errors next() yields into buf[len]. */
-static char *error_join(unsigned long (*next)(void *arg), void *arg, char *buf, size_t len)
-{
-    size_t used = 0;
-    unsigned long e;
-    if (len == 0) {
-        return buf;
-    }
-    buf[0] = '\0';
-    while ((e = next(arg)) != 0) {
-        if (ERR_GET_LIB(e) == 0) {
-            continue; /* libevent also records SSL_get_error's bare code: no reason text */
-        }
-        const char *r = ERR_reason_error_string(e);
-        char code[256];
-        if (r == NULL) {
-            ERR_error_string_n(e, code, sizeof code);
-            r = code;
-        }
-        if (used + 3 < len) {
-            int n = snprintf(buf + used, len - used, "%s%s", used ? "; " : "", r);
-            if (n > 0) {
-                used += (size_t)n < len - used ? (size_t)n : len - used - 1;
-            }
-        }
-    }
-    return buf;
-}
-
-static unsigned long next_thread_error(void *arg)
-{
-    (void)arg;
-    return ERR_get_error();
-}
-
 static unsigned long next_bev_error(void *arg)
 {
     return (unsigned long)bufferevent_get_openssl_error(arg);
 }
 
-char *tls_error_text(char *buf, size_t len)
-{
-    return error_join(next_thread_error, NULL, buf, len);
-}
-
 char *tls_bev_error_text(struct bufferevent *bev, char *buf, size_t len)
 {
-    error_join(next_bev_error, bev, buf, len);
+    openssl_errors_join(next_bev_error, bev, buf, len);
     if (len > 0 && buf[0] == '\0') {
-        tls_error_text(buf, len); /* some reach only the thread's queue */
+        openssl_errors(buf, len); /* some reach only the thread's queue */
     }
     return buf;
 }
@@ -148,7 +109,7 @@ static int load_crls(SSL_CTX *ctx, const char *key, const char *path, char *err,
     X509_LOOKUP *lookup = X509_STORE_add_lookup(store, X509_LOOKUP_file());
     int n = lookup != NULL ? X509_load_crl_file(lookup, path, X509_FILETYPE_PEM) : 0;
     if (n <= 0) {
-        tls_error_text(why, sizeof why);
+        openssl_errors(why, sizeof why);
         return err_set(err, errlen, "%s %s: no CRL in it%s%s", key, path, why[0] ? ": " : "", why);
     }
     /* The leaf only: a client certificate whose issuer has no CRL here is
@@ -182,13 +143,13 @@ static SSL_CTX *tls_build(const tls_server_files_t *f, int *crls, char *err, siz
     }
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == NULL) {
-        err_set(err, errlen, "cannot create a TLS context: %s", tls_error_text(why, sizeof why));
+        err_set(err, errlen, "cannot create a TLS context: %s", openssl_errors(why, sizeof why));
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
     if (SSL_CTX_set_cipher_list(ctx, HG_TLS12_CIPHERS) != 1) {
-        err_set(err, errlen, "cannot set the TLS 1.2 ciphers: %s", tls_error_text(why, sizeof why));
+        err_set(err, errlen, "cannot set the TLS 1.2 ciphers: %s", openssl_errors(why, sizeof why));
         goto fail;
     }
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections hold no record buffers */
@@ -196,11 +157,11 @@ static SSL_CTX *tls_build(const tls_server_files_t *f, int *crls, char *err, siz
     const char *sid = f->session_id != NULL ? f->session_id : "hourglass";
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)sid, (unsigned)strlen(sid));
     if (SSL_CTX_use_certificate_chain_file(ctx, f->cert_file) != 1) {
-        err_set(err, errlen, "%s %s: %s", cert_key, f->cert_file, tls_error_text(why, sizeof why));
+        err_set(err, errlen, "%s %s: %s", cert_key, f->cert_file, openssl_errors(why, sizeof why));
         goto fail;
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, f->key_file, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
-        tls_error_text(why, sizeof why);
+        openssl_errors(why, sizeof why);
         if (strstr(why, "mismatch") == NULL && SSL_CTX_get0_privatekey(ctx) == NULL) {
             err_set(err, errlen, "%s %s holds no private key OpenSSL can read (PEM, unencrypted)%s%s", key_key,
                     f->key_file, why[0] ? ": " : "", why);
@@ -211,13 +172,13 @@ static SSL_CTX *tls_build(const tls_server_files_t *f, int *crls, char *err, siz
     }
     if (f->ca_file != NULL) {
         if (SSL_CTX_load_verify_locations(ctx, f->ca_file, NULL) != 1) {
-            err_set(err, errlen, "%s %s: %s", ca_key, f->ca_file, tls_error_text(why, sizeof why));
+            err_set(err, errlen, "%s %s: %s", ca_key, f->ca_file, openssl_errors(why, sizeof why));
             goto fail;
         }
         STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(f->ca_file);
         if (names == NULL) {
             err_set(err, errlen, "%s %s: no certificate in it: %s", ca_key, f->ca_file,
-                    tls_error_text(why, sizeof why));
+                    openssl_errors(why, sizeof why));
             goto fail;
         }
         SSL_CTX_set_client_CA_list(ctx, names);
@@ -275,7 +236,7 @@ SSL *tls_server_ssl(tls_server_t *t, char *err, size_t errlen)
     char why[256];
     SSL *ssl = SSL_new(t->ctx);
     if (ssl == NULL) {
-        err_set(err, errlen, "SSL_new: %s", tls_error_text(why, sizeof why));
+        err_set(err, errlen, "SSL_new: %s", openssl_errors(why, sizeof why));
     }
     return ssl;
 }

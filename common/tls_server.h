@@ -79,13 +79,10 @@ int tls_server_expired(const tls_server_t *t);
 /* Free the context (connections keep their SSL_CTX reference). NULL is fine. */
 void tls_server_free(tls_server_t *t);
 
-/* Drain OpenSSL's error queue of this thread into buf[len] as its reasons
- * joined by "; " (e.g. "wrong version number"); "" when it is empty.
- * Returns buf. */
-char *tls_error_text(char *buf, size_t len);
-
 /* The OpenSSL errors a bufferevent_openssl recorded (its own queue, not
- * the thread's) into buf[len] as tls_error_text does. Returns buf. */
+ * the thread's; when it has none, the thread's) into buf[len], joined by
+ * "; " as base/openssl_error.h's openssl_errors_join does (e.g. "wrong
+ * version number"), both queues drained. Returns buf. */
 struct bufferevent;
 char *tls_bev_error_text(struct bufferevent *bev, char *buf, size_t len);
 

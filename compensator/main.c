@@ -401,6 +401,7 @@ static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc,
         while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
             service_notify_or_warn("RELOADING=1");
             reload_config(comp_config_table(), cfg, &reload_program, argc, argv);
+            prom_http_set_allowed_hosts(metrics, cfg->metrics_allowed_hosts); /* metrics-allowed-hosts */
             service_notify_or_warn("READY=1");
         }
         log_msg(LOG_LEVEL_INFO, "signal %d: stopping", sig);

@@ -430,6 +430,7 @@ static void on_signal(int sig)
 
 typedef struct reloader {
     consumer_config_t *cfg;
+    prom_http_t *metrics; /* NULL: no metrics port */
     int argc;
     char **argv;
     atomic_int quit; /* set before the SIGHUP that wakes the thread to end it */
@@ -485,6 +486,7 @@ static void *reload_thread(void *arg)
             return NULL;
         service_notify_or_warn("RELOADING=1");
         reload_config(consumer_config_table(), r->cfg, &reload_program, r->argc, r->argv);
+        prom_http_set_allowed_hosts(r->metrics, r->cfg->metrics_allowed_hosts); /* metrics-allowed-hosts */
         service_notify_or_warn("READY=1");
     }
 }
@@ -707,6 +709,7 @@ int main(int argc, char **argv_shown)
     running_stop = app.stop;
     running_consumer = consumer;
     stop_grace_handle_signals(on_signal);
+    reloader.metrics = metrics;
     int prc = pthread_create(&reloader.thread, NULL, reload_thread, &reloader);
     if (prc != 0) {
         log_msg(LOG_LEVEL_ERROR, "cannot start the reload thread: %s", strerror(prc));

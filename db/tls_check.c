@@ -33,6 +33,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/openssl_error.h"
 #include "include/hourglass/order.h"
 
 /* A file's bytes, read whole. */
@@ -109,22 +110,6 @@ static int pem_present(const char *name, const char *path, const file_bytes_t *b
     return err_set(err, errlen, "%s: %s holds no PEM %s (no \"-----BEGIN ...-----\" block)", name, path, what);
 }
 
-/* OpenSSL's last error of this thread as text into buf ("unknown" when
- * none), the queue cleared. */
-static const char *openssl_reason(char *buf, size_t len)
-{
-    unsigned long e = ERR_peek_last_error();
-    const char *reason = e != 0 ? ERR_reason_error_string(e) : NULL;
-    if (reason != NULL)
-        snprintf(buf, len, "%s", reason);
-    else if (e != 0)
-        ERR_error_string_n(e, buf, len);
-    else
-        snprintf(buf, len, "unknown");
-    ERR_clear_error();
-    return buf;
-}
-
 /* 1 when this thread's last OpenSSL error is "no PEM block of the kind
  * asked for" (the reader ran out of file), the end of a bundle. */
 static int openssl_no_more_pem(void)
@@ -172,7 +157,7 @@ static int certificates_read(const char *name, const char *path, BIO *bio, size_
             *first = NULL;
         }
         return err_set(err, errlen, "%s: %s: certificate %zu is damaged (%s)", name, path, *count + 1,
-                       openssl_reason(why, sizeof why));
+                       openssl_last_error(why, sizeof why, "unknown"));
     }
     ERR_clear_error();
     if (*count == 0)
@@ -223,7 +208,7 @@ static int key_file_read(const char *name, const char *path, EVP_PKEY **key, cha
             rc = err_set(err, errlen,
                          "%s: %s holds no PEM private key OpenSSL can read (a \"-----BEGIN "
                          "PRIVATE KEY-----\", \"EC PRIVATE KEY\" or \"RSA PRIVATE KEY\" block; OpenSSL: %s)",
-                         name, path, openssl_reason(why, sizeof why));
+                         name, path, openssl_last_error(why, sizeof why, "unknown"));
         BIO_free(bio);
     }
     OPENSSL_cleanse(bytes.data, bytes.len);
@@ -245,7 +230,7 @@ static int client_pair_check(const db_tls_names_t *n, const char *cert, const ch
         rc = err_set(err, errlen,
                      "%s: %s is not the key of the certificate in %s (%s): give the pair that belongs "
                      "together",
-                     n->key_file, key, cert, openssl_reason(why, sizeof why));
+                     n->key_file, key, cert, openssl_last_error(why, sizeof why, "unknown"));
     EVP_PKEY_free(pkey);
     X509_free(x);
     return rc;

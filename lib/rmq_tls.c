@@ -33,11 +33,11 @@
 #include "lib/rmq.h"
 #include "lib/client.h"
 
+#include "base/openssl_error.h"
 #include "base/tls_policy.h"
 
 #include <amqp_ssl_socket.h>
 #include <arpa/inet.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -56,18 +56,6 @@ static int verify_cb(int ok, X509_STORE_CTX *store)
                  X509_verify_cert_error_string(e), X509_STORE_CTX_get_error_depth(store));
     }
     return ok;
-}
-
-/* OpenSSL's last error as text ("" when none), and the queue cleared. */
-static const char *openssl_reason(char *buf, size_t len)
-{
-    unsigned long e = ERR_peek_last_error();
-
-    buf[0] = '\0';
-    if (e != 0)
-        ERR_error_string_n(e, buf, len);
-    ERR_clear_error();
-    return buf;
 }
 
 /* OpenSSL's info callback: as the handshake of a new connection starts,
@@ -107,33 +95,33 @@ amqp_socket_t *rmq_tls_socket(rmq_t *r, amqp_connection_state_t st, const char *
     sock = amqp_ssl_socket_new(st);
     if (sock == NULL) {
         client_fail(r->client, HG_ERR_SYSTEM, "cannot create a TLS socket for %s: %s", r->address,
-                    openssl_reason(why, sizeof(why)));
+                    openssl_errors(why, sizeof(why)));
         return NULL;
     }
     ctx = amqp_ssl_socket_get_context(sock);
     if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
         SSL_CTX_set_cipher_list(ctx, HG_TLS12_CIPHERS) != 1) {
         client_fail(r->client, HG_ERR_SYSTEM, "amqps://: cannot set TLS 1.2 or later with the TLS 1.2 ciphers: %s",
-                    openssl_reason(why, sizeof(why)));
+                    openssl_errors(why, sizeof(why)));
         return NULL;
     }
     if (ca != NULL && ca[0] != '\0') {
         rc = amqp_ssl_socket_set_cacert(sock, ca);
         if (rc != AMQP_STATUS_OK) {
             client_fail(r->client, HG_ERR_URI, "amqps://: cannot load the CA file '%s': %s", ca,
-                        openssl_reason(why, sizeof(why)));
+                        openssl_errors(why, sizeof(why)));
             return NULL;
         }
     } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
         client_fail(r->client, HG_ERR_SYSTEM, "amqps://: cannot load the system's trust store: %s",
-                    openssl_reason(why, sizeof(why)));
+                    openssl_errors(why, sizeof(why)));
         return NULL;
     }
     if (cert != NULL && cert[0] != '\0') {
         rc = amqp_ssl_socket_set_key(sock, cert, key);
         if (rc != AMQP_STATUS_OK) {
             client_fail(r->client, HG_ERR_URI, "amqps://: cannot use the client certificate '%s' with key '%s': %s",
-                        cert, key, openssl_reason(why, sizeof(why)));
+                        cert, key, openssl_errors(why, sizeof(why)));
             return NULL;
         }
     }
@@ -158,7 +146,7 @@ const char *rmq_tls_failure(rmq_t *r, int status, char *buf, size_t len)
 
     if (r->tls_why[0] != '\0')
         snprintf(buf, len, "%s", r->tls_why);
-    else if (openssl_reason(reason, sizeof(reason))[0] != '\0')
+    else if (openssl_errors(reason, sizeof(reason))[0] != '\0')
         snprintf(buf, len, "%s: %s", amqp_error_string2(status), reason);
     else
         snprintf(buf, len, "%s", amqp_error_string2(status));

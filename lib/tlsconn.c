@@ -24,6 +24,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/openssl_error.h"
 #include "base/tls_policy.h"
 
 #include <arpa/inet.h>
@@ -50,24 +51,6 @@ struct tlsconn {
     short wants; /* poll events the last would-block waits for */
     char err[256];
 };
-
-/* OpenSSL's queued reasons joined by "; " into buf[len] (queue drained). */
-static void ssl_reasons(char *buf, size_t len)
-{
-    size_t used = 0;
-    unsigned long e;
-
-    buf[0] = '\0';
-    while ((e = ERR_get_error()) != 0) {
-        const char *r = ERR_reason_error_string(e);
-        int n;
-        if (r == NULL || used + 3 >= len)
-            continue;
-        n = snprintf(buf + used, len - used, "%s%s", used ? "; " : "", r);
-        if (n > 0)
-            used += (size_t)n < len - used ? (size_t)n : len - used - 1;
-    }
-}
 
 /* ---- a socket BIO without SIGPIPE ----------------------------------------- */
 
@@ -159,13 +142,13 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
     ERR_clear_error();
     ctx = SSL_CTX_new(TLS_client_method());
     if (ctx == NULL) {
-        ssl_reasons(why, sizeof(why));
+        openssl_errors(why, sizeof(why));
         return err_set(err, errlen, "cannot create a TLS context: %s", why);
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
     if (SSL_CTX_set_cipher_list(ctx, HG_TLS12_CIPHERS) != 1) {
-        ssl_reasons(why, sizeof(why));
+        openssl_errors(why, sizeof(why));
         SSL_CTX_free(ctx);
         return err_set(err, errlen, "cannot set the TLS 1.2 ciphers: %s", why);
     }
@@ -173,18 +156,18 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     if (ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1
                         : SSL_CTX_set_default_verify_paths(ctx) != 1) {
-        ssl_reasons(why, sizeof(why));
+        openssl_errors(why, sizeof(why));
         SSL_CTX_free(ctx);
         return err_set(err, errlen, "TLS CA file %s: %s", ca_file != NULL ? ca_file : "(system default)", why);
     }
     if (cert_file != NULL) {
         if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
-            ssl_reasons(why, sizeof(why));
+            openssl_errors(why, sizeof(why));
             SSL_CTX_free(ctx);
             return err_set(err, errlen, "TLS certificate file %s: %s", cert_file, why);
         }
         if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
-            ssl_reasons(why, sizeof(why));
+            openssl_errors(why, sizeof(why));
             SSL_CTX_free(ctx);
             return err_set(err, errlen, "TLS key file %s (for %s): %s", key_file, cert_file, why);
         }
@@ -241,7 +224,7 @@ static ssize_t ssl_failed(tlsconn_t *t, int rc, int eof_ok)
         ERR_clear_error();
         return -1;
     default:
-        ssl_reasons(t->err, sizeof(t->err));
+        openssl_errors(t->err, sizeof(t->err));
         if (t->err[0] == '\0')
             snprintf(t->err, sizeof(t->err), "TLS error %d", e);
         errno = EPROTO;
@@ -265,7 +248,7 @@ int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline
     BIO *bio = t->ssl != NULL ? socket_bio_new(fd) : NULL;
     if (bio == NULL) {
         char why[256];
-        ssl_reasons(why, sizeof(why));
+        openssl_errors(why, sizeof(why));
         tlsconn_close(t);
         return err_set(err, errlen, "cannot start TLS: %s", why[0] ? why : "out of memory");
     }
@@ -330,7 +313,7 @@ ssize_t tlsconn_send(tlsconn_t *t, const void *data, size_t len)
         int r = SSL_read(t->ssl, sink, (int)sizeof(sink));
         if (r <= 0 && SSL_get_error(t->ssl, r) == SSL_ERROR_SSL) {
             char why[sizeof(t->err)];
-            ssl_reasons(why, sizeof(why));
+            openssl_errors(why, sizeof(why));
             if (why[0] != '\0')
                 snprintf(t->err, sizeof(t->err), "%s", why);
         }

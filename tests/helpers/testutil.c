@@ -1024,6 +1024,11 @@ static int http_exchange(int port, const char *req, int rl, char *out, size_t ou
     return sscanf(out, "HTTP/1.%*d %d", &status) == 1 ? status : -1;
 }
 
+int tu_http_request(int port, const char *req, int rl, char *out, size_t outlen)
+{
+    return http_exchange(port, req, rl, out, outlen);
+}
+
 int tu_http_get_host(int port, const char *path, const char *host, char *out, size_t outlen)
 {
     char req[512], hline[300] = "";

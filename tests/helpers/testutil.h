@@ -75,6 +75,12 @@ int tu_run_capture(const char *const *argv, char *out, size_t outlen);
  * the HTTP status, or -1 when the connection or the status line failed. */
 int tu_http_get(int port, const char *path, char *out, size_t outlen);
 
+/* Send req (rl bytes: a whole request, head and body, as the test wrote it)
+ * to 127.0.0.1:port and read the response until the server closes; as
+ * tu_http_get. For a request the other helpers cannot write (two Host
+ * headers). */
+int tu_http_request(int port, const char *req, int rl, char *out, size_t outlen);
+
 /* GET path from 127.0.0.1:port with the given Host header over HTTP/1.1
  * (NULL: no Host, over HTTP/1.0), Connection: close; as tu_http_get. */
 int tu_http_get_host(int port, const char *path, const char *host, char *out, size_t outlen);

@@ -16,6 +16,8 @@
 
 #include <openssl/bn.h>
 #include <openssl/err.h>
+
+#include "base/openssl_error.h"
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -208,7 +210,7 @@ int tc_peer_serial(int port, const char *ca_file, char *out, size_t outlen, char
     SSL_set_fd(ssl, fd);
     if (SSL_connect(ssl) != 1) {
         char why[256];
-        ERR_error_string_n(ERR_get_error(), why, sizeof why);
+        openssl_last_error(why, sizeof why, "no OpenSSL error recorded");
         fail(err, errlen, "TLS handshake with port %d failed: %s (verify: %s)", port, why,
              X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
         goto out;

@@ -61,6 +61,8 @@
 
 #include <CUnit/CUnit.h>
 #include <openssl/err.h>
+
+#include "base/openssl_error.h"
 #include <openssl/ssl.h>
 
 #include "tests/helpers/broker_test.h"
@@ -461,14 +463,28 @@ static void still_answering(const char *when)
     rc_close(&c);
 }
 
+/* 1 when the metrics port answers GET /metrics with Host arg. */
+static int metrics_host_answered(void *arg)
+{
+    char out[32768];
+    return tu_http_get_host(bt_broker.metrics_port, "/metrics", arg, out, sizeof out) == 200;
+}
+
 static void test_sighup(void)
 {
-    char dir[512], conf[600];
+    char dir[512], conf[600], out[32768];
     BP_REQUIRE(tu_mkdtemp("broker-hup", dir, sizeof dir) == 0, "mkdtemp");
     snprintf(conf, sizeof conf, "%s/broker.conf", dir);
-    BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = info\nmax-clients = 100\n") == 0, "write %s", conf);
+    BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = info\nmax-clients = 100\nmetrics-allowed-hosts = "
+                                   "old-proxy.example\n") == 0,
+               "write %s", conf);
     const char *extra[] = { "--config", conf, NULL };
     bt_start(extra);
+    int mport = bt_broker.metrics_port;
+    BP_CHECK(tu_http_get_host(mport, "/metrics", "old-proxy.example", out, sizeof out) == 200,
+             "old-proxy.example (metrics-allowed-hosts) refused");
+    BP_CHECK(tu_http_get_host(mport, "/metrics", "new-proxy.example", out, sizeof out) == 421,
+             "new-proxy.example answered before it was listed");
 
     /* Nothing changed: said so. */
     BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "kill -HUP");
@@ -478,9 +494,10 @@ static void test_sighup(void)
     still_answering("after a SIGHUP with nothing changed");
 
     /* log-level info -> debug under load; max-clients waits for a restart; dedup-topics, unset before, is said
-     * so ("dedup-topics  -> order-timeout" before: a blank old value). */
-    BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = debug\nmax-clients = 200\ndedup-topics = order-timeout\n") ==
-                   0,
+     * so ("dedup-topics  -> order-timeout" before: a blank old value); metrics-allowed-hosts is applied to the
+     * metrics port (before: "takes effect only at a restart", the old names served). */
+    BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = debug\nmax-clients = 200\ndedup-topics = order-timeout\n"
+                                   "metrics-allowed-hosts = new-proxy.example, scrape.example\n") == 0,
                "rewrite");
     sends_across_sighup();
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: log-level info -> debug", HUP_LOG_DEADLINE_MS) == 0,
@@ -492,6 +509,20 @@ static void test_sighup(void)
                                    "SIGHUP: max-clients changed, but takes effect only at a restart",
                                    HUP_LOG_DEADLINE_MS) == 0,
              "the changed max-clients is not reported");
+    BP_CHECK(
+        tu_wait_file_contains(bt_broker.log_path,
+                              "SIGHUP: metrics-allowed-hosts old-proxy.example -> new-proxy.example, scrape.example",
+                              HUP_LOG_DEADLINE_MS) == 0,
+        "the reload of metrics-allowed-hosts is not logged");
+    BP_CHECK(!bp_log_contains(&bt_broker, "metrics-allowed-hosts changed, but takes effect only at a restart"),
+             "metrics-allowed-hosts still said to wait for a restart");
+    BP_CHECK(tu_poll_until(metrics_host_answered, (void *)"new-proxy.example", HUP_LOG_DEADLINE_MS, 50) == 0,
+             "new-proxy.example still refused after the reload");
+    BP_CHECK(tu_http_get_host(mport, "/metrics", "SCRAPE.example:9100", out, sizeof out) == 200,
+             "scrape.example refused after the reload");
+    int st = tu_http_get_host(mport, "/metrics", "old-proxy.example", out, sizeof out);
+    BP_CHECK(st == 421 && strstr(out, "metrics-allowed-hosts") != NULL,
+             "old-proxy.example after it was taken out: %d '%.200s', want 421", st, out);
     still_answering("after SIGHUP under load");
     /* CONFIG GET shows the applied value, and the running max-clients. */
     static const char *const want[][2] = { { "log-level", "debug" }, { "max-clients", "100" } };
@@ -1068,7 +1099,9 @@ static SSL *tls_stop_client(SSL_CTX *ctx, int port, char *err, size_t errlen)
     static const char ping[] = "*1\r\n$4\r\nPING\r\n";
     if (SSL_connect(ssl) != 1 || SSL_write(ssl, ping, sizeof ping - 1) != (int)(sizeof ping - 1) ||
         SSL_read(ssl, pong, sizeof pong) != 7 || memcmp(pong, "+PONG\r\n", 7) != 0) {
-        snprintf(err, errlen, "TLS handshake or PING failed: %s", ERR_error_string(ERR_get_error(), NULL));
+        char why[256];
+        snprintf(err, errlen, "TLS handshake or PING failed: %s",
+                 openssl_last_error(why, sizeof why, "no OpenSSL error recorded"));
         SSL_free(ssl);
         close(fd);
         return NULL;

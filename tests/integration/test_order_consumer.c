@@ -628,9 +628,17 @@ static void test_broker_password_rotation(void)
     hg_order_db_close(db);
 }
 
+/* 1 when the metrics port at *(int *)arg answers GET /metrics with Host scrape.example. */
+static int scrape_host_answered(void *arg)
+{
+    char out[8192];
+    return tu_http_get_host(*(int *)arg, "/metrics", "scrape.example", out, sizeof out) == 200;
+}
+
 /* SIGHUP while cancelling: the consumer keeps running and cancelling, applies
- * the file's new log-level (its debug records appear), keeps a key the flags
- * set (workers), names a changed key that needs a restart (count), and
+ * the file's new log-level (its debug records appear) and metrics-allowed-hosts
+ * (a name added is answered: before, it waited for a restart), keeps a key the
+ * flags set (workers), names a changed key that needs a restart (count), and
  * survives a file that no longer parses. */
 static void test_sighup(void)
 {
@@ -654,10 +662,17 @@ static void test_sighup(void)
     CU_ASSERT_TRUE_FATAL(pid > 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "hourglass-consumer 0.", HUP_DEADLINE_MS), 0);
 
+    char page[8192];
+    CU_ASSERT_EQUAL(tu_http_get_host(mport, "/metrics", "scrape.example", page, sizeof page), 421);
+
     /* info -> debug while the first 100 are being cancelled. */
-    CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = debug\nworkers = 16\ncount = 5\n"), 0);
+    CU_ASSERT_EQUAL(
+        tu_write_file(conf, "log-level = debug\nworkers = 16\ncount = 5\nmetrics-allowed-hosts = scrape.example\n"), 0);
     CU_ASSERT_EQUAL(kill(pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "SIGHUP: log-level info -> debug", HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(
+        tu_wait_file_contains(log_path, "SIGHUP: metrics-allowed-hosts (unset) -> scrape.example", HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(scrape_host_answered, &mport, HUP_DEADLINE_MS, 50), 0);
     CU_ASSERT_EQUAL(
         tu_wait_file_contains(log_path, "SIGHUP: count changed, but takes effect only at a restart", HUP_DEADLINE_MS),
         0);
@@ -987,7 +1002,11 @@ static void refusals_not_ended_by_connects(const char *name, int kill_broker)
     char err[512], dir[512], log_path[600];
     hg_order_db *db = case_open(name, NULL, dir, log_path);
     CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    const char *group = "bound-elsewhere"; /* case_open made group `name` on the orders' topic */
+    /* case_open made group `name` on the orders' topic; this one is the
+     * case's own: the end of a case re-creates it on the orders' topic (the
+     * workers' PULLs after its GROUP DEL), so the next case cannot reuse it */
+    char group[96];
+    snprintf(group, sizeof group, "%s-elsewhere", name);
     resp_reply_t *r = rc_cmd(&c, "GROUP", "CREATE", group, "another-topic", NULL);
     CU_ASSERT_TRUE_FATAL(r != NULL && r->type != RESP_REPLY_ERROR);
     resp_reply_free(r);

@@ -23,7 +23,10 @@
 #   - the drop-ins the units' comments show (a broker users-file and the consumer's broker
 #     password passed with LoadCredential=, an empty ExecStart= first) start, and the consumer
 #     logs in with its credential;
-#   - a configuration error (exit 2) fails the unit at once, no restart, the journal naming the key.
+#   - a configuration error (exit 2) fails the unit at once, no restart, the journal naming the key;
+#   - a store open longer than TimeoutStartSec= (a drop-in sets 5 s; the new store's first log sync
+#     is held 12 s by tests/helpers/failsync.c, preloaded): the broker's EXTEND_TIMEOUT_USEC= keeps
+#     the start alive, systemctl status says "recovering the store …" meanwhile, and it starts.
 # Needs root, systemd-container and mariadb-server, which it installs when missing
 # (scripts/lib/packages.sh). Every wait polls with a deadline. About 40 s.
 set -uo pipefail
@@ -273,6 +276,40 @@ status=$(inside systemctl show -p ExecMainStatus --value hourglass-console)
 if console_failed && [[ $restarts == 0 && $status == 2 ]] && logged "no-users-role: 'bogus' is not one of" hourglass-console; then
     ok "hourglass-console: a bad configuration fails the unit at once (exit 2, no restart), the journal names the key"
 else fail "hourglass-console with a bad configuration: state $(inside systemctl show -p ActiveState --value hourglass-console), exit status $status, $restarts restarts"; fi
+
+# ---------------------------------------------------------------- a store open longer than TimeoutStartSec=
+# A new store's open syncs its log: the preloaded shim holds that sync 12 s (its trigger file, which
+# it removes, in the state directory: the only place the unit may write), past the drop-in's 5 s.
+shim=$builddir/tests/helpers/.libs/failsync.so
+if [[ -f $shim ]]; then
+    cp "$shim" "$root/srv/failsync.so"
+    inside sh -ec "
+        systemctl stop hourglass-broker
+        rm -rf /var/lib/private/hourglass-broker/data
+        touch /var/lib/hourglass-broker/hold-sync
+        printf '%s\n' '[Service]' 'TimeoutStartSec=5' 'Environment=LD_PRELOAD=/srv/failsync.so' \
+            'Environment=HG_FAILSYNC_TRIGGER=/var/lib/hourglass-broker/hold-sync HG_FAILSYNC_DELAY_MS=12000' \
+            > /etc/systemd/system/hourglass-broker.service.d/slow-open.conf
+        systemctl daemon-reload
+    " >"$tmp/slow.log" 2>&1 || fail "the slow-open drop-in: $(cat "$tmp/slow.log")"
+    recovering() { [[ $(inside systemctl show -p StatusText --value hourglass-broker) == "recovering the store "* ]]; }
+    t0=$SECONDS
+    inside systemctl start --no-block hourglass-broker
+    if hg_wait_for 10 "the broker's STATUS= while its store opens" recovering; then
+        ok "hourglass-broker: while its store opens, systemctl status says \"$(inside systemctl show -p StatusText --value hourglass-broker)\""
+    else fail "hourglass-broker: StatusText '$(inside systemctl show -p StatusText --value hourglass-broker)' while its store opens"; fi
+    broker_active() { [[ $(inside systemctl is-active hourglass-broker) == active ]]; }
+    hg_wait_for 60 "the broker's slow start" broker_active
+    took=$((SECONDS - t0))
+    result=$(inside systemctl show -p Result --value hourglass-broker)
+    restarts=$(inside systemctl show -p NRestarts --value hourglass-broker) # killed at the timeout: restarted
+    if broker_active && ((took >= 12)) && [[ $result == success && $restarts == 0 ]] &&
+        ! inside test -e /var/lib/hourglass-broker/hold-sync; then
+        ok "hourglass-broker: a store open of 12 s under TimeoutStartSec=5 started (${took} s, EXTEND_TIMEOUT_USEC=, no restart)"
+    else fail "hourglass-broker: a store open of 12 s under TimeoutStartSec=5: state $(inside systemctl is-active hourglass-broker), result $result, ${took} s, $restarts restarts"; fi
+    inside rm -f /etc/systemd/system/hourglass-broker.service.d/slow-open.conf
+    inside systemctl daemon-reload
+else fail "$shim is not built (make check builds it)"; fi
 
 # Where each start of the broker went (information, not a check): systemd's "Starting" (before the
 # fork: namespaces, credentials, the state directory's owner), the broker's own timeline from main

@@ -3,7 +3,8 @@
  * out-of-memory path, the error buffer, the byte buffer, the duration and
  * size grammar (every error, fractions, formatting and round trips), and the
  * hash map (binary keys, growth, tombstones, iteration with deletion), and the
- * id map (a seeded random mix against a plain array, through growth and shrinking).
+ * id map (a seeded random mix against a plain array, through growth and shrinking), and
+ * OpenSSL's error queue as text (which error, the queue left empty, the text of an empty one).
  *
  * Pure logic; the out-of-memory test runs in a forked child, so the abort
  * (or the hook's _exit) happens there.
@@ -13,10 +14,15 @@
 #include "base/err.h"
 #include "base/idmap.h"
 #include "base/map.h"
+#include "base/openssl_error.h"
 #include "base/units.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -817,9 +823,83 @@ static const tu_test_t idmap_tests[] = {
     { NULL, NULL },
 };
 
+/* An error reads as its reason; one whose reason has no text as OpenSSL's whole string; none as "". */
+static void test_openssl_error_text(void)
+{
+    char buf[256];
+    CU_ASSERT_STRING_EQUAL(openssl_error_text(0, buf, sizeof buf), "");
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    CU_ASSERT_STRING_EQUAL(openssl_error_text(ERR_peek_last_error(), buf, sizeof buf), "no start line");
+    CU_ASSERT_NOT_EQUAL(ERR_peek_error(), 0); /* the queue is not touched */
+    ERR_clear_error();
+    ERR_raise(ERR_LIB_USER, 77); /* no reason text registered */
+    openssl_error_text(ERR_peek_last_error(), buf, sizeof buf);
+    TU_CHECK(strncmp(buf, "error:", 6) == 0, "an error without reason text reads '%s', want OpenSSL's string", buf);
+    ERR_clear_error();
+    ERR_raise(ERR_LIB_SYS, ENOENT); /* what a failed fopen records */
+    CU_ASSERT_STRING_EQUAL(openssl_error_text(ERR_peek_last_error(), buf, sizeof buf), strerror(ENOENT));
+    ERR_clear_error();
+    char small[4];
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    CU_ASSERT_STRING_EQUAL(openssl_error_text(ERR_peek_last_error(), small, sizeof small), "no ");
+    ERR_clear_error();
+}
+
+/* The newest error of the queue, the queue then empty; an empty queue reads as the caller's word. */
+static void test_openssl_last_error(void)
+{
+    char buf[256];
+    ERR_clear_error();
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_last_error(buf, sizeof buf, "unknown"), "key values mismatch");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    CU_ASSERT_STRING_EQUAL(openssl_last_error(buf, sizeof buf, "unknown"), "unknown");
+    CU_ASSERT_STRING_EQUAL(openssl_last_error(buf, sizeof buf, ""), "");
+}
+
+/* Every error, oldest first, joined by "; "; cut to fit and the queue drained all the same. */
+static void test_openssl_errors_join(void)
+{
+    char buf[256], small[19];
+    ERR_clear_error();
+    CU_ASSERT_STRING_EQUAL(openssl_errors_join(openssl_thread_error, NULL, buf, sizeof buf), "");
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_errors_join(openssl_thread_error, NULL, buf, sizeof buf),
+                           "no start line; key values mismatch");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_errors_join(openssl_thread_error, NULL, small, sizeof small), "no start line; key");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_errors_join(openssl_thread_error, NULL, small, 16), "no start line");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    /* openssl_errors: this thread's queue */
+    ERR_raise(ERR_LIB_PEM, PEM_R_NO_START_LINE);
+    ERR_raise(ERR_LIB_X509, X509_R_KEY_VALUES_MISMATCH);
+    CU_ASSERT_STRING_EQUAL(openssl_errors(buf, sizeof buf), "no start line; key values mismatch");
+    CU_ASSERT_EQUAL(ERR_peek_error(), 0);
+    CU_ASSERT_STRING_EQUAL(openssl_errors(buf, sizeof buf), "");
+}
+
+static const tu_test_t openssl_error_tests[] = {
+    { "one error's text", test_openssl_error_text },
+    { "the last error, the queue cleared", test_openssl_last_error },
+    { "every error joined, the queue drained", test_openssl_errors_join },
+    { NULL, NULL },
+};
+
 static const tu_suite_t suites[] = {
-    { "alloc", alloc_tests }, { "err", err_tests }, { "buf", buf_tests },
-    { "units", units_tests }, { "map", map_tests }, { "idmap", idmap_tests },
+    { "alloc", alloc_tests },
+    { "err", err_tests },
+    { "buf", buf_tests },
+    { "units", units_tests },
+    { "map", map_tests },
+    { "idmap", idmap_tests },
+    { "openssl_error", openssl_error_tests },
 };
 
 int main(int argc, char **argv)

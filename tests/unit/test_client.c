@@ -877,6 +877,14 @@ static void test_uri_messages(void)
     TU_CHECK(hg_client_open("amqp://guest:guest@[::1]:1/", &o, &c, &e) == HG_ERR_CONNECT &&
                  strstr(e.message, "RabbitMQ at [::1]:1:") != NULL,
              "amqp://[::1]:1/: '%s', want HG_ERR_CONNECT naming [::1]:1", e.message);
+    /* a CA file that is not there: named, with OpenSSL's reason (base/openssl_error.h), not its
+     * "error:XXXXXXXX:lib::reason" string, which this message showed before */
+    o.tls_ca_file = "/nonexistent/ca.pem";
+    memset(&e, 0, sizeof e);
+    TU_CHECK(hg_client_open("amqps://guest:guest@127.0.0.1:1/", &o, &c, &e) != HG_OK && c == NULL &&
+                 strstr(e.message, "amqps://: cannot load the CA file '/nonexistent/ca.pem': ") != NULL &&
+                 strstr(e.message, "error:") == NULL && strstr(e.message, "No such file or directory") != NULL,
+             "amqps:// with a missing CA file: '%s', want the file named with OpenSSL's reason", e.message);
 }
 
 static const tu_test_t argument_tests[] = {

@@ -34,6 +34,13 @@ static void test_other_names_refused(void)
                               "",
                               ":9121",
                               ".",
+                              "127.0.0.1:80@attacker.example",
+                              "localhost:9121/metrics",
+                              "localhost:abc",
+                              "localhost:9121:9121",
+                              "[::1]:9121@attacker.example",
+                              "[::1]:x",
+                              "myhost:1234567",
                               NULL };
     for (int i = 0; refused[i] != NULL; i++)
         TU_CHECK(http_host_allowed(refused[i], "127.0.0.1", "myhost, proxy.example") == 0, "Host '%s' served",

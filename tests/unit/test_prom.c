@@ -182,6 +182,30 @@ static void test_endpoint_host(void)
     prom_http_stop(h);
 }
 
+/* Two Host headers are refused 400 whichever comes first: a proxy in front may route by the other one (RFC 9112
+ * 3.2). Before, the first was checked and the request answered 200 when it named the listener. */
+static void test_endpoint_two_hosts(void)
+{
+    static int one = 1;
+    char out[4096];
+    prom_http_t *h = NULL;
+    int port = start_endpoint(&h, &one);
+    const char *hosts[][2] = { { "127.0.0.1", "attacker.example" },
+                               { "attacker.example", "127.0.0.1" },
+                               { "localhost", "localhost" } };
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+        char req[300];
+        int rl = snprintf(req, sizeof req, "GET /metrics HTTP/1.1\r\nHost: %s\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                          hosts[i][0], hosts[i][1]);
+        int st = tu_http_request(port, req, rl, out, sizeof out);
+        TU_CHECK(st == 400 && strstr(out, "more than one Host header") != NULL && strstr(out, "test_up") == NULL,
+                 "Host %s and Host %s: %d '%.200s', want 400 naming the two Host headers", hosts[i][0], hosts[i][1], st,
+                 out);
+    }
+    TU_CHECK(tu_http_get_host(port, "/metrics", "127.0.0.1", out, sizeof out) == 200, "one Host after: '%.80s'", out);
+    prom_http_stop(h);
+}
+
 /* This machine's host name is served (a Prometheus on this host scraping http://myhost:9121/metrics), and so is a
  * name of metrics-allowed-hosts (a reverse proxy's own); another name is still refused, its reply saying where to
  * list it. Before, both were refused 421. */
@@ -306,6 +330,7 @@ static const tu_test_t http_tests[] = {
     { "metrics and healthz", test_endpoint },
     { "on loopback only its own host names are answered (DNS rebinding)", test_endpoint_host },
     { "this machine's name and metrics-allowed-hosts are answered", test_endpoint_host_names },
+    { "two Host headers are refused 400", test_endpoint_two_hosts },
     { "a request's headers are bounded", test_endpoint_bounded },
     { "a trickled head is closed 10 s after the accept (slowloris)", test_endpoint_trickle },
     { "at most 64 connections: the next answered 503", test_endpoint_max_connections },

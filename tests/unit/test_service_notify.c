@@ -5,7 +5,13 @@
  * arrives as one datagram, byte for byte, on a socket of the test's own; a
  * NOTIFY_SOCKET that is neither, or too long, a state too long, and a path
  * nobody listens on, each fail with an error naming the problem.
+ * And a second suite for common/service_extend.c, on the same fake
+ * NOTIFY_SOCKET with ticks of milliseconds: nothing without NOTIFY_SOCKET;
+ * a request at once and one each tick while the step runs, none after the
+ * stop, which is immediate; the bound's last request asks only for what is
+ * left and says so, and none follows; a failed send is tried again.
  */
+#include "common/service_extend.h"
 #include "common/service_notify.h"
 #include "tests/helpers/testutil.h"
 
@@ -18,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 static char dir[512];
@@ -138,6 +145,120 @@ static void test_bad_input(void)
     close(fd);
 }
 
+/* The listener for service_extend's tests, bound to DIR/notify and named by
+ * NOTIFY_SOCKET. */
+static int extend_listener(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/notify", dir);
+    int fd = bind_listener(path);
+    setenv("NOTIFY_SOCKET", path, 1);
+    return fd;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The EXTEND_TIMEOUT_USEC= value of a request, or -1 when got is not one
+ * whose STATUS= names the step "opening x". */
+static long long extend_usec(const char *got)
+{
+    long long usec = -1;
+    int at = 0;
+    if (sscanf(got, "EXTEND_TIMEOUT_USEC=%lld\nSTATUS=opening x: %*d s so far%n", &usec, &at) != 1 || at == 0) {
+        return -1;
+    }
+    return usec;
+}
+
+static void test_extend_without_socket(void)
+{
+    CU_ASSERT_PTR_NULL(service_extend_start("opening x", 10, 1000));
+    service_extend_stop(NULL); /* a no-op */
+}
+
+static void test_extend_each_tick(void)
+{
+    int fd = extend_listener();
+    uint64_t t0 = now_ms();
+    service_extend_t *e = service_extend_start("opening x", 50, 600000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    char got[512];
+    for (int i = 0; i < 4; i++) { /* at once, then one a tick: 3 ticks each */
+        TU_CHECK(receive(fd, got, sizeof got) > 0, "request %d: none within 10 s", i);
+        TU_CHECK(extend_usec(got) == 150000, "request %d: '%s', want EXTEND_TIMEOUT_USEC=150000 and the step", i, got);
+    }
+    TU_CHECK(now_ms() - t0 >= 150, "4 requests in %llu ms: faster than one a tick of 50 ms",
+             (unsigned long long)(now_ms() - t0));
+    service_extend_stop(e);
+    while (pending(fd)) { /* what was sent before the stop */
+        receive(fd, got, sizeof got);
+    }
+    struct pollfd p = { fd, POLLIN, 0 };
+    CU_ASSERT_EQUAL(poll(&p, 1, 300), 0); /* six ticks: nothing after the stop */
+    close(fd);
+}
+
+static void test_extend_stop_is_immediate(void)
+{
+    int fd = extend_listener();
+    service_extend_t *e = service_extend_start("opening x", 60000, 600000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    char got[512];
+    TU_CHECK(receive(fd, got, sizeof got) > 0 && extend_usec(got) == 180000000, "first request '%s'", got);
+    uint64_t t0 = now_ms();
+    service_extend_stop(e);
+    TU_CHECK(now_ms() - t0 < 5000, "stop took %llu ms with a tick of 60 s", (unsigned long long)(now_ms() - t0));
+    close(fd);
+}
+
+static void test_extend_bound(void)
+{
+    int fd = extend_listener();
+    service_extend_t *e = service_extend_start("opening x", 200, 700);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    char got[512];
+    TU_CHECK(receive(fd, got, sizeof got) > 0 && extend_usec(got) == 600000, "first request '%s'", got);
+    TU_CHECK(receive(fd, got, sizeof got) > 0, "no second request within 10 s");
+    long long usec = extend_usec(got);
+    TU_CHECK(usec > 0 && usec <= 500000, "second request '%s': want at most the 500 ms left of 700", got);
+    TU_CHECK(strstr(got, "no more start time asked after 0 s") != NULL,
+             "second request '%s' does not say it is the last", got);
+    struct pollfd p = { fd, POLLIN, 0 };
+    CU_ASSERT_EQUAL(poll(&p, 1, 1000), 0); /* five ticks: nothing after the last */
+    service_extend_stop(e);
+    close(fd);
+}
+
+static void test_extend_retries_a_failed_send(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/notify", dir);
+    setenv("NOTIFY_SOCKET", path, 1); /* nobody listens yet: the first sends fail (a warning each) */
+    service_extend_t *e = service_extend_start("opening x", 50, 600000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    struct timespec ts = { 0, 120 * 1000000L }; /* a request or two go nowhere meanwhile */
+    nanosleep(&ts, NULL);
+    int fd = bind_listener(path);
+    char got[512];
+    TU_CHECK(receive(fd, got, sizeof got) > 0 && extend_usec(got) == 150000, "after a failed send: '%s'", got);
+    service_extend_stop(e);
+    close(fd);
+}
+
+static const tu_test_t extend_tests[] = {
+    { "NOTIFY_SOCKET unset: no thread, nothing sent", test_extend_without_socket },
+    { "a request at once and each tick, none after the stop", test_extend_each_tick },
+    { "the stop does not wait for the next tick", test_extend_stop_is_immediate },
+    { "the bound: the last request asks for what is left and says so, none after", test_extend_bound },
+    { "a failed send: the next tick sends again", test_extend_retries_a_failed_send },
+    { NULL, NULL },
+};
+
 static const tu_test_t notify_tests[] = {
     { "NOTIFY_SOCKET unset or empty: nothing sent, no error", test_unset_is_a_no_op },
     { "a path: the state in one datagram", test_path },
@@ -147,6 +268,7 @@ static const tu_test_t notify_tests[] = {
 };
 static const tu_suite_t suites[] = {
     { "service_notify", notify_tests },
+    { "service_extend", extend_tests },
 };
 
 int main(int argc, char **argv)
