@@ -14,7 +14,8 @@
 #     same (a secret is printed as a comment and left out, so the read-back gets it as a flag); a
 #     value no INI file holds is said on stderr, exit 0, and its copy is refused.
 #   - a broker URI's password is never printed: the URI is printed with user@ alone, the copy reads
-#     back the same with the URI given again, and without it the daemons refuse it.
+#     back the same with the URI given again, and without it the daemons refuse it;
+#   - side-effect-sql = none alone reads back as none, and 'none' next to a statement is refused.
 # A failure names the file, the line and both values. No server is started.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -203,6 +204,29 @@ elif "$builddir/hourglass-cli" --config "$tmp/uri-cli.check.conf" ping >/dev/nul
 else
     echo "ok   hourglass-cli: the file's uri is printed without its password, the copy refused: $(<"$tmp/stderr")"
 fi
+# side-effect-sql = none alone is the empty list: printed as 'none', its copy reads back the same.
+# 'none' next to a statement (file or flags, either order) is refused naming it: it was skipped, so
+# the statements ran although the file said none.
+printf 'mysql-database = shop\nside-effect-sql = none\n' >"$tmp/none.conf"
+round_trip hourglass-consumer "$tmp/none.conf"
+if ! grep -qx 'side-effect-sql = none' "$tmp/hourglass-consumer.check.conf"; then
+    echo "FAIL: hourglass-consumer: side-effect-sql = none is printed otherwise: $(grep side-effect "$tmp/hourglass-consumer.check.conf")"
+    fail=1
+fi
+stmt="UPDATE stock SET available = available + 1 WHERE sku_id = ?"
+printf 'mysql-database = shop\nside-effect-sql = none\nside-effect-sql = %s\n' "$stmt" >"$tmp/none-and.conf"
+printf 'mysql-database = shop\nside-effect-sql = %s\nside-effect-sql = NONE\n' "$stmt" >"$tmp/and-none.conf"
+refused="side-effect-sql: 'none' (no side effects) given together with a statement"
+for args in "--config $tmp/none-and.conf" "--config $tmp/and-none.conf" "--mysql-database shop --side-effect-sql none --side-effect-sql X"; do
+    # shellcheck disable=SC2086 # the words of args are the arguments
+    if "$builddir/hourglass-consumer" $args --check-config >/dev/null 2>"$tmp/stderr" ||
+        ! grep -qF "$refused" "$tmp/stderr"; then
+        echo "FAIL: hourglass-consumer $args: 'none' with a statement is not refused: $(tail -n 1 "$tmp/stderr")"
+        fail=1
+    else
+        echo "ok   hourglass-consumer $args: $(<"$tmp/stderr")"
+    fi
+done
 # A value no INI file holds (only a flag gives one: a ';' after a blank, here in one statement of
 # the repeatable side-effect-sql, printed by its own print function): the configuration is valid
 # (exit 0), stderr says how many values cannot be printed, and the copy fails on the line instead of
