@@ -70,6 +70,7 @@
  */
 #define _GNU_SOURCE /* nftw's FTW_DEPTH/FTW_PHYS */
 #include "levels/store.h"
+#include "levels/clog.h"
 #include "base/alloc.h"
 #include "base/clock.h"
 
@@ -1328,6 +1329,83 @@ static void part_cycle(bench_t *b)
     bench_row("cycle", "per message", secs * 1e6 / (double)n, 2, "us", "callgrind: instructions", -1, NULL);
 }
 
+/* ---- the commit log (levels/clog.h, docs/design-commitlog.md step 1) ---------------- */
+
+/* The raw part's records (an 18-byte level key and a 100-byte value) written
+ * two ways in the same run: appended to the commit log in batches of 512,
+ * each batch one clog_append (records, COMMIT, one pwrite) and one clog_sync
+ * (fdatasync), segments pre-written off the clock as the design's pool
+ * keeps them; and leveldb_write with sync on, batches of 512, on a fresh
+ * LevelDB with the store's options. The same count either way (400 batches;
+ * 40 with --quick), building the records inside the timed loop on both
+ * sides. Instructions per record: run under callgrind and read clog_batch_add
+ * + clog_append + clog_sync against leveldb_writebatch_put + leveldb_write
+ * inclusive (docs/BENCH-broker.md). */
+static void part_clog(bench_t *b)
+{
+    enum {
+        BATCH = 512,
+        RECORD = BENCH_RAW_KEY + BENCH_RAW_VALUE
+    };
+    const long n = (b->quick ? 40L : 400L) * BATCH;
+    const uint64_t segment = UINT64_C(128) << 20;
+    char rec[RECORD], err[512];
+    char *path = bench_case_dir(b, "clog-b%d", BATCH);
+    if (mkdir(path, 0700) != 0) {
+        bench_die("mkdir %s: %s", path, strerror(errno));
+    }
+    clog_options_t o = { path, segment, 0 };
+    clog_t *c = NULL;
+    if (clog_open(&o, &c, NULL, err, sizeof err) != 0 ||
+        clog_prepare(c, (unsigned)((uint64_t)n * (RECORD + 40) / segment + 2), err, sizeof err) != 0) {
+        bench_die("clog: %s", err);
+    }
+    clog_batch_t cb = { 0 };
+    uint64_t seq = 0, id;
+    double t0 = bench_now();
+    for (long i = 0; i < n;) {
+        raw_key(rec, BENCH_T0_MS + 1000, ++seq);
+        bench_fill(rec + BENCH_RAW_KEY, BENCH_RAW_VALUE, seq);
+        int rc = clog_batch_add(c, &cb, rec, sizeof rec, &id, err, sizeof err);
+        if (rc == CLOG_BATCH_FULL) { /* the segment's end: append what fits, the rest opens the next */
+            rc = clog_append(c, &cb, err, sizeof err) || clog_batch_add(c, &cb, rec, sizeof rec, &id, err, sizeof err);
+        }
+        if (rc != 0) {
+            bench_die("clog: %s", err);
+        }
+        if (++i % BATCH == 0 && (clog_append(c, &cb, err, sizeof err) != 0 || clog_sync(c, err, sizeof err) != 0)) {
+            bench_die("clog: %s", err);
+        }
+    }
+    double clog_rate = (double)n / (bench_now() - t0);
+    uint64_t log_bytes = clog_end(c);
+    clog_batch_free(&cb);
+    clog_close(c);
+    bench_case_done(b, path);
+
+    path = bench_case_dir(b, "clog-leveldb-b%d", BATCH);
+    raw_db_t r;
+    raw_open(&r, path, 1, 1);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    seq = 0;
+    t0 = bench_now();
+    for (long i = 0; i < n; i += BATCH) {
+        raw_write_batch(&r, wb, BATCH, &seq);
+    }
+    double ldb_rate = (double)n / (bench_now() - t0);
+    leveldb_writebatch_destroy(wb);
+    raw_close(&r);
+    bench_case_done(b, path);
+
+    char name[80];
+    snprintf(name, sizeof name, "clog append + fdatasync per %d, %ld records", BATCH, n);
+    bench_row("clog", name, clog_rate, 0, "records/s", "beside leveldb_write sync on", clog_rate / ldb_rate, NULL);
+    snprintf(name, sizeof name, "leveldb_write sync on, batch %d, same records", BATCH);
+    bench_row("clog", name, ldb_rate, 0, "records/s", "the store's writes today", -1, NULL);
+    bench_row("clog", "log bytes per record (header, padding, COMMIT)", (double)log_bytes / (double)n, 1, "bytes",
+              "118-byte records", -1, NULL);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 typedef struct bench_part {
@@ -1343,6 +1421,7 @@ static const bench_part_t bench_parts[] = {
     { "open", part_open, "open time and RSS with 10^7 pending messages" },
     { "spread", part_spread, "steady random-ms delays: us per delivery and per ACK" },
     { "cycle", part_cycle, "a message's whole life, steady and deterministic (for callgrind)" },
+    { "clog", part_clog, "commit log append + fdatasync per 512 beside leveldb_write sync on" },
 };
 #define BENCH_N_PARTS ((int)(sizeof bench_parts / sizeof bench_parts[0]))
 
