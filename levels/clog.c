@@ -558,6 +558,15 @@ static int recover(clog_t *c, clog_reader_t *rd, clog_open_report_t *rep, char *
             }
             carried = w == 1 && (!any || jci.prev == c->tail);
         }
+        if (carried && !any) {
+            /* a leading segment with nothing at its start is skipped only when it holds nothing of its
+               life at all (a spare left below a raised floor); a record in it makes its start torn */
+            scan_result_t sr;
+            if (seg_scan(c, &c->segs[i], e, rd, &sr, err, errlen) != 0) {
+                return -1;
+            }
+            carried = sr.max_end == 0;
+        }
         if (carried) {
             i = j;
             e = first_pos(c->segs[j].base);
@@ -892,7 +901,11 @@ int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen)
         return err_set(err, errlen, "%s: offset %" PRIu64 ": cannot append %zu bytes: %s", path, b->first, b->len,
                        strerror(errno));
     }
-    s->spare = 0;
+    if (s->spare) {
+        pthread_mutex_lock(&c->lock); /* the syncer reads the flag */
+        s->spare = 0;
+        pthread_mutex_unlock(&c->lock);
+    }
     c->tail = c->end = b->first + b->len;
     atomic_store(&c->written, c->tail);
     b->begun = 0;

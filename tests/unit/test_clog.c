@@ -12,6 +12,8 @@
 
 #include <CUnit/CUnit.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -466,6 +468,96 @@ static void test_bad_inputs(void)
     clog_close(c2);
 }
 
+static void test_torn_last_batch_cut(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t a[1], b[3];
+    append_batch(c, 1, 64, 1, a);
+    uint64_t end1 = clog_end(c);
+    append_batch(c, 3, 64, 2, b);
+    uint64_t commit = clog_end(c) - 56;
+    clog_close(c);
+    char zeros[56] = { 0 };
+    poke(commit, zeros, sizeof zeros); /* the COMMIT never reached the disk */
+    clog_open_report_t rep;
+    c = open_log(0, &rep);
+    TU_REQUIRE(c != NULL, "open");
+    TU_CHECK(rep.end == end1 && rep.cut_at == b[0] && rep.cut_bytes == commit - b[0],
+             "a batch without its COMMIT does not exist: end %" PRIu64 ", cut %" PRIu64 " bytes", rep.end,
+             rep.cut_bytes);
+    TU_CHECK(read_rc(c, b[0]) == CLOG_NOT_RECORD, "its records are gone");
+    clog_close(c);
+}
+
+static void test_leading_spare_with_damaged_start(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t ids[80], d[1];
+    for (int i = 0; i < 80; i++) {
+        append_batch(c, 1, 1000, (uint64_t)i, &ids[i]);
+    }
+    TU_REQUIRE(ids[79] / SEG == 1, "the log goes on in a second segment");
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync");
+    append_batch(c, 1, 64, 100, d); /* says all of it was durable */
+    clog_close(c);
+    /* the first record's offset field: the first segment's start now looks unused, as a spare's does,
+       and the second segment begins with a whole batch */
+    poke(ids[0] + 20, "\x7f", 1);
+    clog_options_t o = { dir, SEG, 0 };
+    clog_t *c2 = NULL;
+    int rc = clog_open(&o, &c2, NULL, err, sizeof err);
+    TU_CHECK(rc == CLOG_DAMAGED && strstr(err, "clog-0000000000000000.seg: offset 32:") != NULL,
+             "a damaged first record is not taken for an unused segment: %d %s", rc, err);
+    clog_close(c2);
+}
+
+typedef struct syncer {
+    clog_t *c;
+    atomic_int stop;
+    int failures, syncs;
+    uint64_t last;
+} syncer_t;
+
+static void *syncer_main(void *arg)
+{
+    syncer_t *y = arg;
+    char e[512];
+    while (!atomic_load(&y->stop)) {
+        if (clog_sync(y->c, e, sizeof e) != 0) {
+            y->failures++;
+        }
+        uint64_t d = clog_durable(y->c);
+        if (d < y->last) {
+            y->failures++;
+        }
+        y->last = d;
+        y->syncs++;
+    }
+    return NULL;
+}
+
+static void test_syncer_thread(void)
+{
+    clog_t *c = open_log(0, NULL);
+    syncer_t y = { c, 0, 0, 0, 0 };
+    pthread_t t;
+    TU_REQUIRE(pthread_create(&t, NULL, syncer_main, &y) == 0, "thread");
+    uint64_t id = 0;
+    for (int i = 0; i < 300; i++) {
+        append_batch(c, 1, 700, (uint64_t)i, &id);
+    }
+    atomic_store(&y.stop, 1);
+    pthread_join(t, NULL);
+    TU_CHECK(y.failures == 0 && y.syncs > 0, "the syncer's syncs succeed and D never goes back (%d syncs)", y.syncs);
+    TU_CHECK(id / SEG >= 2, "the appends switched segments under the syncer");
+    TU_CHECK(clog_sync(c, err, sizeof err) == 0 && clog_durable(c) == clog_end(c), "a last sync covers the end");
+    clog_close(c);
+    clog_open_report_t rep;
+    c = open_log(0, &rep);
+    TU_CHECK(rep.batches == 300 && rep.cut_at == 0, "all 300 batches reopen (%" PRIu64 ")", rep.batches);
+    clog_close(c);
+}
+
 static const tu_test_t clog_tests[] = {
     { "append, read, reopen", test_append_read_reopen },
     { "offsets raised to the floor", test_floor_raises_offsets },
@@ -474,6 +566,9 @@ static const tu_test_t clog_tests[] = {
     { "torn batch below D is refused", test_torn_below_d_refused },
     { "recycled segment's stale records", test_recycled_segment },
     { "forged record in a payload", test_forged_record_in_payload },
+    { "torn last batch is cut", test_torn_last_batch_cut },
+    { "leading spare with a damaged start", test_leading_spare_with_damaged_start },
+    { "syncer thread", test_syncer_thread },
     { "bad inputs", test_bad_inputs },
     { NULL, NULL },
 };
