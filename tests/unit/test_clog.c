@@ -177,6 +177,13 @@ static void test_append_read_reopen(void)
     TU_CHECK(d[0] == end + 0 + 0 || d[0] == end, "with floor 0 the log goes on at its end");
     walk_count_t w = walk_all(c);
     TU_CHECK(w.data == 6 && w.commits == 3, "walk sees 6 records and 3 COMMITs (got %d, %d)", w.data, w.commits);
+    walk_count_t from_b = { 0, 0, 0, 1 };
+    int rc = clog_walk(c, b[0], count_cb, &from_b, err, sizeof err);
+    TU_CHECK(rc == 0 && from_b.data == 3 && from_b.commits == 2, "a walk from b[0] sees b and d (got %d, %d)",
+             from_b.data, from_b.commits);
+    walk_count_t inside = { 0, 0, 0, 1 };
+    rc = clog_walk(c, b[0] + 8, count_cb, &inside, err, sizeof err);
+    TU_CHECK(rc == CLOG_NOT_RECORD && inside.data == 0, "a walk from inside a record is refused (%d)", rc);
     clog_close(c);
 }
 
