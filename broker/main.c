@@ -312,12 +312,7 @@ int main(int argc, char **argv)
             config_free(&cfg);
             return CFG_EXIT_CONFIG;
         }
-        config_print(&cfg, stdout);
-        if (cfg.config_path != NULL) { /* last, on stdout, as the other programs say it */
-            printf("hourglass-broker: configuration OK (%s)\n", cfg.config_path);
-        } else {
-            printf("hourglass-broker: configuration OK\n");
-        }
+        config_print(&cfg, stdout); /* a value not printable is said on stderr; still valid: 0 */
         config_free(&cfg);
         return 0;
     }

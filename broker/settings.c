@@ -20,7 +20,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "common/http_guard.h"
-#include "common/http_host.h"
+#include "common/metrics_keys.h"
 #include "common/prom.h"
 #include "common/reload.h"
 #include "levels/msg.h"
@@ -373,8 +373,7 @@ int config_validate(config_t *c, char *err, size_t errlen)
     }
     /* An address that cannot be listened on is said here, so --check-config catches it too. */
     if (prom_check_bind("bind", c->bind, err, errlen) != 0 ||
-        (c->metrics_port != 0 && prom_check_bind("metrics-bind", c->metrics_bind, err, errlen) != 0) ||
-        http_hosts_check(HTTP_GUARD_ALLOWED_KEY, c->metrics_allowed_hosts, err, errlen) != 0) {
+        metrics_keys_check(c->metrics_port != 0, c->metrics_bind, c->metrics_allowed_hosts, err, errlen) != NULL) {
         return -1;
     }
     if (c->metrics_port != 0 && !c->allow_remote && !cfg_bind_is_loopback(c->metrics_bind)) {
@@ -504,8 +503,7 @@ void config_print_help(FILE *out, const char *prog)
     cfg_print_keys(&table, out);
 }
 
-void config_print(const config_t *c, FILE *out)
+int config_print(const config_t *c, FILE *out)
 {
-    fprintf(out, "# hourglass-broker %s: effective configuration\n[broker]\n", PACKAGE_VERSION);
-    cfg_print_values(&table, c, out);
+    return cfg_print_check(&table, c, PACKAGE_VERSION, "broker", c->config_path, out, stderr);
 }

@@ -165,8 +165,11 @@ int config_reload(config_t *c, int argc, char **argv);
 /* --help text generated from the table. */
 void config_print_help(FILE *out, const char *prog);
 
-/* The effective configuration as an INI file (--check-config). */
-void config_print(const config_t *c, FILE *out);
+/* --check-config's report: the effective configuration as an INI file under
+ * [broker] that reads back, ending with the comment "; hourglass-broker:
+ * configuration OK (FILE)" (common/cfg.h, cfg_print_check: what cannot be
+ * printed is said on stderr). Returns how many values were not printable. */
+int config_print(const config_t *c, FILE *out);
 
 /* Number of keys, key i's name, and its effective value as text into
  * buf[len] (CONFIG GET; "" for an index out of range). */

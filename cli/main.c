@@ -540,13 +540,8 @@ static int check_config(cli_t *cli, const char *config_path, const char *command
         return cli_usage_error("--check-config runs no command ('%s' given)", command);
     if (DB_KEYS_CHECK(&cli->conf, err, sizeof err) < 0)
         return cli_usage_error("%s", err);
-    printf("# hourglass-cli %s: effective configuration\n", HG_VERSION_STRING);
-    cfg_print_values(&cli_config_table, &cli->conf, stdout);
-    if (config_path != NULL)
-        printf("hourglass-cli: configuration OK (%s)\n", config_path);
-    else
-        printf("hourglass-cli: configuration OK\n");
-    return 0;
+    cfg_print_check(&cli_config_table, &cli->conf, HG_VERSION_STRING, NULL, config_path, stdout, stderr);
+    return 0; /* a value not printable is said on stderr; the configuration is still valid */
 }
 
 int main(int argc, char **argv_shown)

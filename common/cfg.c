@@ -730,21 +730,53 @@ void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf,
         buf[0] = '\0';
 }
 
+/* A key that must read back as not set, as a comment line naming it. */
+static void print_absent(FILE *out, const char *name, const char *why)
+{
+    fprintf(out, "; %s = (%s)\n", name, why);
+}
+
 int cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
 {
     int unprintable = 0;
     for (size_t i = 0; i < t->count; i++) {
-        if (t->keys[i].type == CFG_CUSTOM) {
-            if (t->keys[i].print != NULL)
-                t->keys[i].print(conf, &t->keys[i], out);
+        const cfg_key_t *k = &t->keys[i];
+        if (k->type == CFG_CUSTOM) {
+            if (k->print != NULL)
+                unprintable += k->print(conf, k, out);
+            continue;
+        }
+        if (k->type == CFG_STRING && *(char *const *)((const char *)conf + k->offset) == NULL) {
+            print_absent(out, k->name, "not set");
+            continue;
+        }
+        if (k->secret) {
+            print_absent(out, k->name, "set, not shown");
             continue;
         }
         char v[CFG_MAX_VALUE];
         cfg_value_text(t, conf, i, v, sizeof v);
-        if (t->keys[i].secret && v[0] != '\0')
-            snprintf(v, sizeof v, "(set)");
-        if (cfg_print_setting(out, t->keys[i].name, v) != 0)
+        if (cfg_print_setting(out, k->name, v) != 0)
             unprintable++;
+    }
+    return unprintable;
+}
+
+int cfg_print_check(const cfg_table_t *t, const void *conf, const char *version, const char *section,
+                    const char *config_path, FILE *out, FILE *err)
+{
+    fprintf(out, "# %s %s: effective configuration\n", t->program, version);
+    if (section != NULL)
+        fprintf(out, "[%s]\n", section);
+    int unprintable = cfg_print_values(t, conf, out);
+    if (config_path != NULL)
+        fprintf(out, "; %s: configuration OK (%s)\n", t->program, config_path);
+    else
+        fprintf(out, "; %s: configuration OK\n", t->program);
+    if (unprintable > 0) {
+        fflush(out); /* the comments it points at come first */
+        fprintf(err, "%s: %d value%s cannot be printed so that %s back; see the comments\n", t->program, unprintable,
+                unprintable == 1 ? "" : "s", unprintable == 1 ? "it reads" : "they read");
     }
     return unprintable;
 }

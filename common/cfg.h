@@ -64,9 +64,10 @@ typedef int (*cfg_hook_fn)(void *conf, const cfg_key_t *key, const char *value, 
                            size_t errlen);
 
 /* CFG_CUSTOM: print the key's value as cfg_print_values does, one setting
- * per value (a repeatable key: one each, in order), best through
- * cfg_print_setting so that a long value reads back. */
-typedef void (*cfg_print_fn)(const void *conf, const cfg_key_t *key, FILE *out);
+ * per value (a repeatable key: one each, in order), each through
+ * cfg_print_setting so that a long value reads back. Returns how many
+ * values were not printable (cfg_print_setting's -1s), 0 when none. */
+typedef int (*cfg_print_fn)(const void *conf, const cfg_key_t *key, FILE *out);
 
 struct cfg_key {
     const char *name; /* = INI key = --flag (matched case-insensitively) */
@@ -81,7 +82,7 @@ struct cfg_key {
     const char *hint;          /* --help's value placeholder; NULL: by type */
     const char *shown_default; /* --help's [default] when def does not say it */
     int required;              /* CFG_STRING: cfg_check_required refuses NULL or "" */
-    int secret;                /* 1: a password: cfg_print_values shows "(set)" instead of the value */
+    int secret;                /* 1: a password: cfg_print_values prints "; name = (set, not shown)" */
     int reload;                /* 1: cfg_reload applies a new value at run time (SIGHUP); --help and
                                   --help-markdown add "(reloaded on SIGHUP)". Never a CFG_CUSTOM key. */
 };
@@ -209,10 +210,25 @@ void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf,
 int cfg_print_setting(FILE *out, const char *name, const char *value);
 
 /* Every key as settings (cfg_print_setting: an INI body that reads back):
- * a CFG_CUSTOM key through its print function (left out without one); a
- * secret key that is set shows "(set)", never its value. Returns how many
- * values were not printable (0 when the print reads back whole). */
+ * a CFG_CUSTOM key through its print function (left out without one). What
+ * must read back as not set is a comment line: an unset string (NULL; an
+ * empty one prints "name = ", which reads back empty) as
+ * "; name = (not set)", a secret key that is set (its value never shown) as
+ * "; name = (set, not shown)" — so the print read back lacks the secret
+ * rather than holding a wrong one. Returns how many values were not
+ * printable (0 when the print reads back whole). */
 int cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out);
+
+/* --check-config's report of a valid configuration, to out, as an INI file
+ * that reads back: "# PROGRAM VERSION: effective configuration", then
+ * "[section]" when section is not NULL, every key (cfg_print_values), and
+ * last the comment "; PROGRAM: configuration OK (FILE)" (without " (FILE)"
+ * when config_path is NULL). When values were not printable, says on err
+ * "PROGRAM: N values cannot be printed so that they read back; see the
+ * comments" (the configuration is still valid: the caller exits 0). Returns
+ * that count. */
+int cfg_print_check(const cfg_table_t *t, const void *conf, const char *version, const char *section,
+                    const char *config_path, FILE *out, FILE *err);
 
 /* ---- SIGHUP: reopen the log file, re-read the configuration -----------------
  * cfg_reload first reopens the log file by its path (log_reopen: logrotate

@@ -26,25 +26,14 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "common/http_guard.h"
-#include "common/http_host.h"
 #include "common/log.h"
-#include "common/prom.h"
 
 #define OFF(field) offsetof(comp_config_t, field)
 #define DAY_MS     86400000LL
 
 static const cfg_key_t keys[] = {
     /* broker */
-    { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user[:pass]@]host[:port] (user@ alone: the password from password-file), "
-              "hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
-      .required = 1 },
-    TLS_KEYS_ROWS(comp_config_t),
-    { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
-    { CFG_KEY("password-file", CFG_STRING, NULL, 0, 0, OFF(password_file),
-              "file holding the broker password (e.g. a systemd credential), instead of the URI's"),
-      .hint = "FILE" },
+    BROKER_KEYS_ROWS(comp_config_t),
     { CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic the relay sends order ids to"),
       .required = 1 },
     { CFG_KEY("dlq-groups", CFG_STRING, "order-cancel", 0, 0, OFF(dlq_groups),
@@ -118,13 +107,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("alert-command-timeout", CFG_DURATION, "10s", 100, 3600000, OFF(alert_command_timeout_ms),
               "an alert command still running after this is killed") },
 
-    { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
-              "HTTP port for /metrics and /healthz (0: off)") },
-    { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
-              "address the metrics server listens on: an IP address, or a host name that resolves"),
-      .required = 1 },
-    { CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, OFF(metrics_allowed_hosts), HTTP_GUARD_ALLOWED_HELP),
-      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN, .reload = 1 },
+    METRICS_KEYS_ROWS(comp_config_t),
     LOG_KEYS_ROWS(comp_config_t),
 };
 
@@ -253,10 +236,10 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
         return strncmp(err, "mysql-socket", 12) == 0
                    ? located(cfg, "mysql-socket", NULL, err, errlen)
                    : located(cfg, "mysql-lock-wait-timeout", "mysql-read-timeout", err, errlen);
-    if (cfg->metrics_port != 0 && prom_check_bind("metrics-bind", cfg->metrics_bind, err, errlen) != 0)
-        return located(cfg, "metrics-bind", "metrics-port", err, errlen);
-    if (http_hosts_check(HTTP_GUARD_ALLOWED_KEY, cfg->metrics_allowed_hosts, err, errlen) != 0)
-        return located(cfg, HTTP_GUARD_ALLOWED_KEY, NULL, err, errlen);
+    const char *metrics_key =
+        metrics_keys_check(cfg->metrics_port != 0, cfg->metrics_bind, cfg->metrics_allowed_hosts, err, errlen);
+    if (metrics_key != NULL) /* a bad metrics-bind matters only with metrics-port set */
+        return located(cfg, metrics_key, strcmp(metrics_key, "metrics-bind") == 0 ? "metrics-port" : NULL, err, errlen);
     if (cfg->relay_backoff_cap_ms < cfg->relay_backoff_base_ms) {
         snprintf(err, errlen, "relay-backoff-cap: %llums is below relay-backoff-base %llums", cfg->relay_backoff_cap_ms,
                  cfg->relay_backoff_base_ms);
@@ -265,17 +248,10 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
     if (DB_KEYS_CREDENTIALS(cfg, err, errlen) != 0)
         return located(cfg, strncmp(err, "mysql-password and", 18) == 0 ? "mysql-password" : "mysql-password-file",
                        strncmp(err, "mysql-password and", 18) == 0 ? "mysql-password-file" : NULL, err, errlen);
-    cfg->password[0] = '\0';
-    if (cfg->password_file != NULL) {
-        char why[400];
-        if (passwd_read_file(cfg->password_file, cfg->password, sizeof cfg->password, why, sizeof why) != 0) {
-            snprintf(err, errlen, "password-file: %s", why);
-            return located(cfg, "password-file", NULL, err, errlen);
-        }
-    } else if (cfg->user != NULL) {
-        snprintf(err, errlen, "user '%s' needs password-file (or put user:password in the uri)", cfg->user);
-        return located(cfg, "user", NULL, err, errlen);
-    }
+    const char *bad_key =
+        broker_keys_read_password(cfg->password_file, cfg->user, cfg->password, sizeof cfg->password, err, errlen);
+    if (bad_key != NULL)
+        return located(cfg, bad_key, NULL, err, errlen);
 
     word_ctx_t w = { cfg, err, errlen };
     cfg->layers = 0;

@@ -19,6 +19,8 @@
 #include "common/cfg.h"
 #include "common/log_keys.h"
 #include "common/passwd.h"
+#include "common/broker_keys.h"
+#include "common/metrics_keys.h"
 #include "common/tls_keys.h"
 #include "db/keys.h"
 

@@ -297,12 +297,7 @@ static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only
     comp_stuck_set_backoff(cfg->permanent_failure_backoff_ms);
     if (*check_only) {
         warn_exposed(cfg, stderr);
-        printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
-        cfg_print_values(comp_config_table(), cfg, stdout);
-        if (args.config_path != NULL)
-            printf(PROGRAM ": configuration OK (%s)\n", args.config_path);
-        else
-            printf(PROGRAM ": configuration OK\n");
+        cfg_print_check(comp_config_table(), cfg, HG_VERSION_STRING, NULL, args.config_path, stdout, stderr);
     }
     return 0;
 }

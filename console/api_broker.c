@@ -170,18 +170,14 @@ static void dlq_groups(request_t *r)
     hg_reply_t *reply = run(r, 2, argv);
     if (reply == NULL)
         return;
-    buf_t b = BUF_INIT;
-    json_t j;
-    json_init(&j, &b);
-    json_object_open(&j);
-    json_key(&j, "groups");
-    json_array_open(&j);
+    json_reply_t out;
+    json_t *j = json_reply_open(&out);
+    json_key(j, "groups");
+    json_array_open(j);
     for (size_t i = 0; i < hg_reply_count(reply); i++)
-        pairs_json(&j, hg_reply_element(reply, i));
-    json_array_close(&j);
-    json_object_close(&j);
-    http_json(r, 200, &b);
-    buf_free(&b);
+        pairs_json(j, hg_reply_element(reply, i));
+    json_array_close(j);
+    json_reply_send(r, 200, &out);
     hg_reply_free(reply);
 }
 
@@ -220,28 +216,24 @@ static void dlq_page(request_t *r, const char *group)
     hg_reply_t *reply = run(r, after != NULL && after[0] ? 7 : 5, argv);
     if (reply == NULL)
         return;
-    buf_t b = BUF_INIT;
-    json_t j;
-    json_init(&j, &b);
-    json_object_open(&j);
-    json_kstr(&j, "group", group);
-    json_kint(&j, "total", total);
-    json_key(&j, "messages");
-    json_array_open(&j);
+    json_reply_t out;
+    json_t *j = json_reply_open(&out);
+    json_kstr(j, "group", group);
+    json_kint(j, "total", total);
+    json_key(j, "messages");
+    json_array_open(j);
     size_t n = hg_reply_count(reply), shown = n > (size_t)count ? (size_t)count : n;
     char last[64] = "";
     for (size_t i = 0; i < shown; i++) {
-        dlq_entry_json(&j, hg_reply_element(reply, i));
+        dlq_entry_json(j, hg_reply_element(reply, i));
         entry_id(hg_reply_element(reply, i), last, sizeof last);
     }
-    json_array_close(&j);
+    json_array_close(j);
     /* A short page is the DLQ's end, or the broker's byte budget for one
      * reply (max-pull-bytes: 16 of 1 MiB messages): ask whether one follows. */
     int more = n > (size_t)count || (n > 0 && dlq_has_after(r, group, last));
-    json_kstr(&j, "next", more ? last : NULL);
-    json_object_close(&j);
-    http_json(r, 200, &b);
-    buf_free(&b);
+    json_kstr(j, "next", more ? last : NULL);
+    json_reply_send(r, 200, &out);
     hg_reply_free(reply);
 }
 
@@ -329,14 +321,12 @@ static void dlq_move(request_t *r, const char *group, const char *verb)
         dlq_move_all(r, group, verb);
         return;
     }
-    buf_t b = BUF_INIT;
-    json_t j;
-    json_init(&j, &b);
-    json_object_open(&j);
-    json_kstr(&j, "group", group);
+    json_reply_t out;
+    json_t *j = json_reply_open(&out);
+    json_kstr(j, "group", group);
     long long moved = 0;
-    json_key(&j, "missing");
-    json_array_open(&j);
+    json_key(j, "missing");
+    json_array_open(j);
     TAILQ_FOREACH(kv, &r->form, next)
     {
         if (strcmp(kv->key, "id") != 0)
@@ -344,22 +334,20 @@ static void dlq_move(request_t *r, const char *group, const char *verb)
         const char *argv[4] = { "DLQ", verb, group, kv->value };
         hg_reply_t *reply = run(r, 4, argv);
         if (reply == NULL) {
-            buf_free(&b);
+            json_reply_drop(&out);
             console_audit(r, "dlq %s group=%s failed after %lld moved", drop ? "drop" : "requeue", group, moved);
             return;
         }
         if (hg_reply_integer(reply) > 0)
             moved++;
         else
-            json_str(&j, kv->value);
+            json_str(j, kv->value);
         hg_reply_free(reply);
     }
-    json_array_close(&j);
+    json_array_close(j);
     console_audit(r, "dlq %s group=%s ids=%zu moved=%lld", drop ? "drop" : "requeue", group, nids, moved);
-    json_kint(&j, drop ? "dropped" : "requeued", moved);
-    json_object_close(&j);
-    http_json(r, 200, &b);
-    buf_free(&b);
+    json_kint(j, drop ? "dropped" : "requeued", moved);
+    json_reply_send(r, 200, &out);
 }
 
 /* The group or topic name of a path: its segment i, or, when that segment
@@ -467,25 +455,21 @@ static void msg_revoke(request_t *r, const char *id)
     else
         console_audit(r, "revoke topic=%s key=%s revoked=%" PRIu64 " refused=%zu", topic, key, res.revoked,
                       res.nrefused);
-    buf_t b = BUF_INIT;
-    json_t j;
-    json_init(&j, &b);
-    json_object_open(&j);
-    json_kuint(&j, "revoked", res.revoked);
-    json_kuint(&j, "delayed", res.from_delayed);
-    json_kuint(&j, "ready", res.from_ready);
-    json_key(&j, "refused");
-    json_array_open(&j);
+    json_reply_t out;
+    json_t *j = json_reply_open(&out);
+    json_kuint(j, "revoked", res.revoked);
+    json_kuint(j, "delayed", res.from_delayed);
+    json_kuint(j, "ready", res.from_ready);
+    json_key(j, "refused");
+    json_array_open(j);
     for (size_t i = 0; i < res.nrefused && i < 16; i++) {
-        json_object_open(&j);
-        json_kstr(&j, "id", res.refused[i].id);
-        json_kstr(&j, "reason", res.refused[i].reason);
-        json_object_close(&j);
+        json_object_open(j);
+        json_kstr(j, "id", res.refused[i].id);
+        json_kstr(j, "reason", res.refused[i].reason);
+        json_object_close(j);
     }
-    json_array_close(&j);
-    json_object_close(&j);
-    http_json(r, 200, &b);
-    buf_free(&b);
+    json_array_close(j);
+    json_reply_send(r, 200, &out);
 }
 
 static int api_msg(request_t *r)
@@ -544,27 +528,23 @@ static void topics_page(request_t *r)
     hg_reply_t *reply = run(r, after != NULL && after[0] != '\0' ? 5 : 3, argv);
     if (reply == NULL)
         return;
-    buf_t b = BUF_INIT;
-    json_t j;
-    json_init(&j, &b);
-    json_object_open(&j);
-    json_key(&j, "topics");
-    json_array_open(&j);
+    json_reply_t out;
+    json_t *j = json_reply_open(&out);
+    json_key(j, "topics");
+    json_array_open(j);
     size_t n = hg_reply_count(reply);
     for (size_t i = 0; i < n; i++)
-        topic_json(&j, hg_reply_element(reply, i));
-    json_array_close(&j);
-    json_key(&j, "next"); /* the last name of a full page: the next page starts after it */
+        topic_json(j, hg_reply_element(reply, i));
+    json_array_close(j);
+    json_key(j, "next"); /* the last name of a full page: the next page starts after it */
     const hg_reply_t *last = n == TOPICS_PAGE ? hg_reply_element(reply, n - 1) : NULL;
     size_t len = 0;
     const char *name = last != NULL && hg_reply_count(last) >= 2 ? hg_reply_str(hg_reply_element(last, 1), &len) : NULL;
     if (name != NULL)
-        json_strn(&j, name, len);
+        json_strn(j, name, len);
     else
-        json_null(&j);
-    json_object_close(&j);
-    http_json(r, 200, &b);
-    buf_free(&b);
+        json_null(j);
+    json_reply_send(r, 200, &out);
     hg_reply_free(reply);
 }
 
@@ -600,15 +580,11 @@ static void topic_delete(request_t *r, const char *topic)
         http_error(r, 404, "no topic '%.200s'", topic);
         return;
     }
-    buf_t b = BUF_INIT;
-    json_t j;
-    json_init(&j, &b);
-    json_object_open(&j);
-    json_kstr(&j, "topic", topic);
-    json_kint(&j, "deleted", deleted);
-    json_object_close(&j);
-    http_json(r, 200, &b);
-    buf_free(&b);
+    json_reply_t out;
+    json_t *j = json_reply_open(&out);
+    json_kstr(j, "topic", topic);
+    json_kint(j, "deleted", deleted);
+    json_reply_send(r, 200, &out);
 }
 
 static int api_topics(request_t *r)
@@ -639,16 +615,12 @@ static void backup_start(request_t *r)
     size_t len = 0;
     const char *text = hg_reply_str(rep, &len);
     console_audit(r, "backup name=%s: %.*s", name, (int)len, text != NULL ? text : "");
-    buf_t b = BUF_INIT;
-    json_t j;
-    json_init(&j, &b);
-    json_object_open(&j);
-    json_kstr(&j, "name", name);
-    json_key(&j, "started");
-    json_strn(&j, text != NULL ? text : "", len);
-    json_object_close(&j);
-    http_json(r, 202, &b);
-    buf_free(&b);
+    json_reply_t out;
+    json_t *j = json_reply_open(&out);
+    json_kstr(j, "name", name);
+    json_key(j, "started");
+    json_strn(j, text != NULL ? text : "", len);
+    json_reply_send(r, 202, &out);
     hg_reply_free(rep);
 }
 

@@ -242,6 +242,20 @@ void http_set_cookie(request_t *r, const char *token, long long max_age_s);
 /* Reply with a JSON document (status 200 unless given), no-store; a live
  * session's cookie goes with it again (its expiry moved with this use). */
 void http_json(request_t *r, int status, const buf_t *body);
+/* A reply whose body is one JSON object, written through the json_t
+ * json_reply_open returns. */
+typedef struct json_reply {
+    buf_t body;
+    json_t j;
+} json_reply_t;
+/* Start *out: an empty body with its object opened. Returns the writer
+ * (&out->j, valid while *out is). Then json_reply_send, or json_reply_drop
+ * when another reply (http_error) went instead. */
+json_t *json_reply_open(json_reply_t *out);
+/* Close the object, reply with it and status (http_json) and free the body. */
+void json_reply_send(request_t *r, int status, json_reply_t *out);
+/* Free the body of a reply not sent. */
+void json_reply_drop(json_reply_t *out);
 /* Reply {"error": message} with status. */
 void http_error(request_t *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A query or form value (NULL when absent). */

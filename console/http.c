@@ -122,14 +122,29 @@ void http_error(request_t *r, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    buf_t b = BUF_INIT;
-    json_t j;
-    json_init(&j, &b);
-    json_object_open(&j);
-    json_kstr(&j, "error", msg);
-    json_object_close(&j);
-    http_json(r, status, &b);
-    buf_free(&b);
+    json_reply_t out;
+    json_kstr(json_reply_open(&out), "error", msg);
+    json_reply_send(r, status, &out);
+}
+
+json_t *json_reply_open(json_reply_t *out)
+{
+    out->body = (buf_t)BUF_INIT;
+    json_init(&out->j, &out->body);
+    json_object_open(&out->j);
+    return &out->j;
+}
+
+void json_reply_send(request_t *r, int status, json_reply_t *out)
+{
+    json_object_close(&out->j);
+    http_json(r, status, &out->body);
+    buf_free(&out->body);
+}
+
+void json_reply_drop(json_reply_t *out)
+{
+    buf_free(&out->body);
 }
 
 const char *http_param(request_t *r, const char *name)

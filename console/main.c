@@ -173,12 +173,7 @@ int main(int argc, char **argv_shown)
         passwd_warn_exposed(secrets, sizeof secrets / sizeof secrets[0], PROGRAM, stderr);
         if (page_missing)
             fprintf(stderr, PROGRAM ": warning: %s\n", page_err);
-        printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
-        cfg_print_values(console_config_table(), &cfg, stdout);
-        if (args.config_path != NULL)
-            printf(PROGRAM ": configuration OK (%s)\n", args.config_path);
-        else
-            printf(PROGRAM ": configuration OK\n");
+        cfg_print_check(console_config_table(), &cfg, HG_VERSION_STRING, NULL, args.config_path, stdout, stderr);
         console_config_free(&cfg);
         return 0;
     }

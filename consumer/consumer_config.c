@@ -20,11 +20,8 @@
 #include <strings.h>
 
 #include "base/alloc.h"
-#include "common/http_guard.h"
-#include "common/http_host.h"
 #include "common/log.h"
 #include "common/log_limit.h"
-#include "common/prom.h"
 
 #define REASON_MAX_LEN 64 /* orders.cancel_reason VARCHAR(64) */
 
@@ -108,22 +105,15 @@ void consumer_config_loop_events(hg_consumer_t *c)
  * replaces the list instead of adding to it. */
 static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cfg_source_t source, char *err,
                            size_t errlen);
-/* side-effect-sql as --check-config shows it: one line per statement, or
- * "none" for an empty list. */
-static void print_side_effects(const void *conf, const cfg_key_t *k, FILE *out);
+/* side-effect-sql as --check-config shows it: one setting per statement
+ * (cfg_print_setting), or "none" for an empty list; returns how many
+ * statements were not printable. */
+static int print_side_effects(const void *conf, const cfg_key_t *k, FILE *out);
 
 #define OFF(field) offsetof(consumer_config_t, field)
 /* The flag legend: name = INI key = --flag; the help text is --help's. */
 static const cfg_key_t options[] = {
-    { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user[:pass]@]host[:port] (user@ alone: the password from password-file), "
-              "hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
-      .required = 1 },
-    TLS_KEYS_ROWS(consumer_config_t),
-    { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
-    { CFG_KEY("password-file", CFG_STRING, NULL, 0, 0, OFF(password_file),
-              "file holding the broker password (e.g. a systemd credential), instead of the URI's"),
-      .hint = "FILE" },
+    BROKER_KEYS_ROWS(consumer_config_t),
     { CFG_KEY("group", CFG_STRING, "order-cancel", 0, 0, OFF(group), "consumer group"), .required = 1 },
     { CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic carrying the order ids"), .required = 1 },
     { CFG_KEY("workers", CFG_INT, "4", 1, 256, OFF(workers),
@@ -165,13 +155,7 @@ static const cfg_key_t options[] = {
               "local retries before the NACK hands over to the broker") },
     { CFG_KEY("retry-jitter", CFG_DOUBLE, "0.2", 0, 1, OFF(retry_jitter), "random share of each delay, 0..1") },
 
-    { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
-              "HTTP port for /metrics and /healthz (0: off)") },
-    { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
-              "address the metrics server listens on: an IP address, or a host name that resolves"),
-      .required = 1 },
-    { CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, OFF(metrics_allowed_hosts), HTTP_GUARD_ALLOWED_HELP),
-      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN, .reload = 1 },
+    METRICS_KEYS_ROWS(consumer_config_t),
     { CFG_KEY("broker-unhealthy-after", CFG_DURATION, "10s", 0, 86400000, OFF(broker_unhealthy_after_ms),
               "/healthz answers 503 once every worker's PULL has failed this long (0: at once)") },
     LOG_KEYS_ROWS(consumer_config_t),
@@ -206,13 +190,16 @@ static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cf
     return 0;
 }
 
-static void print_side_effects(const void *conf, const cfg_key_t *k, FILE *out)
+static int print_side_effects(const void *conf, const cfg_key_t *k, FILE *out)
 {
     const consumer_config_t *cfg = conf;
     if (cfg->side_effect_count == 0)
-        fprintf(out, "%s = none\n", k->name);
+        return cfg_print_setting(out, k->name, "none") != 0;
+    int unprintable = 0;
     for (size_t i = 0; i < cfg->side_effect_count; i++)
-        fprintf(out, "%s = %s\n", k->name, cfg->side_effect_sql[i]);
+        if (cfg_print_setting(out, k->name, cfg->side_effect_sql[i]) != 0)
+            unprintable++;
+    return unprintable;
 }
 
 const cfg_table_t *consumer_config_table(void)
@@ -240,17 +227,11 @@ int consumer_config_credentials(consumer_config_t *cfg, char *err, size_t errlen
     hg_client_opts_init(&cfg->client_opts);
     if (DB_KEYS_CREDENTIALS(cfg, err, errlen) != 0)
         return -1;
-    if (cfg->password_file != NULL) {
-        char why[400];
-        if (passwd_read_file(cfg->password_file, cfg->password, sizeof cfg->password, why, sizeof why) != 0) {
-            snprintf(err, errlen, "password-file: %s", why);
-            return -1;
-        }
-        cfg->client_opts.password = cfg->password;
-    } else if (cfg->user != NULL) {
-        snprintf(err, errlen, "user '%s' needs password-file (or put user:password in the uri)", cfg->user);
+    if (broker_keys_read_password(cfg->password_file, cfg->user, cfg->password, sizeof cfg->password, err, errlen) !=
+        NULL)
         return -1;
-    }
+    if (cfg->password_file != NULL)
+        cfg->client_opts.password = cfg->password;
     cfg->client_opts.user = cfg->user;
     return 0;
 }
@@ -315,9 +296,7 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
                  REASON_MAX_LEN);
         return -1;
     }
-    if (cfg->metrics_port != 0 && prom_check_bind("metrics-bind", cfg->metrics_bind, err, errlen) != 0)
-        return -1;
-    if (http_hosts_check(HTTP_GUARD_ALLOWED_KEY, cfg->metrics_allowed_hosts, err, errlen) != 0)
+    if (metrics_keys_check(cfg->metrics_port != 0, cfg->metrics_bind, cfg->metrics_allowed_hosts, err, errlen) != NULL)
         return -1;
     if (cfg->retry_cap_ms < cfg->retry_base_ms) {
         snprintf(err, errlen, "retry-cap: %llums is below retry-base %llums", cfg->retry_cap_ms, cfg->retry_base_ms);

@@ -639,12 +639,7 @@ int main(int argc, char **argv_shown)
     const passwd_key_file_t secrets[] = { DB_KEYS_SECRET_FILE(&app.cfg), { "password-file", app.cfg.password_file } };
     if (args.action == CFG_CHECK) {
         passwd_warn_exposed(secrets, sizeof secrets / sizeof secrets[0], PROGRAM, stderr);
-        printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
-        cfg_print_values(consumer_config_table(), &app.cfg, stdout);
-        if (args.config_path != NULL)
-            printf(PROGRAM ": configuration OK (%s)\n", args.config_path);
-        else
-            printf(PROGRAM ": configuration OK\n");
+        cfg_print_check(consumer_config_table(), &app.cfg, HG_VERSION_STRING, NULL, args.config_path, stdout, stderr);
         consumer_config_free(&app.cfg);
         return 0;
     }

@@ -135,7 +135,13 @@ static void check_reprint(const fuzz_conf_t *c, int from_file)
     for (size_t i = 0; rc == 0 && i < table.count; i++) {
         char a[4096], b[4096];
         if (keys[i].secret) {
-            continue; /* printed as "(set)", never as the value */
+            continue; /* printed as a comment, "(set, not shown)", never as the value */
+        }
+        if (keys[i].type == CFG_STRING && (*(char *const *)((const char *)c + keys[i].offset) == NULL) !=
+                                              (*(char *const *)((const char *)&again + keys[i].offset) == NULL)) {
+            fprintf(stderr, "fuzz_cfg: %s read back %s\n", keys[i].name,
+                    *(char *const *)((const char *)c + keys[i].offset) == NULL ? "set, was unset" : "unset, was set");
+            abort();
         }
         cfg_value_text(&table, c, i, a, sizeof a);
         cfg_value_text(&table, &again, i, b, sizeof b);

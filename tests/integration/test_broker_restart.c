@@ -28,7 +28,7 @@
  * HG_TEST_STOP_CLIENT_BYTES make it a 10 000-client measurement), every
  * client at an EOF; a client writing through the stop without reading is
  * cut when its linger ends and does not hold the stop.
- * `--check-config` ends with "hourglass-broker: configuration OK (FILE)".
+ * `--check-config` ends with the comment "; hourglass-broker: configuration OK (FILE)".
  * `hourglass-broker --check-data DIR` refuses a directory in use and finds
  * the data consistent after kill -9 and after a clean stop.
  *
@@ -1210,9 +1210,10 @@ static void test_stop_cuts_a_writer(void)
     rc_close(&bt_conn);
 }
 
-/* --check-config prints the effective values and ends, on stdout, with
- * "hourglass-broker: configuration OK (FILE)" as the other programs do (it
- * said "configuration OK" alone, on stderr, so it came out first). */
+/* --check-config prints the effective values and ends, on stdout, with the
+ * comment "; hourglass-broker: configuration OK (FILE)" as the other programs
+ * do (it said "configuration OK" alone, on stderr, so it came out first; then
+ * without the "; ", so the output did not read back as a file). */
 static void test_check_config(void)
 {
     char dir[600], conf[700], out[65536], want[800];
@@ -1221,13 +1222,13 @@ static void test_check_config(void)
     TU_REQUIRE(tu_write_file(conf, "[broker]\nport = 7390\n") == 0, "write %s", conf);
     const char *with[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--config", conf, NULL };
     int rc = tu_run_capture(with, out, sizeof out);
-    snprintf(want, sizeof want, "\nhourglass-broker: configuration OK (%s)\n", conf);
+    snprintf(want, sizeof want, "\n; hourglass-broker: configuration OK (%s)\n", conf);
     size_t n = strlen(out), w = strlen(want);
     TU_CHECK(rc == 0 && n > w && strcmp(out + n - w, want) == 0 && strstr(out, "\nport = 7390\n") != NULL,
              "--check-config --config FILE: exit %d, want the values then '%s' last:\n%s", rc, want + 1, out);
     const char *without[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--port", "7391", NULL };
     rc = tu_run_capture(without, out, sizeof out);
-    const char *tail = "\nhourglass-broker: configuration OK\n";
+    const char *tail = "\n; hourglass-broker: configuration OK\n";
     n = strlen(out);
     w = strlen(tail);
     TU_CHECK(rc == 0 && n > w && strcmp(out + n - w, tail) == 0 && strncmp(out, "# hourglass-broker", 18) == 0,
@@ -1244,7 +1245,7 @@ static const tu_test_t restart_tests[] = {
     { "a stop reads at most 64 MiB of its clients' unread requests to refuse them", test_stop_refusal_budget },
     { "a TLS client's commands received but not run at a stop are refused too", test_stop_refuses_unread_tls },
     { "a client writing through the stop without reading is cut at the linger's end", test_stop_cuts_a_writer },
-    { "--check-config ends with 'hourglass-broker: configuration OK (FILE)'", test_check_config },
+    { "--check-config ends with '; hourglass-broker: configuration OK (FILE)'", test_check_config },
     { "kill -9 keeps queues, cursors, leases, DLQ", test_kill9 },
     { "kill -9 twice in a row", test_kill9_twice },
     { "refuses a directory in use and a changed level table", test_refusals },

@@ -118,7 +118,7 @@
  *                    CONNECTION): the next order page and the overview's
  *                    database half answer with the new one; an unreadable
  *                    file keeps the last good one, warned about once
- *   check-config     --check-config: the effective values, then "hourglass-console:
+ *   check-config     --check-config: the effective values, then the comment "; hourglass-console:
  *                    configuration OK" last (as the other daemons); a missing
  *                    static-dir or one without index.html: a warning naming it
  *   static-dir       a console whose static-dir is missing: warned once at
@@ -917,8 +917,8 @@ static void test_config(void)
              rc, out);
 }
 
-/* --check-config ends with "hourglass-console: configuration OK" as the other daemons' do, after the
- * effective values; a static-dir the page cannot be served from is a warning naming it (exit 0: the API
+/* --check-config ends with the comment "; hourglass-console: configuration OK" as the other daemons' do,
+ * after the effective values (a comment, so the output reads back as a configuration file); a static-dir the page cannot be served from is a warning naming it (exit 0: the API
  * works without the page). */
 static void test_check_config_output(void)
 {
@@ -928,17 +928,17 @@ static void test_check_config_output(void)
     const char *ok[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--static-dir", static_dir, NULL };
     int rc = tu_run_capture(ok, out, sizeof out);
     size_t len = strlen(out);
-    const char *tail = "\nhourglass-console: configuration OK\n";
+    const char *tail = "\n; hourglass-console: configuration OK\n";
     TU_CHECK(rc == 0 && len > strlen(tail) && strcmp(out + len - strlen(tail), tail) == 0 &&
                  strncmp(out, "# hourglass-console ", 20) == 0 && strstr(out, "warning") == NULL,
-             "--check-config: the effective values, then 'hourglass-console: configuration OK' last, no warning "
+             "--check-config: the effective values, then '; hourglass-console: configuration OK' last, no warning "
              "(exit %d: %s)",
              rc, out);
     snprintf(conf, sizeof conf, "%s/check.conf", workdir);
     TU_REQUIRE(tu_write_file(conf, "[mysql]\nmysql-database = " DB "\n") == 0, "write %s", conf);
     const char *with_file[] = { CONSOLE_BIN, "--check-config", "--config", conf, "--static-dir", static_dir, NULL };
     rc = tu_run_capture(with_file, out, sizeof out);
-    snprintf(want, sizeof want, "\nhourglass-console: configuration OK (%s)\n", conf);
+    snprintf(want, sizeof want, "\n; hourglass-console: configuration OK (%s)\n", conf);
     TU_CHECK(rc == 0 && strstr(out, want) != NULL, "--check-config --config FILE: '%s' (exit %d: %s)", want + 1, rc,
              out);
 

@@ -7,7 +7,12 @@
 #   - in every sample, a commented 'KEY = VALUE' line whose comment says '(the default)' must give
 #     the default, and one whose comment starts 'unset' must name a key that is unset by default;
 #   - every sample passes --check-config as shipped;
-#   - the consumer's, compensator's and console's set the MariaDB password the same way.
+#   - the consumer's, compensator's and console's set the MariaDB password the same way;
+#   - --check-config's output is a configuration file that reads back: for every sample and for
+#     configurations with a long value on continuation lines, a password file, unset optional paths
+#     and a repeated side-effect-sql, 'PROG --config out.conf --check-config' succeeds and prints the
+#     same (a secret is printed as a comment and left out, so the read-back gets it as a flag); a
+#     value no INI file holds is said on stderr, exit 0, and its copy is refused.
 # A failure names the file, the line and both values. No server is started.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,7 +23,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_samples.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
 # The value --check-config prints for key ($2) with program $1's flags "${@:3}" (the key's line
-# 'KEY = VALUE'; "" when the program refused the flags, with the refusal on stderr).
+# 'KEY = VALUE'; "" for an unset key, and when the program refused the flags, with the refusal on
+# stderr and status 1).
 effective() {
     local prog=$1 key=$2 out
     shift 2
@@ -26,7 +32,8 @@ effective() {
         echo "  $prog --check-config $*: $(tail -n 1 <<<"$out")" >&2
         return 1
     }
-    grep -m 1 -E "^$key = " <<<"$out" | sed -E "s/^$key = //"
+    # an unset key prints as the comment '; KEY = (not set)': no line, ""
+    awk -v k="$key = " 'index($0, k) == 1 { print substr($0, length(k) + 1); exit }' <<<"$out"
 }
 
 # check_file FILE PROGRAM ALL: the rules above; ALL=1 when every commented key line is a default.
@@ -85,11 +92,97 @@ for p in consumer compensator console; do
     fi
 done
 
+# round_trip PROGRAM CONF: PROGRAM --config CONF --check-config > out.conf, then the same with
+# --config out.conf (each '; KEY = (set, not shown)' secret given as --KEY): both succeed, say
+# nothing on stderr about values not printable, and print the same lines but the last, the comment
+# '; PROGRAM: configuration OK (FILE)'.
+round_trip() {
+    local prog=$1 conf=$2 out=$tmp/$1.check.conf again=$tmp/$1.again.conf key
+    local -a secrets=()
+    if ! "$builddir/$prog" --config "$conf" --check-config >"$out" 2>"$tmp/stderr" ||
+        grep -q "cannot be printed" "$tmp/stderr"; then
+        echo "FAIL: $prog --config $conf --check-config: $(tail -n 1 "$tmp/stderr")"
+        fail=1
+        return
+    fi
+    if [[ $(tail -n 1 "$out") != "; $prog: configuration OK ($conf)" ]]; then
+        echo "FAIL: $prog --check-config's last line is not '; $prog: configuration OK ($conf)': $(tail -n 1 "$out")"
+        fail=1
+    fi
+    while read -r key; do
+        secrets+=("--$key" "round-trip-secret")
+    done < <(sed -n -E 's/^; ([a-z0-9-]+) = \(set, not shown\)$/\1/p' "$out")
+    if ! "$builddir/$prog" --config "$out" --check-config "${secrets[@]}" >"$again" 2>"$tmp/stderr"; then
+        echo "FAIL: $prog: the --check-config output of $conf does not read back: $(tail -n 1 "$tmp/stderr")"
+        fail=1
+        return
+    fi
+    if ! diff <(sed '$d' "$out") <(sed '$d' "$again") >"$tmp/diff"; then
+        echo "FAIL: $prog: the --check-config output of $conf reads back to another configuration:"
+        cat "$tmp/diff"
+        fail=1
+        return
+    fi
+    echo "ok   $prog: --check-config of $conf reads back the same ($(wc -l <"$out") lines," \
+        "$((${#secrets[@]} / 2)) secret(s) given again as flags)"
+}
+
 check_file etc/hourglass-broker.conf hourglass-broker 1
 check_file etc/hourglass-consumer.conf hourglass-consumer 0
 check_file etc/hourglass-compensator.conf hourglass-compensator 0
 check_file etc/hourglass-console.conf hourglass-console 0
 check_file etc/hourglass-cli.conf hourglass-cli 1
+for p in broker consumer compensator console cli; do
+    round_trip "hourglass-$p" "$srcdir/etc/hourglass-$p.conf"
+done
+# A password file (an unset mysql-password printed as 'key = ' read back as empty, which clashed
+# with it), a value longer than an INI line given on continuation lines, unset optional paths
+# (log-file, tls-*), side-effect-sql repeated.
+printf 'round-trip-pw\n' >"$tmp/mysql.password"
+chmod 600 "$tmp/mysql.password"
+head="UPDATE orders SET status='cancelled', cancelled_at=NOW(6), cancel_reason=:reason WHERE id=?"
+tail="AND status='pending' AND cancelled_at IS NULL AND id > 0 AND id < 9223372036854775807 AND status <> 'shipped'"
+cat >"$tmp/consumer.conf" <<CONF
+mysql-database = shop
+mysql-password-file = $tmp/mysql.password
+claim-sql = $head
+    $tail
+side-effect-sql = UPDATE stock SET available = available + 1 WHERE sku_id = ?
+side-effect-sql = UPDATE order_timeout_msg SET status='done' WHERE order_id = ?
+CONF
+printf 'mysql-database = shop\nmysql-password-file = %s\n' "$tmp/mysql.password" >"$tmp/compensator.conf"
+cp "$tmp/compensator.conf" "$tmp/cli.conf"
+for p in consumer compensator cli; do
+    round_trip "hourglass-$p" "$tmp/$p.conf"
+done
+# the long claim-sql is printed whole: as the flag that gives it on one line prints it
+claim() { sed -n '/^claim-sql = /,/^[a-z]/p' "$@" | sed '$d'; }
+if ! diff <(claim "$tmp/hourglass-consumer.check.conf") <("$builddir/hourglass-consumer" --check-config \
+    --mysql-database shop --claim-sql "$head $tail" 2>/dev/null | claim) >"$tmp/diff"; then
+    echo "FAIL: hourglass-consumer --check-config prints the claim-sql of continuation lines otherwise:"
+    cat "$tmp/diff"
+    fail=1
+fi
+# A value no INI file holds (only a flag gives one: a ';' after a blank, here in one statement of
+# the repeatable side-effect-sql, printed by its own print function): the configuration is valid
+# (exit 0), stderr says how many values cannot be printed, and the copy fails on the line instead of
+# reading back as another configuration.
+odd="UPDATE stock SET note = ' ;' WHERE sku_id = ?"
+if ! "$builddir/hourglass-consumer" --check-config --mysql-database shop --side-effect-sql "$odd" \
+    >"$tmp/odd.conf" 2>"$tmp/stderr"; then
+    echo "FAIL: hourglass-consumer --check-config --side-effect-sql \"$odd\": $(tail -n 1 "$tmp/stderr")"
+    fail=1
+elif [[ $(<"$tmp/stderr") != "hourglass-consumer: 1 value cannot be printed so that it reads back; see the comments" ]]; then
+    echo "FAIL: hourglass-consumer --side-effect-sql \"$odd\": stderr is not the one value not printable: $(<"$tmp/stderr")"
+    fail=1
+elif "$builddir/hourglass-consumer" --config "$tmp/odd.conf" --check-config >/dev/null 2>"$tmp/stderr" ||
+    ! grep -q "odd.conf:[0-9]*: not a 'key = value' line" "$tmp/stderr"; then
+    echo "FAIL: hourglass-consumer: a print with a value not printable read back: $(tail -n 1 "$tmp/stderr")"
+    fail=1
+else
+    echo "ok   hourglass-consumer: a side-effect-sql not printable is said on stderr and its copy is refused"
+fi
+
 if ((fail)); then
     echo "FAIL"
     exit 1

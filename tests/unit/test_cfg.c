@@ -527,6 +527,125 @@ static void test_engine_print_unprintable(void)
     tu_rmtree(edir);
 }
 
+/* What --check-config must print so that it reads back as not set: a table of an optional path, a password
+ * and a repeatable CFG_CUSTOM key (its print function's count of values not printable adds to the total). */
+typedef struct absent_conf {
+    char *path;     /* optional: NULL unset */
+    char *password; /* secret */
+    char *items[4]; /* repeatable, printed through cfg_print_setting */
+    size_t item_count;
+} absent_conf_t;
+
+static int set_item(void *conf, const cfg_key_t *k, const char *value, cfg_source_t source, char *err, size_t errlen)
+{
+    (void)k, (void)source, (void)err, (void)errlen;
+    absent_conf_t *c = conf;
+    if (c->item_count < 4)
+        c->items[c->item_count++] = strdup(value);
+    return 0;
+}
+
+static int print_items(const void *conf, const cfg_key_t *k, FILE *out)
+{
+    const absent_conf_t *c = conf;
+    int unprintable = 0;
+    for (size_t i = 0; i < c->item_count; i++)
+        unprintable += cfg_print_setting(out, k->name, c->items[i]) != 0;
+    return unprintable;
+}
+
+static const cfg_key_t absent_keys[] = {
+    { CFG_KEY("path", CFG_STRING, NULL, 0, 0, offsetof(absent_conf_t, path), "optional file") },
+    { CFG_KEY("password", CFG_STRING, NULL, 0, 0, offsetof(absent_conf_t, password), "secret"), .secret = 1 },
+    { CFG_KEY("item", CFG_CUSTOM, NULL, 0, 0, 0, "repeatable"), .hook = set_item, .print = print_items },
+};
+static const cfg_table_t absent_table = { .program = "test_cfg", .keys = absent_keys, .count = 3 };
+
+static void absent_free(absent_conf_t *c)
+{
+    cfg_free(&absent_table, c);
+    for (size_t i = 0; i < c->item_count; i++)
+        free(c->items[i]);
+    memset(c, 0, sizeof *c); /* ready for cfg_init again */
+}
+
+/* The file at path into text[len], NUL-terminated. */
+static void read_text(const char *path, char *text, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    TU_REQUIRE(f != NULL, "open %s", path);
+    text[fread(text, 1, len - 1, f)] = '\0';
+    fclose(f);
+}
+
+/* cfg_print_check of c into dir/name's file, stderr into dir/name.err; the print's text into text. Returns
+ * cfg_print_check's count. */
+static int check_print(const absent_conf_t *c, const char *dir_path, const char *name, char *text, size_t len,
+                       char *errtext, size_t errlen)
+{
+    char path[700], epath[720];
+    snprintf(path, sizeof path, "%s/%s", dir_path, name);
+    snprintf(epath, sizeof epath, "%s/%s.err", dir_path, name);
+    FILE *out = fopen(path, "w"), *err = fopen(epath, "w");
+    TU_REQUIRE(out != NULL && err != NULL, "open %s", path);
+    int unprintable = cfg_print_check(&absent_table, c, "9.9", NULL, "in.conf", out, err);
+    TU_REQUIRE(fclose(out) == 0 && fclose(err) == 0, "close %s", path);
+    read_text(path, text, len);
+    read_text(epath, errtext, errlen);
+    return unprintable;
+}
+
+/* An unset string prints as the comment "; key = (not set)" and reads back unset (it printed "key = ", read back
+ * empty: hourglass-consumer's mysql-password-file then clashed with mysql-password); an empty one as "key = ",
+ * read back empty; a secret as "; key = (set, not shown)", so the copy reads back without it (its "(set)" read
+ * back as the password); the OK line is a comment, so the whole output reads back; values not printable (a
+ * repeatable key's too) are counted and said on stderr. */
+static void test_engine_print_absent(void)
+{
+    char adir[512], path[700], err[300] = "", text[4096], errtext[1024];
+    TU_REQUIRE(tu_mkdtemp("cfg-absent", adir, sizeof adir) == 0, "mkdtemp");
+    absent_conf_t c = { 0 }, again = { 0 };
+    cfg_init(&absent_table, &c);
+    TU_REQUIRE(cfg_set(&absent_table, &c, "password", "pw-Secret", CFG_SOURCE_FLAG, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(cfg_set(&absent_table, &c, "item", "a b", CFG_SOURCE_FLAG, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(cfg_set(&absent_table, &c, "item", "c", CFG_SOURCE_FLAG, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(check_print(&c, adir, "out.conf", text, sizeof text, errtext, sizeof errtext) == 0, "counted unprintable");
+    TU_CHECK(strcmp(text, "# test_cfg 9.9: effective configuration\n"
+                          "; path = (not set)\n"
+                          "; password = (set, not shown)\n"
+                          "item = a b\n"
+                          "item = c\n"
+                          "; test_cfg: configuration OK (in.conf)\n") == 0 &&
+                 errtext[0] == '\0',
+             "printed:\n%s\nstderr: %s", text, errtext);
+    snprintf(path, sizeof path, "%s/out.conf", adir);
+    cfg_init(&absent_table, &again);
+    TU_CHECK(cfg_load_file(&absent_table, &again, path, err, sizeof err) == 0, "read back: %s", err);
+    TU_CHECK(again.path == NULL && again.password == NULL && again.item_count == 2 &&
+                 strcmp(again.items[0], "a b") == 0 && strcmp(again.items[1], "c") == 0,
+             "read back: path %s, password %s, %zu items", again.path ? again.path : "(null)",
+             again.password ? again.password : "(null)", again.item_count);
+    absent_free(&again);
+
+    /* an empty string stays empty; a repeatable key's value not printable is counted and said */
+    TU_REQUIRE(cfg_set(&absent_table, &c, "path", "", CFG_SOURCE_FLAG, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(cfg_set(&absent_table, &c, "item", "x ;y", CFG_SOURCE_FLAG, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(check_print(&c, adir, "bad.conf", text, sizeof text, errtext, sizeof errtext) == 1, "count not 1");
+    TU_CHECK(strstr(text, "\npath = \n") != NULL && strstr(text, "\n; item: not printable") != NULL &&
+                 strcmp(errtext, "test_cfg: 1 value cannot be printed so that it reads back; see the comments\n") == 0,
+             "printed:\n%s\nstderr: %s", text, errtext);
+    free(c.items[--c.item_count]); /* the unprintable one off again */
+    TU_CHECK(check_print(&c, adir, "empty.conf", text, sizeof text, errtext, sizeof errtext) == 0, "count not 0");
+    snprintf(path, sizeof path, "%s/empty.conf", adir);
+    cfg_init(&absent_table, &again);
+    TU_CHECK(cfg_load_file(&absent_table, &again, path, err, sizeof err) == 0, "read back: %s", err);
+    TU_CHECK(again.path != NULL && again.path[0] == '\0', "an empty path read back as %s",
+             again.path ? again.path : "unset");
+    absent_free(&again);
+    absent_free(&c);
+    tu_rmtree(adir);
+}
+
 /* Where each key was set (cfg_origin_t), for a program's cross-key errors. */
 typedef struct oconf {
     long long workers, lease_ms;
@@ -611,6 +730,8 @@ static const tu_test_t engine_tests[] = {
     { "the printed values read back, a value beginning with ';' too", test_engine_print_reads_back },
     { "long values printed on continuation lines read back", test_engine_print_long_values },
     { "a value no INI file holds is printed so that reading it back fails", test_engine_print_unprintable },
+    { "unset strings and secrets print as comments and read back unset; the OK line is a comment",
+      test_engine_print_absent },
     { "origins: file and line, flag, default; cross-key error text", test_engine_origin },
     { "cfg_bind_is_loopback: localhost, 127/8, ::1 only", test_bind_is_loopback },
     { NULL, NULL },
