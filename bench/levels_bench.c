@@ -70,6 +70,9 @@
  */
 #define _GNU_SOURCE /* nftw's FTW_DEPTH/FTW_PHYS */
 #include "levels/store.h"
+#include "levels/clog.h"
+#include "levels/cq.h"
+#include "levels/slot.h"
 #include "base/alloc.h"
 #include "base/clock.h"
 
@@ -1328,6 +1331,189 @@ static void part_cycle(bench_t *b)
     bench_row("cycle", "per message", secs * 1e6 / (double)n, 2, "us", "callgrind: instructions", -1, NULL);
 }
 
+/* ---- the commit log (levels/clog.h, docs/design-commitlog.md step 1) ---------------- */
+
+/* The raw part's records (an 18-byte level key and a 100-byte value) written
+ * two ways in the same run: appended to the commit log in batches of 512,
+ * each batch one clog_append (records, COMMIT, one pwrite) and one clog_sync
+ * (fdatasync), segments pre-written off the clock as the design's pool
+ * keeps them (128 MiB; 16 MiB with --quick); and leveldb_write with sync on,
+ * batches of 512, on a fresh
+ * LevelDB with the store's options. The same count either way (400 batches;
+ * 40 with --quick), building the records inside the timed loop on both
+ * sides. Instructions per record: run under callgrind and read clog_batch_add
+ * + clog_append + clog_sync against leveldb_writebatch_put + leveldb_write
+ * inclusive (docs/BENCH-broker.md). */
+static void part_clog(bench_t *b)
+{
+    enum {
+        BATCH = 512,
+        RECORD = BENCH_RAW_KEY + BENCH_RAW_VALUE
+    };
+    const long n = (b->quick ? 40L : 400L) * BATCH;
+    const uint64_t segment = (b->quick ? UINT64_C(16) : UINT64_C(128)) << 20; /* quick: less to pre-write */
+    char rec[RECORD], err[512];
+    char *path = bench_case_dir(b, "clog-b%d", BATCH);
+    if (mkdir(path, 0700) != 0) {
+        bench_die("mkdir %s: %s", path, strerror(errno));
+    }
+    clog_options_t o = { path, segment, 0 };
+    clog_t *c = NULL;
+    if (clog_open(&o, &c, NULL, err, sizeof err) != 0 ||
+        clog_prepare(c, (unsigned)((uint64_t)n * (RECORD + 40) / segment + 1), err, sizeof err) != 0) {
+        bench_die("clog: %s", err);
+    }
+    clog_batch_t cb = { 0 };
+    uint64_t seq = 0, id;
+    double t0 = bench_now();
+    for (long i = 0; i < n;) {
+        raw_key(rec, BENCH_T0_MS + 1000, ++seq);
+        bench_fill(rec + BENCH_RAW_KEY, BENCH_RAW_VALUE, seq);
+        int rc = clog_batch_add(c, &cb, rec, sizeof rec, &id, err, sizeof err);
+        if (rc == CLOG_BATCH_FULL) { /* the segment's end: append what fits, the rest opens the next */
+            rc = clog_append(c, &cb, err, sizeof err) || clog_batch_add(c, &cb, rec, sizeof rec, &id, err, sizeof err);
+        }
+        if (rc != 0) {
+            bench_die("clog: %s", err);
+        }
+        if (++i % BATCH == 0 && (clog_append(c, &cb, err, sizeof err) != 0 || clog_sync(c, err, sizeof err) != 0)) {
+            bench_die("clog: %s", err);
+        }
+    }
+    double clog_rate = (double)n / (bench_now() - t0);
+    uint64_t log_bytes = clog_end(c);
+    clog_batch_free(&cb);
+    clog_close(c);
+    bench_case_done(b, path);
+
+    path = bench_case_dir(b, "clog-leveldb-b%d", BATCH);
+    raw_db_t r;
+    raw_open(&r, path, 1, 1);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    seq = 0;
+    t0 = bench_now();
+    for (long i = 0; i < n; i += BATCH) {
+        raw_write_batch(&r, wb, BATCH, &seq);
+    }
+    double ldb_rate = (double)n / (bench_now() - t0);
+    leveldb_writebatch_destroy(wb);
+    raw_close(&r);
+    bench_case_done(b, path);
+
+    char name[80];
+    snprintf(name, sizeof name, "clog append + fdatasync per %d, %ld records", BATCH, n);
+    bench_row("clog", name, clog_rate, 0, "records/s", "beside leveldb_write sync on", clog_rate / ldb_rate, NULL);
+    snprintf(name, sizeof name, "leveldb_write sync on, batch %d, same records", BATCH);
+    bench_row("clog", name, ldb_rate, 0, "records/s", "the store's writes today", -1, NULL);
+    bench_row("clog", "log bytes per record (header, padding, COMMIT)", (double)log_bytes / (double)n, 1, "bytes",
+              "118-byte records", -1, NULL);
+}
+
+/* ---- cq: the consume queues and where-slots (issue 13 step 2) ---------------------------- */
+
+/* `cq`: what a consume-queue entry and a where-slot cost (levels/cq.h,
+ * levels/slot.h; docs/design-commitlog.md §2), beside the LevelDB put they
+ * replace, in the same run. N = 393 216 (3 * 2^17, so the queue switches files
+ * once; 24 576 with --quick): cq_append of N entries (flushed in runs of 1024
+ * by the queue itself), cq_read of each once (one entry a call, as a head is
+ * read) and again in runs of 64, slot_put of N slots (appends) and of N overwrites at scattered
+ * ordinals (a move rewrites its slot), then N leveldb_writebatch_put of an
+ * 18-byte level key and a 100-byte value, 512 a leveldb_write, sync off (the
+ * `L` put a hop costs today). Nothing is synced: the design syncs these files
+ * only at checkpoints. Instructions per call: `valgrind --tool=callgrind
+ * levels-bench --only cq`, then callgrind_annotate --inclusive=yes: cq_append,
+ * cq_read, slot_put, leveldb_writebatch_put + leveldb_write, each ÷ its calls. */
+static void part_cq(bench_t *b)
+{
+    const uint64_t n = b->quick ? UINT64_C(3) << 13 : UINT64_C(3) << 17;
+    const int ldb_batch = 512;
+    char *path = bench_case_dir(b, "cq");
+    if (mkdir(path, 0700) != 0) {
+        bench_die("mkdir %s: %s", path, strerror(errno));
+    }
+    char err[512];
+    cq_t *q;
+    if (cq_open(path, 1, 0, 0, &q, err, sizeof err) != 0) {
+        bench_die("cq_open: %s", err);
+    }
+    double t0 = bench_now();
+    for (uint64_t i = 0; i < n; i++) {
+        cq_entry_t e = { BENCH_T0_MS + i * 210, BENCH_T0_MS + 1000 + i };
+        if (cq_append(q, &e, NULL, err, sizeof err) != 0) {
+            bench_die("cq_append: %s", err);
+        }
+    }
+    if (cq_flush(q, err, sizeof err) != 0) {
+        bench_die("cq_flush: %s", err);
+    }
+    double t_append = bench_now() - t0;
+    t0 = bench_now();
+    for (uint64_t i = 0; i < n; i++) {
+        cq_entry_t e;
+        if (cq_read(q, i, 1, &e, err, sizeof err) != 0 || e.log_offset != BENCH_T0_MS + i * 210) {
+            bench_die("cq_read %llu: %s", (unsigned long long)i, err);
+        }
+    }
+    double t_read = bench_now() - t0;
+    cq_entry_t run[64];
+    t0 = bench_now();
+    for (uint64_t i = 0; i < n; i += 64) {
+        if (cq_read(q, i, 64, run, err, sizeof err) != 0 || run[63].log_offset != BENCH_T0_MS + (i + 63) * 210) {
+            bench_die("cq_read run at %llu: %s", (unsigned long long)i, err);
+        }
+    }
+    double t_read_run = bench_now() - t0;
+    if (cq_close(q, err, sizeof err) != 0) {
+        bench_die("cq_close: %s", err);
+    }
+    slot_file_t *sf;
+    if (slot_file_open(path, BENCH_T0_MS, 1, &sf, err, sizeof err) != 0) {
+        bench_die("slot_file_open: %s", err);
+    }
+    double t_slot[2]; /* appends, then overwrites at scattered ordinals (moves) */
+    for (int pass = 0; pass < 2; pass++) {
+        t0 = bench_now();
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t ordinal = pass == 0 ? i : (i * 7919) % n;
+            slot_t sl = { BENCH_T0_MS + ordinal * 210, 2, 0, i };
+            if (slot_put(sf, ordinal, &sl, err, sizeof err) != 0) {
+                bench_die("slot_put: %s", err);
+            }
+        }
+        if (slot_flush(sf, err, sizeof err) != 0) {
+            bench_die("slot_flush: %s", err);
+        }
+        t_slot[pass] = bench_now() - t0;
+    }
+    if (slot_file_close(sf, err, sizeof err) != 0) {
+        bench_die("slot_file_close: %s", err);
+    }
+    char *ldb = bench_case_dir(b, "cq-leveldb");
+    raw_db_t r;
+    raw_open(&r, ldb, 1, 0);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    uint64_t seq = 0;
+    t0 = bench_now();
+    for (uint64_t i = 0; i < n; i += (uint64_t)ldb_batch) {
+        raw_write_batch(&r, wb, ldb_batch, &seq);
+    }
+    double t_ldb = bench_now() - t0;
+    leveldb_writebatch_destroy(wb);
+    raw_close(&r);
+    bench_case_done(b, ldb);
+    bench_case_done(b, path);
+    double ldb_rate = (double)seq / t_ldb;
+    bench_row("cq", "cq_append, flushed in runs of 1024", (double)n / t_append, 0, "entries/s", "", -1, NULL);
+    bench_row("cq", "cq_read, one entry a call", (double)n / t_read, 0, "entries/s", "", -1, NULL);
+    bench_row("cq", "cq_read, runs of 64", (double)n / t_read_run, 0, "entries/s", "", -1, NULL);
+    bench_row("cq", "slot_put appends, flushed in runs of 1024", (double)n / t_slot[0], 0, "slots/s", "", -1, NULL);
+    bench_row("cq", "slot_put overwrites, scattered (a pwrite each)", (double)n / t_slot[1], 0, "slots/s", "", -1,
+              NULL);
+    bench_row("cq", "leveldb put 18+100 B, batch 512, sync off", ldb_rate, 0, "puts/s", "what a hop writes today", -1,
+              NULL);
+    bench_row("cq", "cq_append vs leveldb put", (double)n / t_append / ldb_rate, 2, "x", "", -1, NULL);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 typedef struct bench_part {
@@ -1343,6 +1529,8 @@ static const bench_part_t bench_parts[] = {
     { "open", part_open, "open time and RSS with 10^7 pending messages" },
     { "spread", part_spread, "steady random-ms delays: us per delivery and per ACK" },
     { "cycle", part_cycle, "a message's whole life, steady and deterministic (for callgrind)" },
+    { "clog", part_clog, "commit log append + fdatasync per 512 beside leveldb_write sync on" },
+    { "cq", part_cq, "consume-queue entries and where-slots per call vs a LevelDB put" },
 };
 #define BENCH_N_PARTS ((int)(sizeof bench_parts / sizeof bench_parts[0]))
 

@@ -1,0 +1,648 @@
+/*
+ * levels/clog.c — the commit log's segments, batches, syncs and reads
+ * (contracts in levels/clog.h; design in docs/design-commitlog.md §2–3).
+ *
+ * Layout. Segment header (32 bytes, big-endian): "HGCLOGS1", base u64, life
+ * u64, size in KiB u32, CRC-32C of the 28 bytes before it u32. Record header
+ * (32 bytes): CRC-32C u32 of everything after it up to the payload's end,
+ * type u8, three zero bytes, payload length u32, distance from the batch's
+ * first record u32, offset u64, life u64; the payload follows, padded with
+ * zeros to 8 bytes. COMMIT payload: D u64, previous batch's end u64, data
+ * records u32, batch CRC u32 = the CRC-32Cs of the data records' CRCs in
+ * runs of 256, XORed (each byte is checksummed once; the batch CRC binds the
+ * set; order is bound by each record naming its offset).
+ *
+ * Why a life and not only the offset: a recycled segment's old records carry
+ * old offsets, but a payload can hold a well-formed record at a guessable
+ * offset; the life is random and never leaves the file, so a forged record
+ * fails it (the where-slots of step 2 stay the rule for ids, design §2).
+ *
+ * This file is the running log: segments made and recycled, batches
+ * appended, syncs, reads and walks. The open and its end rule are
+ * clog_open.c; what the two share is clog_internal.h.
+ */
+#define _GNU_SOURCE
+#include "levels/clog_internal.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "levels/keys.h"
+#include "levels/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+void clog_seg_path(const clog_t *c, uint64_t base, char *p, size_t n)
+{
+    snprintf(p, n, "%s/clog-%016" PRIx64 ".seg", c->dir, base);
+}
+
+seg_t *clog_seg_find(clog_t *c, uint64_t base)
+{
+    size_t lo = 0, hi = c->nsegs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->segs[mid].base == base) {
+            return &c->segs[mid];
+        }
+        if (c->segs[mid].base < base) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return NULL;
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const seg_t *)a)->base, y = ((const seg_t *)b)->base;
+    return x < y ? -1 : x > y;
+}
+
+/* Owner thread: add or re-sort under the lock (the syncer reads the array). */
+void clog_seg_insert(clog_t *c, seg_t s)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->nsegs == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 8;
+        c->segs = xrealloc(c->segs, c->cap * sizeof *c->segs);
+    }
+    c->segs[c->nsegs++] = s;
+    qsort(c->segs, c->nsegs, sizeof *c->segs, seg_cmp);
+    pthread_mutex_unlock(&c->lock);
+}
+
+int clog_pwrite_all(int fd, const void *p, size_t n, uint64_t at)
+{
+    const char *q = p;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, q, n, (off_t)at);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            return -1;
+        }
+        q += k;
+        n -= (size_t)k;
+        at += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* 0, 1 when the file ends first, -1 with errno. */
+int clog_pread_all(int fd, void *p, size_t n, uint64_t at)
+{
+    char *q = p;
+    while (n > 0) {
+        ssize_t k = pread(fd, q, n, (off_t)at);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k < 0) {
+            return -1;
+        }
+        if (k == 0) {
+            return 1;
+        }
+        q += k;
+        n -= (size_t)k;
+        at += (uint64_t)k;
+    }
+    return 0;
+}
+
+int clog_sync_dir(const clog_t *c, char *err, size_t errlen)
+{
+    int fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+        }
+        return err_set(err, errlen, "cannot sync directory %s: %s", c->dir, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+uint64_t clog_new_life(void)
+{
+    uint64_t life = 0;
+    while (getrandom(&life, sizeof life, 0) != (ssize_t)sizeof life) {
+    }
+    return life;
+}
+
+void clog_header_encode(char *h, uint64_t base, uint64_t life, uint64_t size)
+{
+    memcpy(h, SEG_MAGIC, 8);
+    be64_put(h + 8, base);
+    be64_put(h + 16, life);
+    be32_put(h + 24, (uint32_t)(size >> 10));
+    be32_put(h + 28, store_crc32c(h, 28));
+}
+
+/* Write a new header (a new life) into fd and sync it. */
+int clog_header_write(clog_t *c, int fd, uint64_t base, uint64_t life, const char *path, char *err, size_t errlen)
+{
+    char h[CLOG_SEGMENT_HEADER];
+    clog_header_encode(h, base, life, c->size);
+    if (clog_pwrite_all(fd, h, sizeof h, 0) != 0 || fdatasync(fd) != 0) {
+        return err_set(err, errlen, "cannot write the header of %s: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+/* Pre-write a segment at base (zeros, header, synced, renamed into place) and
+ * add it as a spare. */
+static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    clog_seg_path(c, base, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return err_set(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    }
+    char *zeros = xcalloc(1, PREWRITE_CHUNK);
+    int rc = 0;
+    for (uint64_t at = 0; at < c->size && rc == 0; at += PREWRITE_CHUNK) {
+        size_t n = c->size - at < PREWRITE_CHUNK ? (size_t)(c->size - at) : PREWRITE_CHUNK;
+        if (clog_pwrite_all(fd, zeros, n, at) != 0) {
+            rc = err_set(err, errlen, "cannot pre-write %s at byte %" PRIu64 ": %s", tmp, at, strerror(errno));
+        }
+    }
+    free(zeros);
+    uint64_t life = clog_new_life();
+    if (rc == 0) {
+        rc = clog_header_write(c, fd, base, life, tmp, err, errlen);
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = err_set(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    }
+    if (rc == 0) {
+        rc = clog_sync_dir(c, err, errlen);
+    }
+    if (rc != 0) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    clog_seg_insert(c, (seg_t){ base, life, fd, 1 });
+    return 0;
+}
+
+/* ---- records ------------------------------------------------------------------ */
+
+static void clog_hdr_decode(const char *p, hdr_t *h)
+{
+    h->crc = be32_get(p);
+    h->type = (unsigned char)p[4];
+    h->len = be32_get(p + 8);
+    h->delta = be32_get(p + 12);
+    h->offset = be64_get(p + 16);
+    h->life = be64_get(p + 24);
+}
+
+/* The header at p could be the record at off of segment s: its offset, life,
+ * type, zero bytes and length agree (the CRC is checked with the payload). */
+int clog_hdr_plausible(const clog_t *c, const seg_t *s, const char *p, uint64_t off, hdr_t *h)
+{
+    clog_hdr_decode(p, h);
+    return h->offset == off && h->life == s->life && (h->type == CLOG_DATA || h->type == CLOG_COMMIT) && p[5] == 0 &&
+           p[6] == 0 && p[7] == 0 && h->delta <= off - first_pos(s->base) &&
+           (uint64_t)h->len <= s->base + c->size - off - CLOG_RECORD_HEADER;
+}
+
+/* Read and check the record at off of s into rd. 0 with *r; CLOG_NOT_RECORD;
+ * RECORD_DAMAGED with err for a record of this life that fails its CRC; -1
+ * with err on I/O. */
+int clog_record_read(clog_t *c, seg_t *s, uint64_t off, clog_reader_t *rd, clog_record_t *r, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if (off < first_pos(s->base) || off % 8 != 0 || off + CLOG_RECORD_HEADER > s->base + c->size) {
+        return CLOG_NOT_RECORD;
+    }
+    if (rd->cap < CLOG_RECORD_HEADER) {
+        rd->cap = 4096;
+        rd->buf = xrealloc(rd->buf, rd->cap);
+    }
+    int k = clog_pread_all(s->fd, rd->buf, CLOG_RECORD_HEADER, off - s->base);
+    if (k != 0) {
+        clog_seg_path(c, s->base, path, sizeof path);
+        return err_set(err, errlen, "%s: offset %" PRIu64 ": cannot read: %s", path, off,
+                       k < 0 ? strerror(errno) : "file shorter than its segment");
+    }
+    hdr_t h;
+    if (!clog_hdr_plausible(c, s, rd->buf, off, &h)) {
+        return CLOG_NOT_RECORD;
+    }
+    size_t need = CLOG_RECORD_HEADER + (size_t)h.len;
+    if (rd->cap < need) {
+        rd->cap = need;
+        rd->buf = xrealloc(rd->buf, rd->cap);
+    }
+    k = h.len ? clog_pread_all(s->fd, rd->buf + CLOG_RECORD_HEADER, h.len, off - s->base + CLOG_RECORD_HEADER) : 0;
+    if (k != 0) {
+        clog_seg_path(c, s->base, path, sizeof path);
+        return err_set(err, errlen, "%s: offset %" PRIu64 ": cannot read %" PRIu32 " payload bytes: %s", path, off,
+                       h.len, k < 0 ? strerror(errno) : "file shorter than its segment");
+    }
+    if (store_crc32c(rd->buf + 4, need - 4) != h.crc) {
+        clog_seg_path(c, s->base, path, sizeof path);
+        err_set(err, errlen, "%s: offset %" PRIu64 ": record CRC mismatch (damaged)", path, off);
+        return RECORD_DAMAGED;
+    }
+    r->offset = off;
+    r->batch = off - h.delta;
+    r->next = off + CLOG_RECORD_HEADER + pad8(h.len);
+    r->type = h.type;
+    r->data = rd->buf + CLOG_RECORD_HEADER;
+    r->len = h.len;
+    return 0;
+}
+
+void clog_close(clog_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < c->nsegs; i++) {
+        close(c->segs[i].fd);
+    }
+    free(c->segs);
+    pthread_mutex_destroy(&c->lock);
+    free(c->dir);
+    free(c);
+}
+
+uint64_t clog_end(const clog_t *c)
+{
+    return c->tail;
+}
+
+uint64_t clog_durable(const clog_t *c)
+{
+    return atomic_load(&((clog_t *)c)->durable);
+}
+
+/* ---- append ------------------------------------------------------------------- */
+
+void clog_batch_begin(clog_t *c, clog_batch_t *b)
+{
+    uint64_t pos = c->end;
+    if (pos % c->size < CLOG_SEGMENT_HEADER) {
+        pos = first_pos(seg_base_of(c, pos));
+    }
+    b->first = pos;
+    b->limit = seg_base_of(c, pos) + c->size;
+    b->len = 0;
+    b->records = 0;
+    b->begun = 1;
+    b->life_known = 0;
+}
+
+static void record_put(clog_batch_t *b, int type, const void *p, size_t n, uint64_t off, uint64_t life)
+{
+    size_t foot = CLOG_RECORD_HEADER + (size_t)pad8(n);
+    if (b->len + foot > b->cap) {
+        b->cap = (b->len + foot) * 2;
+        b->buf = xrealloc(b->buf, b->cap);
+    }
+    char *h = b->buf + b->len;
+    h[4] = (char)type;
+    h[5] = h[6] = h[7] = 0;
+    be32_put(h + 8, (uint32_t)n);
+    be32_put(h + 12, (uint32_t)(off - b->first));
+    be64_put(h + 16, off);
+    be64_put(h + 24, life);
+    if (n > 0) {
+        memcpy(h + CLOG_RECORD_HEADER, p, n);
+    }
+    memset(h + CLOG_RECORD_HEADER + n, 0, foot - CLOG_RECORD_HEADER - n);
+    be32_put(h, store_crc32c(h + 4, CLOG_RECORD_HEADER - 4 + n));
+    b->len += foot;
+}
+
+static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen);
+
+int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
+{
+    uint64_t room = c->size - CLOG_SEGMENT_HEADER - COMMIT_FOOTPRINT - CLOG_RECORD_HEADER;
+    if (n > room) {
+        return err_set(err, errlen,
+                       "commit log record of %zu bytes cannot fit in a segment of %" PRIu64 " bytes (at most %" PRIu64
+                       " payload bytes)",
+                       n, c->size, room);
+    }
+    if (!b->begun) {
+        clog_batch_begin(c, b);
+    }
+    uint64_t foot = CLOG_RECORD_HEADER + pad8(n);
+    if (b->first + b->len + foot + COMMIT_FOOTPRINT > b->limit) {
+        if (b->records > 0) {
+            return CLOG_BATCH_FULL;
+        }
+        b->first = first_pos(b->limit);
+        b->limit += c->size;
+        b->life_known = 0;
+    }
+    if (!b->life_known) {
+        /* the segment is made (or a spare taken) now: its life goes into every record */
+        seg_t *s = seg_ready(c, seg_base_of(c, b->first), err, errlen);
+        if (s == NULL) {
+            return -1;
+        }
+        b->life = s->life;
+        b->life_known = 1;
+    }
+    uint64_t off = b->first + b->len;
+    record_put(b, CLOG_DATA, p, n, off, b->life);
+    b->records++;
+    *offset = off;
+    return 0;
+}
+
+/* A segment for base: its own file, a spare renamed to it, or a new one.
+ * Its life is fixed here, so records can be encoded before the write. */
+static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen)
+{
+    seg_t *s = clog_seg_find(c, base);
+    if (s != NULL) {
+        return s;
+    }
+    seg_t *spare = NULL;
+    for (size_t i = 0; i < c->nsegs; i++) {
+        if (c->segs[i].spare && c->segs[i].base > seg_base_of(c, c->tail)) {
+            spare = &c->segs[i];
+            break;
+        }
+    }
+    if (spare == NULL) {
+        if (seg_create(c, base, err, errlen) != 0) {
+            return NULL;
+        }
+        return clog_seg_find(c, base);
+    }
+    char from[PATH_MAX], to[PATH_MAX];
+    clog_seg_path(c, spare->base, from, sizeof from);
+    clog_seg_path(c, base, to, sizeof to);
+    uint64_t life = clog_new_life();
+    if (clog_header_write(c, spare->fd, base, life, from, err, errlen) != 0) {
+        return NULL;
+    }
+    if (rename(from, to) != 0) {
+        err_set(err, errlen, "cannot rename %s to %s: %s", from, to, strerror(errno));
+        return NULL;
+    }
+    if (clog_sync_dir(c, err, errlen) != 0) {
+        return NULL;
+    }
+    pthread_mutex_lock(&c->lock);
+    spare->base = base;
+    spare->life = life;
+    qsort(c->segs, c->nsegs, sizeof *c->segs, seg_cmp);
+    pthread_mutex_unlock(&c->lock);
+    return clog_seg_find(c, base);
+}
+
+int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen)
+{
+    if (!b->begun || b->records == 0) {
+        b->begun = 0;
+        return 0;
+    }
+    uint64_t base = seg_base_of(c, b->first);
+    seg_t *s = seg_ready(c, base, err, errlen);
+    if (s == NULL) {
+        return -1;
+    }
+    /* the batch CRC: CRC-32C of the record CRCs, folded as batch_whole reads them */
+    char crcs[4 * 256];
+    size_t ncrcs = 0;
+    uint32_t crc = 0;
+    for (size_t at = 0; at < b->len;) {
+        memcpy(crcs + ncrcs, b->buf + at, 4);
+        ncrcs += 4;
+        if (ncrcs == sizeof crcs) {
+            crc ^= store_crc32c(crcs, ncrcs);
+            ncrcs = 0;
+        }
+        at += CLOG_RECORD_HEADER + pad8(be32_get(b->buf + at + 8));
+    }
+    if (ncrcs > 0) {
+        crc = store_crc32c(crcs, ncrcs) ^ crc;
+    }
+    char cp[CLOG_COMMIT_PAYLOAD];
+    be64_put(cp, atomic_load(&c->durable));
+    be64_put(cp + 8, c->tail);
+    be32_put(cp + 16, b->records);
+    be32_put(cp + 20, crc);
+    record_put(b, CLOG_COMMIT, cp, sizeof cp, b->first + b->len, s->life);
+    if (clog_pwrite_all(s->fd, b->buf, b->len, b->first - base) != 0) {
+        char path[PATH_MAX];
+        clog_seg_path(c, base, path, sizeof path);
+        return err_set(err, errlen, "%s: offset %" PRIu64 ": cannot append %zu bytes: %s", path, b->first, b->len,
+                       strerror(errno));
+    }
+    if (s->spare) {
+        pthread_mutex_lock(&c->lock); /* the syncer reads the flag */
+        s->spare = 0;
+        pthread_mutex_unlock(&c->lock);
+    }
+    c->tail = c->end = b->first + b->len;
+    atomic_store(&c->written, c->tail);
+    b->begun = 0;
+    b->len = 0;
+    b->records = 0;
+    return 0;
+}
+
+int clog_sync(clog_t *c, char *err, size_t errlen)
+{
+    uint64_t from = atomic_load(&c->durable);
+    pthread_mutex_lock(&c->lock);
+    uint64_t w = atomic_load(&c->written);
+    size_t n = 0;
+    int *fds = xmalloc((c->nsegs + 1) * sizeof *fds);
+    uint64_t *bases = xmalloc((c->nsegs + 1) * sizeof *bases);
+    for (size_t i = 0; i < c->nsegs; i++) {
+        seg_t *s = &c->segs[i];
+        if (!s->spare && s->base + c->size > from && s->base <= w) {
+            fds[n] = s->fd;
+            bases[n++] = s->base;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (fdatasync(fds[i]) != 0) {
+            char path[PATH_MAX];
+            clog_seg_path(c, bases[i], path, sizeof path);
+            rc =
+                err_set(err, errlen, "%s: cannot fdatasync (the segment must be abandoned): %s", path, strerror(errno));
+        }
+    }
+    free(fds);
+    free(bases);
+    if (rc == 0) {
+        uint64_t cur = atomic_load(&c->durable);
+        while (cur < w && !atomic_compare_exchange_weak(&c->durable, &cur, w)) {
+        }
+    }
+    return rc;
+}
+
+/* ---- reads ---------------------------------------------------------------------- */
+
+int clog_read(clog_t *c, uint64_t offset, clog_reader_t *rd, clog_record_t *r, char *err, size_t errlen)
+{
+    if (offset >= c->tail) {
+        return CLOG_NOT_RECORD;
+    }
+    seg_t *s = clog_seg_find(c, seg_base_of(c, offset));
+    if (s == NULL || s->spare) {
+        return CLOG_NOT_RECORD;
+    }
+    int rc = clog_record_read(c, s, offset, rd, r, err, errlen);
+    return rc == RECORD_DAMAGED ? -1 : rc;
+}
+
+int clog_walk(clog_t *c, uint64_t from, clog_walk_fn fn, void *ctx, char *err, size_t errlen)
+{
+    size_t i = 0;
+    while (i < c->nsegs && c->segs[i].spare) {
+        i++;
+    }
+    if (i == c->nsegs) {
+        return from == 0 ? 0 : CLOG_NOT_RECORD;
+    }
+    uint64_t pos = from == 0 ? first_pos(c->segs[i].base) : from;
+    clog_reader_t rd = { 0 };
+    int rc = 0, first = 1;
+    while (pos < c->tail) {
+        if (pos % c->size < CLOG_SEGMENT_HEADER) {
+            pos = first_pos(seg_base_of(c, pos));
+        }
+        clog_record_t r;
+        seg_t *s = clog_seg_find(c, seg_base_of(c, pos));
+        rc = s != NULL && !s->spare ? clog_record_read(c, s, pos, &rd, &r, err, errlen) : CLOG_NOT_RECORD;
+        if (rc < 0 || rc == RECORD_DAMAGED) {
+            rc = -1;
+            break;
+        }
+        if (rc == CLOG_NOT_RECORD) {
+            if (first) {
+                break;
+            }
+            /* the rest of this segment is unused: the chain goes on in the next segment in use */
+            uint64_t next = UINT64_MAX;
+            for (size_t j = 0; j < c->nsegs; j++) {
+                if (!c->segs[j].spare && c->segs[j].base > seg_base_of(c, pos)) {
+                    next = c->segs[j].base;
+                    break;
+                }
+            }
+            rc = 0;
+            if (next == UINT64_MAX) {
+                break;
+            }
+            pos = first_pos(next);
+            continue;
+        }
+        first = 0;
+        if ((rc = fn(&r, ctx)) != 0) {
+            break;
+        }
+        pos = r.next;
+    }
+    clog_reader_free(&rd);
+    return rc;
+}
+
+/* ---- spares and recycling ---------------------------------------------------------- */
+
+static uint64_t past_every_segment(const clog_t *c)
+{
+    uint64_t b = seg_base_of(c, c->end);
+    if (c->nsegs > 0 && c->segs[c->nsegs - 1].base + c->size > b) {
+        b = c->segs[c->nsegs - 1].base + c->size;
+    }
+    return b;
+}
+
+int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
+{
+    unsigned have = 0;
+    for (size_t i = 0; i < c->nsegs; i++) {
+        have += c->segs[i].spare && c->segs[i].base >= seg_base_of(c, c->end);
+    }
+    while (have < spares) {
+        uint64_t b = seg_base_of(c, c->end);
+        while (clog_seg_find(c, b) != NULL) {
+            b += c->size;
+        }
+        if (seg_create(c, b, err, errlen) != 0) {
+            return -1;
+        }
+        have++;
+    }
+    return 0;
+}
+
+int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
+{
+    char from[PATH_MAX], to[PATH_MAX];
+    clog_seg_path(c, base, from, sizeof from);
+    seg_t *s = clog_seg_find(c, base);
+    if (s == NULL) {
+        return err_set(err, errlen, "%s: no such commit log segment to recycle", from);
+    }
+    if (base + c->size > atomic_load(&c->durable) || seg_base_of(c, c->end) == base || s->spare) {
+        return err_set(err, errlen,
+                       "%s: offset %" PRIu64
+                       ": cannot recycle a segment in use or not wholly durable (durable end %" PRIu64 ")",
+                       from, base, atomic_load(&c->durable));
+    }
+    uint64_t nb = past_every_segment(c);
+    clog_seg_path(c, nb, to, sizeof to);
+    uint64_t life = clog_new_life();
+    if (clog_header_write(c, s->fd, nb, life, from, err, errlen) != 0) {
+        return -1;
+    }
+    if (rename(from, to) != 0) {
+        return err_set(err, errlen, "cannot rename %s to %s: %s", from, to, strerror(errno));
+    }
+    pthread_mutex_lock(&c->lock);
+    s->base = nb;
+    s->life = life;
+    s->spare = 1;
+    qsort(c->segs, c->nsegs, sizeof *c->segs, seg_cmp);
+    pthread_mutex_unlock(&c->lock);
+    return clog_sync_dir(c, err, errlen);
+}
+
+void clog_batch_free(clog_batch_t *b)
+{
+    free(b->buf);
+    memset(b, 0, sizeof *b);
+}
+
+void clog_reader_free(clog_reader_t *rd)
+{
+    free(rd->buf);
+    rd->buf = NULL;
+    rd->cap = 0;
+}

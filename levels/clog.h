@@ -1,0 +1,177 @@
+/*
+ * levels/clog.h — the commit log (docs/design-commitlog.md §2, §3; step 1 of
+ * its landing plan): pre-written segments, batches appended whole with a
+ * COMMIT record, fdatasync, a record read back by its offset, a walk, the
+ * log's end found at open by the D rule, segments recycled, offsets raised to
+ * a floor. Not wired into the store yet.
+ *
+ * Files, in one directory: clog-<base>.seg, <base> the absolute log offset of
+ * the segment's first byte as 16 lowercase hex digits, a multiple of the
+ * segment size; every segment is exactly segment_bytes long, written whole
+ * (zeros) before it is used, so an fdatasync never has metadata to write.
+ * A segment starts with a 32-byte header (magic, base, size, its life: a
+ * random 64-bit number drawn each time the segment is (re)made). Records
+ * follow, 8-byte aligned, each naming its own offset and its segment's life,
+ * covered by a CRC-32C: a record of an earlier life (a recycled segment), a
+ * well-formed record forged inside a payload (whose writer cannot know the
+ * life) and zeros all read as "not a record here" (CLOG_NOT_RECORD).
+ *
+ * A batch is records added with clog_batch_add and then written by
+ * clog_append in one pwrite, ending in a COMMIT record that holds D (the
+ * durable end when the batch was made), the end of the batch before it, the
+ * record count and a CRC-32C of the batch's bytes. A batch lies in one
+ * segment; ids (offsets) are handed out by clog_batch_add, before the write.
+ *
+ * The end rule at open: the log is the chain of whole batches from the first
+ * segment; the first place that is not one (zeros, a torn batch, a stale
+ * record) ends it, unless the next segment in use begins with a batch that
+ * names that place as its predecessor (a segment switch or a raised floor).
+ * Whole batches past a torn place are legitimate only if every one's D is at
+ * or below the torn place (nothing there had been durable): the bytes from
+ * the torn place on are then saved beside the segment
+ * (clog-<base>.seg.torn-<offset>) and cleared, and the open reports it.
+ * Otherwise the open refuses with CLOG_DAMAGED, naming the file and offset.
+ *
+ * Threads: one owner thread calls everything but clog_sync and clog_durable,
+ * which one other thread (the syncer) may call at the same time as the
+ * owner's calls. Errors: every function that fails writes one line into
+ * err[errlen] (base/err.h) naming the file and offset concerned.
+ */
+#ifndef HG_LEVELS_CLOG_H
+#define HG_LEVELS_CLOG_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLOG_SEGMENT_HEADER 32 /* bytes at the start of every segment */
+#define CLOG_RECORD_HEADER  32 /* bytes before every record's payload */
+#define CLOG_COMMIT_PAYLOAD 24 /* D u64, previous end u64, records u32, batch CRC u32 */
+#define CLOG_SEGMENT_MIN    UINT64_C(65536)
+#define CLOG_SEGMENT_MAX    (UINT64_C(1) << 32) /* record positions inside a segment fit 32 bits */
+
+enum {
+    CLOG_DAMAGED = -2,   /* open: durable log damaged (err names file and offset) */
+    CLOG_NOT_RECORD = 1, /* read: no record of this log at that offset */
+    CLOG_BATCH_FULL = 1, /* batch_add: append this batch, then add the record again */
+};
+
+enum {
+    CLOG_DATA = 1,   /* a record added by the caller */
+    CLOG_COMMIT = 2, /* the record that ends every batch */
+};
+
+typedef struct clog clog_t;
+
+typedef struct clog_options {
+    const char *dir;        /* existing directory; segments are created in it */
+    uint64_t segment_bytes; /* multiple of 4096 in [CLOG_SEGMENT_MIN, CLOG_SEGMENT_MAX]; equal to every
+                               existing segment's */
+    uint64_t floor;         /* the next batch starts at or above this offset (the clock floor and the
+                               highest id handed out elsewhere, design §2): a new segment at the first
+                               boundary at or above it when the log's end is below */
+} clog_options_t;
+
+/* What clog_open found. */
+typedef struct clog_open_report {
+    uint64_t end;                 /* the offset after the last whole batch (where the next batch goes) */
+    uint64_t batches;             /* whole batches walked */
+    uint64_t cut_at;              /* a torn tail cut at this offset (0: nothing cut) */
+    uint64_t cut_bytes;           /* its bytes, saved in cut_file */
+    char cut_file[PATH_MAX + 32]; /* the segment's path + ".torn-<offset>" */
+} clog_open_report_t;
+
+/* A record read back: data points into the reader's buffer, valid until the
+ * next read with it. */
+typedef struct clog_record {
+    uint64_t offset; /* this record's */
+    uint64_t batch;  /* the first offset of its batch */
+    uint64_t next;   /* the offset after it */
+    int type;        /* CLOG_DATA or CLOG_COMMIT */
+    const char *data;
+    uint32_t len;
+} clog_record_t;
+
+/* A growable read buffer (zero-initialise; clog_reader_free releases it). */
+typedef struct clog_reader {
+    char *buf;
+    size_t cap;
+} clog_reader_t;
+
+/* A batch being built (zero-initialise; clog_batch_free releases it). */
+typedef struct clog_batch {
+    char *buf;
+    size_t len, cap;
+    uint64_t first;   /* offset of buf[0] */
+    uint64_t limit;   /* the segment's end: the batch and its COMMIT end at or before it */
+    uint32_t records; /* data records so far */
+    uint64_t life;    /* the batch's segment's life (once life_known) */
+    int begun, life_known;
+} clog_batch_t;
+
+/* Open the log in o->dir (no segment: an empty log), find its end by the end
+ * rule above, cutting a torn tail. Returns 0 and *out (rep filled when not
+ * NULL); CLOG_DAMAGED with err naming the segment file and offset (damage
+ * below a later batch's D, a segment header that does not match its name or
+ * size); -1 with err on a bad option, a foreign file named clog-*, or an I/O
+ * error. */
+int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, char *err, size_t errlen);
+
+/* Close the files and free c (NULL: nothing). Syncs nothing. */
+void clog_close(clog_t *c);
+
+/* The offset after the last batch appended (owner thread). */
+uint64_t clog_end(const clog_t *c);
+
+/* The offset up to which clog_sync has made the log durable (any thread). */
+uint64_t clog_durable(const clog_t *c);
+
+/* Start a batch at the log's end. Records added get consecutive offsets. */
+void clog_batch_begin(clog_t *c, clog_batch_t *b);
+
+/* Add a data record of n bytes (copied); *offset gets its offset (its id).
+ * Returns 0; CLOG_BATCH_FULL when it does not fit in the rest of the batch's
+ * segment and the batch holds records (append it, begin again, add again; an
+ * empty batch moves to the next segment instead); -1 with err when it could
+ * never fit in a segment. */
+int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen);
+
+/* Append the batch with its COMMIT (one pwrite; the segment is made or taken
+ * from the spares first when the batch starts one) and reset it. Not durable
+ * until clog_sync. An empty batch writes nothing. Returns 0, or -1 with err
+ * naming the file and offset; after -1 the log is unusable (close it). */
+int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen);
+
+/* Make everything appended so far durable (fdatasync of every segment
+ * written since the last sync); the syncer thread may call it while the
+ * owner appends. Returns 0, or -1 with err naming the file (after a failed
+ * fdatasync the segment must be abandoned, design §3). */
+int clog_sync(clog_t *c, char *err, size_t errlen);
+
+/* Read the record at offset. Returns 0 with *r; CLOG_NOT_RECORD when there
+ * is no record of this log there (past the end, in no segment, not a record
+ * boundary of the segment's current life); -1 with err naming the file and
+ * offset when a record of this life fails its CRC (damage) or on I/O error. */
+int clog_read(clog_t *c, uint64_t offset, clog_reader_t *rd, clog_record_t *r, char *err, size_t errlen);
+
+/* Call fn for every record (data and COMMIT) from the batch starting at
+ * `from` (0: the log's first) to the end, in order, across segments. fn
+ * returning non-zero stops the walk with that value. Returns 0, fn's value,
+ * CLOG_NOT_RECORD when from is not a record, or -1 with err. */
+typedef int (*clog_walk_fn)(const clog_record_t *r, void *ctx);
+int clog_walk(clog_t *c, uint64_t from, clog_walk_fn fn, void *ctx, char *err, size_t errlen);
+
+/* Pre-write segments until `spares` unused ones lie past the log's end (off
+ * the hot path: a segment switch otherwise writes one). 0, or -1 with err. */
+int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
+
+/* Recycle the segment whose base is `base`: it must lie wholly below the
+ * durable end and not be the segment in use. It is renamed past every
+ * segment as a spare with a new life and header (file and directory synced),
+ * so its old records read as CLOG_NOT_RECORD. 0, or -1 with err. */
+int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen);
+
+void clog_batch_free(clog_batch_t *b);
+void clog_reader_free(clog_reader_t *rd);
+
+#endif

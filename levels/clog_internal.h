@@ -1,0 +1,101 @@
+/*
+ * levels/clog_internal.h — what the commit log's two files share (clog.c: the
+ * running log; clog_open.c: the open and its end rule). Private to levels/.
+ * The byte layout is described atop clog.c. Owner thread unless a function
+ * says otherwise; every function that fails writes err naming file and offset.
+ */
+#ifndef HG_LEVELS_CLOG_INTERNAL_H
+#define HG_LEVELS_CLOG_INTERNAL_H
+
+#include "levels/clog.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SEG_MAGIC        "HGCLOGS1"
+#define PREWRITE_CHUNK   (1u << 20)
+#define SCAN_CHUNK       (4u << 20)
+#define COMMIT_FOOTPRINT (CLOG_RECORD_HEADER + CLOG_COMMIT_PAYLOAD)
+#define RECORD_DAMAGED   2 /* clog_record_read: a record of this life that fails its CRC (err says where) */
+
+typedef struct seg {
+    uint64_t base, life;
+    int fd;
+    int spare; /* 1: holds no batch of this log (pre-written, recycled, or cut) */
+} seg_t;
+
+struct clog {
+    char *dir;
+    uint64_t size;
+    seg_t *segs; /* sorted by base; mutated by the owner under lock, read by the syncer under lock */
+    size_t nsegs, cap;
+    pthread_mutex_t lock;
+    uint64_t end;  /* where the next batch goes (its segment may not exist yet) */
+    uint64_t tail; /* the end of the last whole batch: the next COMMIT's "previous end" */
+    _Atomic uint64_t written, durable;
+};
+
+typedef struct hdr {
+    uint32_t crc, len, delta;
+    int type;
+    uint64_t offset, life;
+} hdr_t;
+
+typedef struct commit_info {
+    uint64_t d, prev;
+    uint32_t records, crc;
+} commit_info_t;
+
+static inline uint64_t pad8(uint64_t n)
+{
+    return (n + 7) & ~UINT64_C(7);
+}
+
+static inline uint64_t seg_base_of(const clog_t *c, uint64_t off)
+{
+    return off - off % c->size;
+}
+
+static inline uint64_t first_pos(uint64_t base)
+{
+    return base + CLOG_SEGMENT_HEADER;
+}
+
+/* The path of the segment at base: dir/clog-<16 hex>.seg. */
+void clog_seg_path(const clog_t *c, uint64_t base, char *p, size_t n);
+
+/* The segment whose base is base, or NULL (owner thread, or under c->lock). */
+seg_t *clog_seg_find(clog_t *c, uint64_t base);
+
+/* Add a segment and keep the array sorted, under c->lock. */
+void clog_seg_insert(clog_t *c, seg_t s);
+
+/* pwrite/pread of all n bytes at `at` (EINTR retried): 0, or -1 with errno;
+ * clog_pread_all returns 1 when the file ends first. */
+int clog_pwrite_all(int fd, const void *p, size_t n, uint64_t at);
+int clog_pread_all(int fd, void *p, size_t n, uint64_t at);
+
+/* fsync the log's directory: 0, or -1 with err. */
+int clog_sync_dir(const clog_t *c, char *err, size_t errlen);
+
+/* A random segment life (getrandom). */
+uint64_t clog_new_life(void);
+
+/* Encode a segment header into h[CLOG_SEGMENT_HEADER]; write one into fd
+ * and fdatasync it (path names the file in err). */
+void clog_header_encode(char *h, uint64_t base, uint64_t life, uint64_t size);
+int clog_header_write(clog_t *c, int fd, uint64_t base, uint64_t life, const char *path, char *err, size_t errlen);
+
+/* Decode the record header at p; 1 when it could be the record at off of s
+ * (offset, life, type, zero bytes, length agree; the CRC is checked by
+ * clog_record_read). */
+int clog_hdr_plausible(const clog_t *c, const seg_t *s, const char *p, uint64_t off, hdr_t *h);
+
+/* Read and check the record at off of s into rd: 0 with *r; CLOG_NOT_RECORD;
+ * RECORD_DAMAGED with err (a record of this life failing its CRC); -1 with
+ * err on I/O. */
+int clog_record_read(clog_t *c, seg_t *s, uint64_t off, clog_reader_t *rd, clog_record_t *r, char *err, size_t errlen);
+
+#endif

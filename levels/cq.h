@@ -1,0 +1,88 @@
+/*
+ * levels/cq.h — a consume queue (CQ): fixed 16-byte entries (log offset u64,
+ * due u64: a level's hop due, the remainder lane's due, or a topic's arrival
+ * stamp), big-endian, in append order, in pre-written files of CQ_FILE_ENTRIES
+ * entries named cq-<queue>-<first>.q (queue: 8 hex digits; first: the index of
+ * the file's first entry, 16 hex digits) in one directory.
+ * docs/design-commitlog.md §2 (the layout), §3 (who holds head and tail).
+ *
+ * A queue holds entries [head, tail). Appends take index tail and go into the
+ * tail file's in-memory buffer; cq_flush writes the buffer with one pwrite
+ * (a run), and cq_append flushes by itself when the buffer is full or the
+ * tail crosses into the next file (the file switch: the next file is made,
+ * pre-written, when its first entry is appended). cq_rewrite overwrites an
+ * entry in place. cq_advance_head moves the head and deletes the files whose
+ * entries are all below it.
+ *
+ * What the module trusts and guarantees. Head and tail are the caller's
+ * (LevelDB's `C`/`P` records, advanced by the log's replay): cq_open takes
+ * them and does not search the files for a tail. At open it checks that every
+ * file covering [head, tail) is there and exactly CQ_FILE_BYTES long (else
+ * an error naming the file: missing, short or damaged). Entries carry no
+ * checksum: a read returns the bytes last written at that index, and refuses
+ * an entry whose log offset is 0 (log offsets start above 0), which is a
+ * file's pre-written zeros — an entry that was never written or was lost
+ * (written back after the last checkpoint and not yet replayed). Whether a
+ * non-zero entry is right is the caller's to check against the log record it
+ * names and that record's where-slot (§2); the module cannot know.
+ * Durability: nothing here is synced but by cq_sync; files already below the
+ * head when a crash interrupted their deletion are deleted at the next open.
+ *
+ * Threads: a cq_t belongs to one thread (the storage thread); no locks.
+ * Ownership: the caller owns the cq_t from cq_open to cq_close.
+ * Errors: 0 / -1 with one line in err[errlen] naming the queue, the index and,
+ * where a file is involved, the file.
+ */
+#ifndef HG_LEVELS_CQ_H
+#define HG_LEVELS_CQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CQ_ENTRY_BYTES    16
+#define CQ_FILE_SHIFT     18
+#define CQ_FILE_ENTRIES   (UINT64_C(1) << CQ_FILE_SHIFT)
+#define CQ_FILE_BYTES     (CQ_FILE_ENTRIES * CQ_ENTRY_BYTES)
+#define CQ_BUFFER_ENTRIES 1024 /* a run: entries flushed by one pwrite, at most */
+
+typedef struct cq_entry {
+    uint64_t log_offset; /* the record's offset in the commit log; never 0 */
+    uint64_t due;        /* hop due or arrival stamp, ms */
+} cq_entry_t;
+
+typedef struct cq cq_t;
+
+/* Open queue `queue` in dir holding [head, tail) (head <= tail; both 0 for a
+ * new queue: no file is made until the first append). */
+int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t **out, char *err, size_t errlen);
+
+/* Append e at index tail (returned in *index, may be NULL); e->log_offset != 0. */
+int cq_append(cq_t *q, const cq_entry_t *e, uint64_t *index, char *err, size_t errlen);
+
+/* Entries [index, index + n) into out; the range must lie inside [head, tail). */
+int cq_read(cq_t *q, uint64_t index, size_t n, cq_entry_t *out, char *err, size_t errlen);
+
+/* Overwrite the entry at index (inside [head, tail)); e->log_offset != 0. */
+int cq_rewrite(cq_t *q, uint64_t index, const cq_entry_t *e, char *err, size_t errlen);
+
+/* Move the head to new_head (head <= new_head <= tail) and delete the files
+ * whose entries are all below it (a failed delete is reported; the head has
+ * moved anyway, and the next open deletes the file). */
+int cq_advance_head(cq_t *q, uint64_t new_head, char *err, size_t errlen);
+
+/* Write buffered entries (cq_flush); and fdatasync the files written since the
+ * last cq_sync (cq_sync). */
+int cq_flush(cq_t *q, char *err, size_t errlen);
+int cq_sync(cq_t *q, char *err, size_t errlen);
+
+/* Flush and free (also when the flush fails: then -1). q may be NULL. */
+int cq_close(cq_t *q, char *err, size_t errlen);
+
+uint64_t cq_head(const cq_t *q);
+uint64_t cq_tail(const cq_t *q);
+
+/* The file name of the file holding index (cq-<queue>-<first>.q) into
+ * name[len]; for messages and tests. */
+void cq_file_name(uint32_t queue, uint64_t index, char *name, size_t len);
+
+#endif

@@ -1,0 +1,299 @@
+/*
+ * levels/fixfile.c — a file of fixed-size records by position, with an append
+ * buffer (contract in fixfile.h).
+ *
+ * State: the file's descriptor, `end` (records that exist), `flushed` (records
+ * [0, flushed) are in the file; [flushed, end) only in `buf`), `capacity` (0
+ * for a growing file). The buffer is allocated at the first append, so the
+ * files a queue only reads (all but its tail file) cost no memory beyond the
+ * struct. A pre-written file is zero-filled in 256 KiB writes under a `.new`
+ * name, fsynced, renamed and its directory fsynced: a crash never leaves a
+ * half-made file under the real name.
+ */
+#include "levels/fixfile.h"
+#include "base/alloc.h"
+#include "base/err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FIXFILE_ZERO_CHUNK (256 * 1024)
+
+struct fixfile {
+    int fd;
+    int dirty; /* written since the last fdatasync */
+    size_t rec;
+    uint64_t capacity; /* 0: growing */
+    uint64_t end, flushed;
+    size_t buf_records;
+    char *buf; /* buf_records records: [flushed, end); NULL until the first append */
+    char path[PATH_MAX];
+};
+
+static int fixfile_fsync_dir(const char *path, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    const char *d = dirname(dir);
+    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+        }
+        return err_set(err, errlen, "%s: cannot fsync the directory: %s", d, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+static int fixfile_pwrite(fixfile_t *f, const char *p, size_t n, uint64_t index, char *err, size_t errlen)
+{
+    off_t off = (off_t)(index * f->rec);
+    while (n > 0) {
+        ssize_t k = pwrite(f->fd, p, n, off);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            return err_set(err, errlen, "%s: cannot write record %" PRIu64 ": %s", f->path, index,
+                           k < 0 ? strerror(errno) : "no progress");
+        }
+        p += k;
+        n -= (size_t)k;
+        off += k;
+    }
+    f->dirty = 1;
+    return 0;
+}
+
+static fixfile_t *fixfile_new(int fd, const char *path, size_t rec, uint64_t capacity, uint64_t end, size_t buf_records)
+{
+    fixfile_t *f = xcalloc(1, sizeof *f);
+    f->fd = fd;
+    f->rec = rec;
+    f->capacity = capacity;
+    f->end = f->flushed = end;
+    f->buf_records = buf_records > 0 ? buf_records : 1;
+    snprintf(f->path, sizeof f->path, "%s", path);
+    return f;
+}
+
+static int fixfile_zero_fill(int fd, const char *tmp, uint64_t bytes, char *err, size_t errlen)
+{
+    char *zeros = xcalloc(1, FIXFILE_ZERO_CHUNK);
+    uint64_t at = 0;
+    int rc = 0;
+    while (at < bytes && rc == 0) {
+        size_t n = bytes - at < FIXFILE_ZERO_CHUNK ? (size_t)(bytes - at) : FIXFILE_ZERO_CHUNK;
+        ssize_t k = pwrite(fd, zeros, n, (off_t)at);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            rc = err_set(err, errlen, "%s: cannot pre-write at byte %" PRIu64 ": %s", tmp, at,
+                         k < 0 ? strerror(errno) : "no progress");
+        }
+        at += k > 0 ? (uint64_t)k : 0;
+    }
+    free(zeros);
+    return rc;
+}
+
+int fixfile_create(const char *path, size_t record_bytes, uint64_t capacity, size_t buf_records, fixfile_t **out,
+                   char *err, size_t errlen)
+{
+    *out = NULL;
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        return err_set(err, errlen, "%s: already exists (refusing to make it again)", path);
+    }
+    char tmp[PATH_MAX];
+    int n = snprintf(tmp, sizeof tmp, "%s.new", path);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        return err_set(err, errlen, "%s: path too long", path);
+    }
+    const char *made = capacity > 0 ? tmp : path;
+    int fd = open(made, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | (capacity > 0 ? 0 : O_EXCL), 0600);
+    if (fd < 0) {
+        return err_set(err, errlen, "%s: cannot create: %s", made, strerror(errno));
+    }
+    if (capacity > 0 && fixfile_zero_fill(fd, tmp, capacity * record_bytes, err, errlen) != 0) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    if (fdatasync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(made);
+        return err_set(err, errlen, "%s: cannot fdatasync: %s", made, strerror(e));
+    }
+    if (capacity > 0 && rename(tmp, path) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return err_set(err, errlen, "%s: cannot rename %s into place: %s", path, tmp, strerror(e));
+    }
+    if (fixfile_fsync_dir(path, err, errlen) != 0) {
+        close(fd);
+        return -1;
+    }
+    *out = fixfile_new(fd, path, record_bytes, capacity, 0, buf_records);
+    return 0;
+}
+
+int fixfile_open(const char *path, size_t record_bytes, uint64_t capacity, uint64_t end, size_t buf_records,
+                 fixfile_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        return err_set(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return err_set(err, errlen, "%s: cannot stat: %s", path, strerror(e));
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (capacity > 0 && size != capacity * record_bytes) {
+        close(fd);
+        return err_set(err, errlen,
+                       "%s: %" PRIu64 " bytes, want %" PRIu64 " (%" PRIu64 " records of %zu): short or damaged file",
+                       path, size, capacity * record_bytes, capacity, record_bytes);
+    }
+    if (capacity > 0 && end > capacity) {
+        close(fd);
+        return err_set(err, errlen, "%s: end %" PRIu64 " is past the file's %" PRIu64 " records", path, end, capacity);
+    }
+    if (capacity == 0 && size % record_bytes != 0) {
+        close(fd);
+        return err_set(err, errlen,
+                       "%s: %" PRIu64
+                       " bytes is not a whole number of %zu-byte records (a torn or damaged last record at %" PRIu64
+                       ")",
+                       path, size, record_bytes, size / record_bytes);
+    }
+    *out = fixfile_new(fd, path, record_bytes, capacity, capacity > 0 ? end : size / record_bytes, buf_records);
+    return 0;
+}
+
+int fixfile_flush(fixfile_t *f, char *err, size_t errlen)
+{
+    if (f->end == f->flushed) {
+        return 0;
+    }
+    if (fixfile_pwrite(f, f->buf, (size_t)(f->end - f->flushed) * f->rec, f->flushed, err, errlen) != 0) {
+        return -1;
+    }
+    f->flushed = f->end;
+    return 0;
+}
+
+int fixfile_sync(fixfile_t *f, char *err, size_t errlen)
+{
+    if (fixfile_flush(f, err, errlen) != 0) {
+        return -1;
+    }
+    if (f->dirty && fdatasync(f->fd) != 0) {
+        return err_set(err, errlen, "%s: cannot fdatasync: %s", f->path, strerror(errno));
+    }
+    f->dirty = 0;
+    return 0;
+}
+
+int fixfile_append(fixfile_t *f, const void *record, char *err, size_t errlen)
+{
+    if (f->capacity > 0 && f->end >= f->capacity) {
+        return err_set(err, errlen, "%s: full at %" PRIu64 " records (append refused)", f->path, f->capacity);
+    }
+    if (f->buf == NULL) {
+        f->buf = xmalloc(f->buf_records * f->rec);
+    }
+    if (f->end - f->flushed == f->buf_records && fixfile_flush(f, err, errlen) != 0) {
+        return -1;
+    }
+    memcpy(f->buf + (size_t)(f->end - f->flushed) * f->rec, record, f->rec);
+    f->end++;
+    return 0;
+}
+
+int fixfile_write(fixfile_t *f, uint64_t index, const void *record, char *err, size_t errlen)
+{
+    if (index >= f->end) {
+        return err_set(err, errlen, "%s: record %" PRIu64 " is past the end (%" PRIu64 " records)", f->path, index,
+                       f->end);
+    }
+    if (index >= f->flushed) {
+        memcpy(f->buf + (size_t)(index - f->flushed) * f->rec, record, f->rec);
+        return 0;
+    }
+    return fixfile_pwrite(f, record, f->rec, index, err, errlen);
+}
+
+int fixfile_read(fixfile_t *f, uint64_t index, size_t n, void *out, char *err, size_t errlen)
+{
+    if (index > f->end || n > f->end - index) {
+        return err_set(err, errlen, "%s: records [%" PRIu64 ", %" PRIu64 ") are past the end (%" PRIu64 " records)",
+                       f->path, index, index + n, f->end);
+    }
+    char *o = out;
+    if (index < f->flushed) {
+        size_t from_file = index + n <= f->flushed ? n : (size_t)(f->flushed - index);
+        size_t want = from_file * f->rec, got = 0;
+        while (got < want) {
+            ssize_t k = pread(f->fd, o + got, want - got, (off_t)(index * f->rec + got));
+            if (k < 0 && errno == EINTR) {
+                continue;
+            }
+            if (k <= 0) {
+                return err_set(err, errlen, "%s: cannot read record %" PRIu64 ": %s", f->path, index + got / f->rec,
+                               k < 0 ? strerror(errno) : "the file ends there (cut underneath?)");
+            }
+            got += (size_t)k;
+        }
+        o += want;
+        index += from_file;
+        n -= from_file;
+    }
+    if (n > 0) {
+        memcpy(o, f->buf + (size_t)(index - f->flushed) * f->rec, n * f->rec);
+    }
+    return 0;
+}
+
+int fixfile_close(fixfile_t *f, char *err, size_t errlen)
+{
+    if (f == NULL) {
+        return 0;
+    }
+    uint64_t pending = f->end - f->flushed;
+    int rc = fixfile_flush(f, err, errlen);
+    if (rc != 0) {
+        err_prefix(err, errlen, "%" PRIu64 " buffered records lost", pending);
+    }
+    close(f->fd);
+    free(f->buf);
+    free(f);
+    return rc;
+}
+
+uint64_t fixfile_end(const fixfile_t *f)
+{
+    return f->end;
+}
+
+const char *fixfile_path(const fixfile_t *f)
+{
+    return f->path;
+}

@@ -1,0 +1,590 @@
+/*
+ * tests/unit/test_clog.c — CUnit suite for levels/clog.c, the commit log
+ * (docs/design-commitlog.md §2–3, step 1).
+ *
+ * Each test works in its own temporary directory with 64 KiB segments, so a
+ * segment switch takes tens of records. Damage is made by writing into the
+ * segment files directly; "torn" batches are batches appended after the last
+ * clog_sync and then damaged, which is what a power cut can leave.
+ */
+#include "levels/clog.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SEG UINT64_C(65536)
+
+static char dir[512];
+static char err[1024];
+
+static void setup(void)
+{
+    TU_REQUIRE(tu_mkdtemp("clog", dir, sizeof dir) == 0, "mkdtemp");
+    err[0] = '\0';
+}
+
+static void teardown(void)
+{
+    tu_rmtree(dir);
+}
+
+static clog_t *open_log(uint64_t floor, clog_open_report_t *rep)
+{
+    clog_options_t o = { dir, SEG, floor };
+    clog_t *c = NULL;
+    int rc = clog_open(&o, &c, rep, err, sizeof err);
+    TU_CHECK(rc == 0, "clog_open: %d %s", rc, err);
+    return c;
+}
+
+static void payload(char *p, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        p[i] = (char)('a' + (seed * 31 + i) % 26);
+    }
+}
+
+/* Append one batch of n records of `len` bytes; their offsets into ids. */
+static void append_batch(clog_t *c, int n, size_t len, uint64_t seed, uint64_t *ids)
+{
+    clog_batch_t b = { 0 };
+    char *p = malloc(len + 1);
+    for (int i = 0; i < n; i++) {
+        payload(p, len, seed + (uint64_t)i);
+        int rc = clog_batch_add(c, &b, p, len, &ids[i], err, sizeof err);
+        TU_REQUIRE(rc == 0, "batch_add %d: %d %s", i, rc, err);
+    }
+    TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+    clog_batch_free(&b);
+    free(p);
+}
+
+static void check_record(clog_t *c, uint64_t id, size_t len, uint64_t seed)
+{
+    clog_reader_t rd = { 0 };
+    clog_record_t r;
+    char want[4096];
+    payload(want, len, seed);
+    int rc = clog_read(c, id, &rd, &r, err, sizeof err);
+    TU_CHECK(rc == 0, "read %" PRIu64 ": %d %s", id, rc, err);
+    if (rc == 0) {
+        TU_CHECK(r.type == CLOG_DATA && r.len == len && memcmp(r.data, want, len) == 0 && r.offset == id,
+                 "record %" PRIu64 " reads back as written", id);
+    }
+    clog_reader_free(&rd);
+}
+
+static int read_rc(clog_t *c, uint64_t off)
+{
+    clog_reader_t rd = { 0 };
+    clog_record_t r;
+    int rc = clog_read(c, off, &rd, &r, err, sizeof err);
+    clog_reader_free(&rd);
+    return rc;
+}
+
+static void seg_file(uint64_t base, char *p, size_t n)
+{
+    snprintf(p, n, "%s/clog-%016" PRIx64 ".seg", dir, base);
+}
+
+static void poke(uint64_t off, const void *bytes, size_t n)
+{
+    char path[600];
+    seg_file(off - off % SEG, path, sizeof path);
+    int fd = open(path, O_WRONLY);
+    TU_REQUIRE(fd >= 0, "open %s", path);
+    TU_REQUIRE(pwrite(fd, bytes, n, (off_t)(off % SEG)) == (ssize_t)n, "pwrite");
+    close(fd);
+}
+
+typedef struct walk_count {
+    int data, commits;
+    uint64_t last;
+    int ordered;
+} walk_count_t;
+
+static int count_cb(const clog_record_t *r, void *ctx)
+{
+    walk_count_t *w = ctx;
+    if (r->offset <= w->last && w->data + w->commits > 0) {
+        w->ordered = 0;
+    }
+    w->last = r->offset;
+    if (r->type == CLOG_DATA) {
+        w->data++;
+    } else {
+        w->commits++;
+    }
+    return 0;
+}
+
+static walk_count_t walk_all(clog_t *c)
+{
+    walk_count_t w = { 0, 0, 0, 1 };
+    int rc = clog_walk(c, 0, count_cb, &w, err, sizeof err);
+    TU_CHECK(rc == 0, "walk: %d %s", rc, err);
+    TU_CHECK(w.ordered, "walk goes up in offsets");
+    return w;
+}
+
+/* ----------------------------------------------------------------------------- */
+
+static void test_append_read_reopen(void)
+{
+    clog_t *c = open_log(0, NULL);
+    TU_REQUIRE(c != NULL, "open");
+    uint64_t a[3], b[2];
+    append_batch(c, 3, 100, 1, a);
+    TU_CHECK(a[0] == 32 && a[1] == 32 + 32 + 104 && a[2] == a[1] + 136, "ids are offsets: %" PRIu64 " %" PRIu64, a[0],
+             a[1]);
+    TU_CHECK(clog_sync(c, err, sizeof err) == 0 && clog_durable(c) == clog_end(c), "sync makes the end durable");
+    append_batch(c, 2, 7, 10, b);
+    check_record(c, a[0], 100, 1);
+    check_record(c, a[2], 100, 3);
+    check_record(c, b[1], 7, 11);
+    TU_CHECK(read_rc(c, a[1] + 8) == CLOG_NOT_RECORD, "inside a record is not a record");
+    TU_CHECK(read_rc(c, clog_end(c)) == CLOG_NOT_RECORD, "the end is not a record");
+    TU_CHECK(read_rc(c, 5 * SEG) == CLOG_NOT_RECORD, "no segment there");
+    /* the COMMIT after a[2] */
+    clog_reader_t rd = { 0 };
+    clog_record_t r;
+    TU_CHECK(clog_read(c, a[2] + 136, &rd, &r, err, sizeof err) == 0 && r.type == CLOG_COMMIT && r.batch == a[0],
+             "a COMMIT ends the batch and names its first offset");
+    clog_reader_free(&rd);
+    uint64_t end = clog_end(c);
+    TU_CHECK(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+
+    clog_open_report_t rep;
+    c = open_log(0, &rep);
+    TU_REQUIRE(c != NULL, "reopen");
+    TU_CHECK(rep.end == end && rep.batches == 2 && rep.cut_at == 0,
+             "reopen finds 2 batches ending at %" PRIu64 " (got %" PRIu64 ", %" PRIu64 ")", end, rep.end, rep.batches);
+    check_record(c, a[1], 100, 2);
+    check_record(c, b[0], 7, 10);
+    uint64_t d[1];
+    append_batch(c, 1, 50, 20, d);
+    TU_CHECK(d[0] == end + 0 + 0 || d[0] == end, "with floor 0 the log goes on at its end");
+    walk_count_t w = walk_all(c);
+    TU_CHECK(w.data == 6 && w.commits == 3, "walk sees 6 records and 3 COMMITs (got %d, %d)", w.data, w.commits);
+    walk_count_t from_b = { 0, 0, 0, 1 };
+    int rc = clog_walk(c, b[0], count_cb, &from_b, err, sizeof err);
+    TU_CHECK(rc == 0 && from_b.data == 3 && from_b.commits == 2, "a walk from b[0] sees b and d (got %d, %d)",
+             from_b.data, from_b.commits);
+    walk_count_t inside = { 0, 0, 0, 1 };
+    rc = clog_walk(c, b[0] + 8, count_cb, &inside, err, sizeof err);
+    TU_CHECK(rc == CLOG_NOT_RECORD && inside.data == 0, "a walk from inside a record is refused (%d)", rc);
+    clog_close(c);
+}
+
+static void test_floor_raises_offsets(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t a[2];
+    append_batch(c, 2, 40, 1, a);
+    clog_close(c);
+    uint64_t floor = 10 * SEG + 5;
+    c = open_log(floor, NULL);
+    TU_REQUIRE(c != NULL, "open at a floor");
+    uint64_t b[1];
+    append_batch(c, 1, 40, 7, b);
+    TU_CHECK(b[0] == 11 * SEG + 32, "first id at the first segment boundary above the floor (got %" PRIu64 ")", b[0]);
+    clog_close(c);
+    clog_open_report_t rep;
+    c = open_log(0, &rep);
+    TU_CHECK(rep.batches == 2 && rep.cut_at == 0, "the chain crosses the gap (%" PRIu64 " batches)", rep.batches);
+    check_record(c, a[1], 40, 2);
+    check_record(c, b[0], 40, 7);
+    walk_count_t w = walk_all(c);
+    TU_CHECK(w.data == 3, "walk crosses the gap (%d records)", w.data);
+    TU_CHECK(read_rc(c, floor) == CLOG_NOT_RECORD, "nothing in the gap");
+    clog_close(c);
+}
+
+static void test_segment_switch(void)
+{
+    clog_t *c = open_log(0, NULL);
+    clog_batch_t b = { 0 };
+    char p[1000];
+    uint64_t ids[200];
+    int n = 0, batches = 0, full = 0;
+    while (n < 150) {
+        payload(p, sizeof p, (uint64_t)n);
+        int rc = clog_batch_add(c, &b, p, sizeof p, &ids[n], err, sizeof err);
+        if (rc == CLOG_BATCH_FULL) {
+            full++;
+            TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+            batches++;
+            continue;
+        }
+        TU_REQUIRE(rc == 0, "add: %s", err);
+        if (++n % 20 == 0) {
+            TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+            batches++;
+        }
+    }
+    TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+    batches++;
+    clog_batch_free(&b);
+    TU_CHECK(full >= 2, "batches filled their segment (%d)", full);
+    int in_second = 0;
+    for (int i = 0; i < n; i++) {
+        TU_CHECK(ids[i] % SEG >= 32 && ids[i] % SEG + 32 + 1000 <= SEG, "record %d lies inside one segment", i);
+        in_second += ids[i] / SEG == 1;
+        if (i > 0 && ids[i] / SEG != ids[i - 1] / SEG) {
+            TU_CHECK(ids[i] % SEG == 32, "a switch starts at the segment's first record");
+        }
+    }
+    TU_CHECK(in_second > 0 && ids[n - 1] / SEG >= 2, "three segments used");
+    TU_CHECK(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+    clog_open_report_t rep;
+    c = open_log(0, &rep);
+    TU_CHECK(rep.batches == (uint64_t)batches && rep.cut_at == 0, "reopen walks %d batches (got %" PRIu64 ")", batches,
+             rep.batches);
+    for (int i = 0; i < n; i += 7) {
+        check_record(c, ids[i], 1000, (uint64_t)i);
+    }
+    walk_count_t w = walk_all(c);
+    TU_CHECK(w.data == n, "walk sees all %d records (got %d)", n, w.data);
+    clog_close(c);
+}
+
+static void test_torn_past_d_cut(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t a[2], b[2], d[2];
+    append_batch(c, 2, 64, 1, a);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync");
+    uint64_t durable = clog_end(c);
+    append_batch(c, 2, 64, 3, b); /* D = durable: never synced */
+    append_batch(c, 2, 64, 5, d); /* D = durable too: a whole batch past the torn one */
+    clog_close(c);
+    poke(b[1] + 40, "XX", 2); /* the power cut kept only part of batch b */
+
+    clog_open_report_t rep;
+    c = open_log(0, &rep);
+    TU_REQUIRE(c != NULL, "a torn batch past D opens");
+    TU_CHECK(rep.end == durable && rep.cut_at == b[0] && rep.batches == 1,
+             "cut at %" PRIu64 " (got %" PRIu64 ", end %" PRIu64 ")", b[0], rep.cut_at, rep.end);
+    struct stat st;
+    TU_CHECK(stat(rep.cut_file, &st) == 0 && (uint64_t)st.st_size == rep.cut_bytes && rep.cut_bytes > 0,
+             "the cut bytes are kept in %s", rep.cut_file);
+    check_record(c, a[1], 64, 2);
+    TU_CHECK(read_rc(c, d[0]) == CLOG_NOT_RECORD, "the whole batch past the cut is gone");
+    uint64_t e[1];
+    append_batch(c, 1, 64, 9, e);
+    TU_CHECK(e[0] == durable, "the log goes on at the cut");
+    clog_close(c);
+    c = open_log(0, &rep);
+    TU_CHECK(rep.batches == 2 && rep.cut_at == 0, "after the cut the log reopens clean");
+    check_record(c, e[0], 64, 9);
+    clog_close(c);
+}
+
+static void test_torn_below_d_refused(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t a[2], b[2], d[1];
+    append_batch(c, 2, 64, 1, a);
+    append_batch(c, 2, 64, 3, b);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync");
+    append_batch(c, 1, 64, 5, d); /* D = the end of b: a and b were durable */
+    clog_close(c);
+    poke(b[0] + 40, "XX", 2);
+
+    clog_options_t o = { dir, SEG, 0 };
+    clog_t *c2 = NULL;
+    int rc = clog_open(&o, &c2, NULL, err, sizeof err);
+    TU_CHECK(rc == CLOG_DAMAGED && c2 == NULL, "damage below D is refused (rc %d)", rc);
+    char want[64];
+    snprintf(want, sizeof want, "offset %" PRIu64 ":", b[0]);
+    TU_CHECK(strstr(err, "clog-0000000000000000.seg") != NULL && strstr(err, want) != NULL,
+             "the error names the file and offset: %s", err);
+    char torn[700];
+    snprintf(torn, sizeof torn, "%s/clog-0000000000000000.seg.torn-%016" PRIx64, dir, b[0]);
+    TU_CHECK(access(torn, F_OK) != 0, "nothing was cut");
+    /* still refused: nothing was changed */
+    TU_CHECK(clog_open(&o, &c2, NULL, err, sizeof err) == CLOG_DAMAGED, "refused again");
+}
+
+static void test_recycled_segment(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t ids[120];
+    for (int i = 0; i < 120; i++) {
+        append_batch(c, 1, 1000, (uint64_t)i, &ids[i]);
+    }
+    TU_REQUIRE(ids[119] / SEG >= 1, "two segments used");
+    TU_CHECK(clog_recycle(c, 0, err, sizeof err) == -1 && strstr(err, "not wholly durable") != NULL,
+             "an unsynced segment is not recycled: %s", err);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync");
+    TU_CHECK(clog_recycle(c, ids[119] - ids[119] % SEG, err, sizeof err) == -1, "the segment in use is not recycled");
+    TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
+    TU_CHECK(read_rc(c, ids[0]) == CLOG_NOT_RECORD, "a recycled segment's ids are gone");
+    uint64_t newbase = (ids[119] / SEG + 1) * SEG;
+    char path[600];
+    seg_file(newbase, path, sizeof path);
+    TU_CHECK(access(path, F_OK) == 0, "the recycled segment is the next spare, %s", path);
+    /* fill until the recycled segment is in use: its stale records must read as nothing */
+    uint64_t id = 0;
+    int k = 0;
+    while (id < newbase) {
+        append_batch(c, 1, 1000, 500 + (uint64_t)k++, &id);
+    }
+    TU_CHECK(id == newbase + 32, "the recycled segment takes the next batch (%" PRIu64 ")", id);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync");
+    clog_close(c);
+    clog_open_report_t rep;
+    c = open_log(0, &rep);
+    TU_REQUIRE(c != NULL, "reopen after recycling");
+    TU_CHECK(rep.end == id + 32 + 1000 + 56 && rep.cut_at == 0, "the end is after the new batch (%" PRIu64 ")",
+             rep.end);
+    check_record(c, id, 1000, 500 + (uint64_t)(k - 1));
+    /* the stale record a few positions on: the old record of ids[3] sits at the same file position */
+    TU_CHECK(read_rc(c, newbase + ids[3] % SEG) == CLOG_NOT_RECORD, "a stale record of an earlier life is no record");
+    check_record(c, ids[119], 1000, 119);
+    clog_close(c);
+}
+
+/* A record header of the layout in clog.c, forged into a payload: right
+ * offset, a guessed life, a valid CRC. */
+static uint32_t crc32c_sw(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    while (n--) {
+        c ^= *p++;
+        for (int k = 0; k < 8; k++) {
+            c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+        }
+    }
+    return ~c;
+}
+
+static void put_be(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        p[i] = (unsigned char)(v >> (8 * (n - 1 - i)));
+    }
+}
+
+static void test_forged_record_in_payload(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t a[1];
+    append_batch(c, 1, 10, 1, a);
+    uint64_t id = clog_end(c);   /* a producer can predict the next id */
+    uint64_t fake = id + 32 + 8; /* inside the next payload, 8-aligned */
+    unsigned char p[200] = { 0 };
+    unsigned char *h = p + 8;
+    const char *body = "forged!!";
+    for (int guess = 0; guess < 2; guess++) {
+        uint64_t life = guess == 0 ? 0 : UINT64_C(0x0123456789abcdef);
+        h[4] = CLOG_DATA;
+        put_be(h + 8, 8, 4);
+        put_be(h + 12, 0, 4);
+        put_be(h + 16, fake, 8);
+        put_be(h + 24, life, 8);
+        memcpy(h + 32, body, 8);
+        put_be(h, crc32c_sw(h + 4, 28 + 8), 4);
+        clog_batch_t b = { 0 };
+        uint64_t got;
+        TU_REQUIRE(clog_batch_add(c, &b, p, sizeof p, &got, err, sizeof err) == 0, "add");
+        TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append");
+        clog_batch_free(&b);
+        TU_CHECK(got == id, "the producer guessed its id");
+        TU_CHECK(read_rc(c, fake) == CLOG_NOT_RECORD, "a forged record in a payload is no record (guess %d)", guess);
+        id = clog_end(c);
+        fake = id + 32 + 8;
+    }
+    walk_count_t w = walk_all(c);
+    TU_CHECK(w.data == 3, "the walk sees the 3 real records only (%d)", w.data);
+    clog_close(c);
+}
+
+static void test_bad_inputs(void)
+{
+    clog_t *c = open_log(0, NULL);
+    clog_batch_t b = { 0 };
+    uint64_t id;
+    char *big = calloc(1, SEG);
+    TU_CHECK(clog_batch_add(c, &b, big, SEG - 100, &id, err, sizeof err) == -1 && strstr(err, "cannot fit") != NULL &&
+                 strstr(err, "65436 bytes") != NULL,
+             "a record larger than a segment: %s", err);
+    free(big);
+    clog_batch_free(&b);
+    uint64_t a[2];
+    append_batch(c, 2, 64, 1, a);
+    clog_close(c);
+
+    /* a damaged record header below the end: the read says so, naming file and offset */
+    poke(a[1] + 8 + 3, "\x01", 1); /* its length */
+    c = open_log(0, NULL);
+    /* the batch is torn now (nothing was synced past it): the open cut it */
+    TU_CHECK(c != NULL && read_rc(c, a[0]) == CLOG_NOT_RECORD, "an unsynced damaged batch is cut");
+    uint64_t e[2];
+    append_batch(c, 2, 64, 3, e);
+    poke(e[1] + 40, "Z", 1); /* payload byte: the header stays plausible, the CRC fails */
+    clog_reader_t rd = { 0 };
+    clog_record_t r;
+    int rc = clog_read(c, e[1], &rd, &r, err, sizeof err);
+    char want[64];
+    snprintf(want, sizeof want, "offset %" PRIu64 ": record CRC mismatch", e[1]);
+    TU_CHECK(rc == -1 && strstr(err, want) != NULL && strstr(err, "clog-0000000000000000.seg") != NULL,
+             "a damaged record names file and offset: %s", err);
+    clog_reader_free(&rd);
+    clog_close(c);
+
+    /* a damaged segment header */
+    poke(0, "X", 1);
+    clog_options_t o = { dir, SEG, 0 };
+    clog_t *c2 = NULL;
+    rc = clog_open(&o, &c2, NULL, err, sizeof err);
+    TU_CHECK(rc == CLOG_DAMAGED && strstr(err, "clog-0000000000000000.seg: offset 0: damaged segment header") != NULL,
+             "a damaged segment header: %s", err);
+    poke(0, "H", 1);
+
+    /* a segment of another size */
+    o.segment_bytes = 2 * SEG;
+    rc = clog_open(&o, &c2, NULL, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "65536 bytes, not the segment size 131072") != NULL, "size mismatch: %s", err);
+    o.segment_bytes = 1000;
+    rc = clog_open(&o, &c2, NULL, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "segment size 1000 must be") != NULL, "bad option: %s", err);
+    o.segment_bytes = SEG;
+
+    /* a foreign file named like ours */
+    char path[600];
+    snprintf(path, sizeof path, "%s/clog-notours.seg", dir);
+    TU_REQUIRE(tu_write_file(path, "x") == 0, "write");
+    rc = clog_open(&o, &c2, NULL, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "clog-notours.seg: not a commit log file") != NULL, "foreign file: %s", err);
+    unlink(path);
+    rc = clog_open(&o, &c2, NULL, err, sizeof err);
+    TU_CHECK(rc == 0, "opens again once repaired: %s", err);
+    clog_close(c2);
+}
+
+static void test_torn_last_batch_cut(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t a[1], b[3];
+    append_batch(c, 1, 64, 1, a);
+    uint64_t end1 = clog_end(c);
+    append_batch(c, 3, 64, 2, b);
+    uint64_t commit = clog_end(c) - 56;
+    clog_close(c);
+    char zeros[56] = { 0 };
+    poke(commit, zeros, sizeof zeros); /* the COMMIT never reached the disk */
+    clog_open_report_t rep;
+    c = open_log(0, &rep);
+    TU_REQUIRE(c != NULL, "open");
+    TU_CHECK(rep.end == end1 && rep.cut_at == b[0] && rep.cut_bytes == commit - b[0],
+             "a batch without its COMMIT does not exist: end %" PRIu64 ", cut %" PRIu64 " bytes", rep.end,
+             rep.cut_bytes);
+    TU_CHECK(read_rc(c, b[0]) == CLOG_NOT_RECORD, "its records are gone");
+    clog_close(c);
+}
+
+static void test_leading_spare_with_damaged_start(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t ids[80], d[1];
+    for (int i = 0; i < 80; i++) {
+        append_batch(c, 1, 1000, (uint64_t)i, &ids[i]);
+    }
+    TU_REQUIRE(ids[79] / SEG == 1, "the log goes on in a second segment");
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync");
+    append_batch(c, 1, 64, 100, d); /* says all of it was durable */
+    clog_close(c);
+    /* the first record's offset field: the first segment's start now looks unused, as a spare's does,
+       and the second segment begins with a whole batch */
+    poke(ids[0] + 20, "\x7f", 1);
+    clog_options_t o = { dir, SEG, 0 };
+    clog_t *c2 = NULL;
+    int rc = clog_open(&o, &c2, NULL, err, sizeof err);
+    TU_CHECK(rc == CLOG_DAMAGED && strstr(err, "clog-0000000000000000.seg: offset 32:") != NULL,
+             "a damaged first record is not taken for an unused segment: %d %s", rc, err);
+    clog_close(c2);
+}
+
+typedef struct syncer {
+    clog_t *c;
+    atomic_int stop;
+    int failures, syncs;
+    uint64_t last;
+} syncer_t;
+
+static void *syncer_main(void *arg)
+{
+    syncer_t *y = arg;
+    char e[512];
+    while (!atomic_load(&y->stop)) {
+        if (clog_sync(y->c, e, sizeof e) != 0) {
+            y->failures++;
+        }
+        uint64_t d = clog_durable(y->c);
+        if (d < y->last) {
+            y->failures++;
+        }
+        y->last = d;
+        y->syncs++;
+    }
+    return NULL;
+}
+
+static void test_syncer_thread(void)
+{
+    clog_t *c = open_log(0, NULL);
+    syncer_t y = { c, 0, 0, 0, 0 };
+    pthread_t t;
+    TU_REQUIRE(pthread_create(&t, NULL, syncer_main, &y) == 0, "thread");
+    uint64_t id = 0;
+    for (int i = 0; i < 300; i++) {
+        append_batch(c, 1, 700, (uint64_t)i, &id);
+    }
+    atomic_store(&y.stop, 1);
+    pthread_join(t, NULL);
+    TU_CHECK(y.failures == 0 && y.syncs > 0, "the syncer's syncs succeed and D never goes back (%d syncs)", y.syncs);
+    TU_CHECK(id / SEG >= 2, "the appends switched segments under the syncer");
+    TU_CHECK(clog_sync(c, err, sizeof err) == 0 && clog_durable(c) == clog_end(c), "a last sync covers the end");
+    clog_close(c);
+    clog_open_report_t rep;
+    c = open_log(0, &rep);
+    TU_CHECK(rep.batches == 300 && rep.cut_at == 0, "all 300 batches reopen (%" PRIu64 ")", rep.batches);
+    clog_close(c);
+}
+
+static const tu_test_t clog_tests[] = {
+    { "append, read, reopen", test_append_read_reopen },
+    { "offsets raised to the floor", test_floor_raises_offsets },
+    { "segment switch", test_segment_switch },
+    { "torn batch past D is cut", test_torn_past_d_cut },
+    { "torn batch below D is refused", test_torn_below_d_refused },
+    { "recycled segment's stale records", test_recycled_segment },
+    { "forged record in a payload", test_forged_record_in_payload },
+    { "torn last batch is cut", test_torn_last_batch_cut },
+    { "leading spare with a damaged start", test_leading_spare_with_damaged_start },
+    { "syncer thread", test_syncer_thread },
+    { "bad inputs", test_bad_inputs },
+    { NULL, NULL },
+};
+
+static const tu_suite_t suites[] = {
+    { "clog", clog_tests },
+};
+
+int main(int argc, char **argv)
+{
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], setup, teardown);
+}

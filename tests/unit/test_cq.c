@@ -1,0 +1,390 @@
+/*
+ * tests/unit/test_cq.c — CUnit suites for the consume queues (levels/cq.h) and
+ * the where-slot files (levels/slot.h), over their shared positional file
+ * layer (levels/fixfile.h). docs/design-commitlog.md §2, step 2 of §10.
+ *
+ * Every test gets a fresh temp directory. Entries and slots are made from
+ * their index by a formula (entry_at, slot_at), so a read checks every field
+ * of every entry against what was written, wherever it came from: the append
+ * buffer, the file, a file made by the switch, or a reopened file. Bad inputs
+ * are checked for the error's words (the file, the index, the problem).
+ */
+#include "levels/cq.h"
+#include "levels/slot.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define QUEUE UINT32_C(7)
+
+static char dir[4096];
+
+static void setup(void)
+{
+    if (tu_mkdtemp("cq", dir, sizeof dir) != 0) {
+        tu_die("test_cq", "mkdtemp failed");
+    }
+}
+
+static void teardown(void)
+{
+    tu_rmtree(dir);
+}
+
+static cq_entry_t entry_at(uint64_t i)
+{
+    cq_entry_t e = { .log_offset = UINT64_C(0x100000) + i * 131, .due = UINT64_C(1700000000000) + i };
+    return e;
+}
+
+static slot_t slot_at(uint64_t ordinal)
+{
+    slot_t s = {
+        .id = UINT64_C(0x200000) + ordinal * 97, .queue = (uint32_t)(ordinal % 19), .flags = 0, .cq_index = ordinal * 3
+    };
+    return s;
+}
+
+static void file_path(uint64_t index, char *path, size_t len)
+{
+    char name[64];
+    cq_file_name(QUEUE, index, name, sizeof name);
+    snprintf(path, len, "%s/%s", dir, name);
+}
+
+static int file_exists(uint64_t index)
+{
+    char path[4200];
+    struct stat st;
+    file_path(index, path, sizeof path);
+    return stat(path, &st) == 0;
+}
+
+static void append_n(cq_t *q, uint64_t from, uint64_t n, int line)
+{
+    char err[512] = "";
+    for (uint64_t i = from; i < from + n; i++) {
+        cq_entry_t e = entry_at(i);
+        uint64_t index = UINT64_MAX;
+        int rc = cq_append(q, &e, &index, err, sizeof err);
+        TU_REQUIRE_AT(rc == 0 && index == i, line, "append %" PRIu64 ": rc %d index %" PRIu64 ": %s", i, rc, index,
+                      err);
+    }
+}
+#define APPEND_N(q, from, n) append_n((q), (from), (n), __LINE__)
+
+/* Entries [from, from + n) read in runs of `run` equal entry_at. */
+static void expect_entries(cq_t *q, uint64_t from, uint64_t n, size_t run, int line)
+{
+    char err[512] = "";
+    cq_entry_t *got = calloc(run, sizeof *got);
+    for (uint64_t i = from; i < from + n; i += run) {
+        size_t k = from + n - i < run ? (size_t)(from + n - i) : run;
+        int rc = cq_read(q, i, k, got, err, sizeof err);
+        TU_REQUIRE_AT(rc == 0, line, "read [%" PRIu64 ", +%zu): %s", i, k, err);
+        for (size_t j = 0; j < k; j++) {
+            cq_entry_t want = entry_at(i + j);
+            TU_REQUIRE_AT(got[j].log_offset == want.log_offset && got[j].due == want.due, line,
+                          "entry %" PRIu64 ": (%" PRIu64 ", %" PRIu64 "), want (%" PRIu64 ", %" PRIu64 ")", i + j,
+                          got[j].log_offset, got[j].due, want.log_offset, want.due);
+        }
+    }
+    free(got);
+}
+#define EXPECT_ENTRIES(q, from, n, run) expect_entries((q), (from), (n), (run), __LINE__)
+
+static void expect_error(int rc, const char *err, const char *frag1, const char *frag2, int line)
+{
+    TU_CHECK_AT(rc == -1, line, "want an error, got rc %d", rc);
+    TU_CHECK_AT(strstr(err, frag1) != NULL, line, "error \"%s\" lacks \"%s\"", err, frag1);
+    if (frag2 != NULL) {
+        TU_CHECK_AT(strstr(err, frag2) != NULL, line, "error \"%s\" lacks \"%s\"", err, frag2);
+    }
+}
+#define EXPECT_ERROR(rc, err, f1, f2) expect_error((rc), (err), (f1), (f2), __LINE__)
+
+static cq_t *open_q(uint64_t head, uint64_t tail, int line)
+{
+    char err[512] = "";
+    cq_t *q = NULL;
+    int rc = cq_open(dir, QUEUE, head, tail, &q, err, sizeof err);
+    TU_REQUIRE_AT(rc == 0 && q != NULL, line, "cq_open [%" PRIu64 ", %" PRIu64 "): %s", head, tail, err);
+    return q;
+}
+#define OPEN_Q(head, tail) open_q((head), (tail), __LINE__)
+
+static void close_q(cq_t *q, int line)
+{
+    char err[512] = "";
+    int rc = cq_close(q, err, sizeof err);
+    TU_REQUIRE_AT(rc == 0, line, "cq_close: %s", err);
+}
+#define CLOSE_Q(q) close_q((q), __LINE__)
+
+/* ----------------------------------------------------------------------- cq */
+
+/* 3000 appends: the first 2048 went to the file by the buffer's own flushes
+ * (1024 a run), the rest are still buffered; reads cross that line. */
+static void test_append_read(void)
+{
+    cq_t *q = OPEN_Q(0, 0);
+    TU_CHECK(!file_exists(0), "a new queue makes no file before its first append");
+    APPEND_N(q, 0, 3000);
+    TU_CHECK(cq_head(q) == 0 && cq_tail(q) == 3000, "head %" PRIu64 " tail %" PRIu64, cq_head(q), cq_tail(q));
+    EXPECT_ENTRIES(q, 0, 3000, 1);
+    EXPECT_ENTRIES(q, 0, 3000, 100); /* runs across the flushed/buffered line at 2048 */
+    char path[4200];
+    struct stat st;
+    file_path(0, path, sizeof path);
+    TU_CHECK(stat(path, &st) == 0 && (uint64_t)st.st_size == CQ_FILE_BYTES, "%s: want %" PRIu64 " bytes pre-written",
+             path, (uint64_t)CQ_FILE_BYTES);
+    CLOSE_Q(q);
+}
+
+static void test_head_advance(void)
+{
+    char err[512] = "";
+    cq_entry_t e;
+    cq_t *q = OPEN_Q(0, 0);
+    APPEND_N(q, 0, CQ_FILE_ENTRIES + 10);
+    TU_REQUIRE(cq_advance_head(q, 100, err, sizeof err) == 0, "advance to 100: %s", err);
+    TU_CHECK(file_exists(0), "the first file still holds entries at or past the head");
+    EXPECT_ERROR(cq_read(q, 99, 1, &e, err, sizeof err), err, "outside", "[99, 100)");
+    EXPECT_ENTRIES(q, 100, 10, 1);
+    TU_REQUIRE(cq_advance_head(q, CQ_FILE_ENTRIES + 5, err, sizeof err) == 0, "advance: %s", err);
+    TU_CHECK(!file_exists(0), "the first file, all below the head, is deleted");
+    TU_CHECK(file_exists(CQ_FILE_ENTRIES), "the second file stays");
+    EXPECT_ENTRIES(q, CQ_FILE_ENTRIES + 5, 5, 5);
+    EXPECT_ERROR(cq_advance_head(q, 10, err, sizeof err), err, "outside", "only moves forward");
+    EXPECT_ERROR(cq_advance_head(q, CQ_FILE_ENTRIES + 11, err, sizeof err), err, "outside", "up to the tail");
+    TU_REQUIRE(cq_advance_head(q, CQ_FILE_ENTRIES + 10, err, sizeof err) == 0, "advance to the tail: %s", err);
+    APPEND_N(q, CQ_FILE_ENTRIES + 10, 3); /* an empty queue appends on */
+    EXPECT_ENTRIES(q, CQ_FILE_ENTRIES + 10, 3, 3);
+    CLOSE_Q(q);
+}
+
+static void test_rewrite(void)
+{
+    char err[512] = "";
+    cq_t *q = OPEN_Q(0, 0);
+    APPEND_N(q, 0, 10);
+    TU_REQUIRE(cq_flush(q, err, sizeof err) == 0, "flush: %s", err);
+    APPEND_N(q, 10, 10); /* [10, 20) buffered */
+    cq_entry_t in_file = { 0xAAAA, 1 }, in_buffer = { 0xBBBB, 2 }, got[20];
+    TU_REQUIRE(cq_rewrite(q, 2, &in_file, err, sizeof err) == 0, "rewrite 2: %s", err);
+    TU_REQUIRE(cq_rewrite(q, 15, &in_buffer, err, sizeof err) == 0, "rewrite 15: %s", err);
+    TU_REQUIRE(cq_read(q, 0, 20, got, err, sizeof err) == 0, "read: %s", err);
+    for (uint64_t i = 0; i < 20; i++) {
+        cq_entry_t want = i == 2 ? in_file : i == 15 ? in_buffer : entry_at(i);
+        TU_CHECK(got[i].log_offset == want.log_offset && got[i].due == want.due, "entry %" PRIu64 ": %" PRIx64, i,
+                 got[i].log_offset);
+    }
+    EXPECT_ERROR(cq_rewrite(q, 20, &in_file, err, sizeof err), err, "rewrite of [20, 21)", "outside");
+    cq_entry_t zero = { 0, 5 };
+    EXPECT_ERROR(cq_rewrite(q, 3, &zero, err, sizeof err), err, "log offset 0", "rewrite at 3");
+    CLOSE_Q(q);
+    /* Both rewrites reached the file. */
+    q = OPEN_Q(0, 20);
+    TU_REQUIRE(cq_read(q, 0, 20, got, err, sizeof err) == 0, "read after reopen: %s", err);
+    TU_CHECK(got[2].log_offset == 0xAAAA && got[15].log_offset == 0xBBBB, "after reopen: %" PRIx64 " %" PRIx64,
+             got[2].log_offset, got[15].log_offset);
+    CLOSE_Q(q);
+}
+
+static void test_reopen(void)
+{
+    char err[512] = "";
+    cq_entry_t e;
+    cq_t *q = OPEN_Q(0, 0);
+    APPEND_N(q, 0, 2000);
+    CLOSE_Q(q); /* closes flush the buffer */
+    q = OPEN_Q(40, 2000);
+    EXPECT_ENTRIES(q, 40, 1960, 64);
+    APPEND_N(q, 2000, 5);
+    EXPECT_ENTRIES(q, 1990, 15, 15);
+    CLOSE_Q(q);
+    /* A tail the caller claims past what was written: the zeros are refused. */
+    q = OPEN_Q(0, 2500);
+    EXPECT_ERROR(cq_read(q, 2100, 1, &e, err, sizeof err), err, "entry 2100", "is zero: never written");
+    EXPECT_ENTRIES(q, 0, 2005, 500);
+    CLOSE_Q(q);
+}
+
+static void test_file_switch(void)
+{
+    char err[512] = "";
+    uint64_t n = CQ_FILE_ENTRIES + 3;
+    cq_t *q = OPEN_Q(0, 0);
+    APPEND_N(q, 0, CQ_FILE_ENTRIES);
+    TU_CHECK(!file_exists(CQ_FILE_ENTRIES), "the next file is made by its first append, not before");
+    APPEND_N(q, CQ_FILE_ENTRIES, 3);
+    TU_CHECK(file_exists(CQ_FILE_ENTRIES), "the switch made the second file");
+    char name[64];
+    cq_file_name(QUEUE, CQ_FILE_ENTRIES + 1, name, sizeof name);
+    TU_CHECK(strcmp(name, "cq-00000007-0000000000040000.q") == 0, "second file named %s", name);
+    EXPECT_ENTRIES(q, CQ_FILE_ENTRIES - 4, 7, 7); /* one read across the two files */
+    CLOSE_Q(q);
+    q = OPEN_Q(0, n);
+    EXPECT_ENTRIES(q, 0, n, 4096);
+    CLOSE_Q(q);
+    /* Reopened empty on the boundary: no file open; the append opens the file
+     * a previous life left, and its old bytes are not entries. */
+    q = OPEN_Q(CQ_FILE_ENTRIES, CQ_FILE_ENTRIES);
+    cq_entry_t e = entry_at(CQ_FILE_ENTRIES), got;
+    TU_REQUIRE(cq_append(q, &e, NULL, err, sizeof err) == 0, "append: %s", err);
+    TU_REQUIRE(cq_read(q, CQ_FILE_ENTRIES, 1, &got, err, sizeof err) == 0, "read: %s", err);
+    TU_CHECK(got.log_offset == e.log_offset, "entry %" PRIx64, got.log_offset);
+    EXPECT_ERROR(cq_read(q, CQ_FILE_ENTRIES + 1, 1, &got, err, sizeof err), err, "outside", "read of");
+    CLOSE_Q(q);
+    /* The first file, below the head, was deleted at that open. */
+    TU_CHECK(!file_exists(0), "a file wholly below the head is swept at open");
+}
+
+static void test_bad_inputs(void)
+{
+    char err[512] = "";
+    char path[4200];
+    cq_t *q = NULL;
+    cq_entry_t e = { 0, 1 };
+    EXPECT_ERROR(cq_open(dir, QUEUE, 5, 4, &q, err, sizeof err), err, "head 5", "past the tail 4");
+    q = OPEN_Q(0, 0);
+    EXPECT_ERROR(cq_append(q, &e, NULL, err, sizeof err), err, "log offset 0", "append at 0");
+    APPEND_N(q, 0, 4);
+    EXPECT_ERROR(cq_read(q, 4, 1, &e, err, sizeof err), err, "read of [4, 5)", "[0, 4)");
+    EXPECT_ERROR(cq_read(q, 2, 3, &e, err, sizeof err), err, "read of [2, 5)", "outside");
+    CLOSE_Q(q);
+    /* A missing file. */
+    EXPECT_ERROR(cq_open(dir, QUEUE + 1, 0, 3, &q, err, sizeof err), err, "cq-00000008-0000000000000000.q",
+                 "cannot open");
+    /* A short (damaged) file. */
+    file_path(0, path, sizeof path);
+    TU_REQUIRE(truncate(path, 1000) == 0, "truncate %s", path);
+    EXPECT_ERROR(cq_open(dir, QUEUE, 0, 4, &q, err, sizeof err), err, "cq-00000007-0000000000000000.q",
+                 "short or damaged");
+    TU_CHECK(strstr(err, "1000 bytes") != NULL, "error \"%s\" names the size", err);
+    TU_CHECK(q == NULL, "no queue on error");
+}
+
+/* --------------------------------------------------------------------- slot */
+
+static slot_file_t *open_slots(uint64_t base, int create, int line)
+{
+    char err[512] = "";
+    slot_file_t *f = NULL;
+    int rc = slot_file_open(dir, base, create, &f, err, sizeof err);
+    TU_REQUIRE_AT(rc == 0 && f != NULL, line, "slot_file_open: %s", err);
+    return f;
+}
+#define OPEN_SLOTS(base, create) open_slots((base), (create), __LINE__)
+
+static void expect_slot(slot_file_t *f, uint64_t ordinal, slot_t want, int line)
+{
+    char err[512] = "";
+    slot_t got;
+    int rc = slot_get(f, ordinal, &got, err, sizeof err);
+    TU_REQUIRE_AT(rc == 0, line, "slot_get %" PRIu64 ": %s", ordinal, err);
+    TU_CHECK_AT(
+        got.id == want.id && got.queue == want.queue && got.flags == want.flags && got.cq_index == want.cq_index, line,
+        "slot %" PRIu64 ": (%" PRIx64 ", %u, %u, %" PRIu64 ")", ordinal, got.id, got.queue, got.flags, got.cq_index);
+}
+#define EXPECT_SLOT(f, ordinal, want) expect_slot((f), (ordinal), (want), __LINE__)
+
+static void test_slot_write_read_overwrite(void)
+{
+    char err[512] = "";
+    slot_file_t *f = OPEN_SLOTS(0x8000000, 1);
+    for (uint64_t i = 0; i < 3000; i++) {
+        slot_t s = slot_at(i);
+        TU_REQUIRE(slot_put(f, i, &s, err, sizeof err) == 0, "put %" PRIu64 ": %s", i, err);
+    }
+    TU_CHECK(slot_count(f) == 3000, "count %" PRIu64, slot_count(f));
+    for (uint64_t i = 0; i < 3000; i += 7) {
+        EXPECT_SLOT(f, i, slot_at(i));
+    }
+    slot_t moved = slot_at(5), revoked = slot_at(2990); /* 5 in the file, 2990 buffered */
+    moved.queue = 3;
+    moved.cq_index = 123456;
+    revoked.flags = SLOT_REVOKED;
+    TU_REQUIRE(slot_put(f, 5, &moved, err, sizeof err) == 0, "overwrite 5: %s", err);
+    TU_REQUIRE(slot_put(f, 2990, &revoked, err, sizeof err) == 0, "overwrite 2990: %s", err);
+    EXPECT_SLOT(f, 5, moved);
+    EXPECT_SLOT(f, 2990, revoked);
+    EXPECT_SLOT(f, 6, slot_at(6));
+    slot_t s = slot_at(3001), zero = { 0, 1, 0, 1 };
+    slot_t got;
+    EXPECT_ERROR(slot_put(f, 3001, &s, err, sizeof err), err, "slot 3001 is past the end", "slot-0000000008000000.w");
+    EXPECT_ERROR(slot_put(f, 4, &zero, err, sizeof err), err, "slot 4", "id 0");
+    EXPECT_ERROR(slot_get(f, 3000, &got, err, sizeof err), err, "[3000, 3001)", "past the end");
+    TU_CHECK(slot_file_close(f, err, sizeof err) == 0, "close: %s", err);
+
+    /* Reopen: everything, overwrites included, came from the file. */
+    f = OPEN_SLOTS(0x8000000, 0);
+    TU_CHECK(slot_count(f) == 3000, "count after reopen %" PRIu64, slot_count(f));
+    EXPECT_SLOT(f, 5, moved);
+    EXPECT_SLOT(f, 2990, revoked);
+    EXPECT_SLOT(f, 2999, slot_at(2999));
+    s = slot_at(3000);
+    TU_REQUIRE(slot_put(f, 3000, &s, err, sizeof err) == 0, "append after reopen: %s", err);
+    EXPECT_SLOT(f, 3000, s);
+    TU_CHECK(slot_file_close(f, err, sizeof err) == 0, "close: %s", err);
+    slot_file_t *again = NULL;
+    EXPECT_ERROR(slot_file_open(dir, 0x8000000, 1, &again, err, sizeof err), err, "slot-0000000008000000.w",
+                 "already exists");
+}
+
+static void test_slot_damaged(void)
+{
+    char err[512] = "", path[4200];
+    slot_file_t *f = OPEN_SLOTS(0x10, 1);
+    for (uint64_t i = 0; i < 3; i++) {
+        slot_t s = slot_at(i);
+        TU_REQUIRE(slot_put(f, i, &s, err, sizeof err) == 0, "put: %s", err);
+    }
+    TU_REQUIRE(slot_sync(f, err, sizeof err) == 0, "sync: %s", err);
+    TU_REQUIRE(slot_file_close(f, err, sizeof err) == 0, "close: %s", err);
+    snprintf(path, sizeof path, "%s/slot-0000000000000010.w", dir);
+    TU_REQUIRE(truncate(path, 3 * SLOT_BYTES - 5) == 0, "truncate");
+    f = NULL;
+    EXPECT_ERROR(slot_file_open(dir, 0x10, 0, &f, err, sizeof err), err, "slot-0000000000000010.w",
+                 "not a whole number of 24-byte records");
+    TU_CHECK(f == NULL, "no file on error");
+    /* A hole: zeros where a slot should be (a file extended, never written). */
+    TU_REQUIRE(truncate(path, 4 * SLOT_BYTES) == 0, "extend");
+    f = OPEN_SLOTS(0x10, 0);
+    slot_t got;
+    EXPECT_ERROR(slot_get(f, 3, &got, err, sizeof err), err, "slot 3 is zero", "slot-0000000000000010.w");
+    EXPECT_SLOT(f, 0, slot_at(0));
+    TU_CHECK(slot_file_close(f, err, sizeof err) == 0, "close: %s", err);
+    EXPECT_ERROR(slot_file_open(dir, 0x20, 0, &f, err, sizeof err), err, "slot-0000000000000020.w", "cannot open");
+}
+
+static const tu_test_t cq_tests[] = {
+    { "append and read (buffer and file)", test_append_read },
+    { "head advance deletes files below it", test_head_advance },
+    { "positional rewrite (file and buffer)", test_rewrite },
+    { "reopen at the caller's head and tail", test_reopen },
+    { "file switch at 2^18 entries", test_file_switch },
+    { "bad inputs: ranges, zero offsets, missing and short files", test_bad_inputs },
+    { NULL, NULL },
+};
+
+static const tu_test_t slot_tests[] = {
+    { "write, read, overwrite, reopen", test_slot_write_read_overwrite },
+    { "torn, zero and missing slot files", test_slot_damaged },
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+    static const tu_suite_t suites[] = {
+        { "cq", cq_tests },
+        { "slot", slot_tests },
+    };
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], setup, teardown);
+}
