@@ -286,6 +286,21 @@ void store_break(store_t *s, const char *why)
     snprintf(s->broken_err, sizeof s->broken_err, "%s", why);
 }
 
+int store_fail_half_way(store_t *s, int pending_before, const char *what, char *err, size_t errlen)
+{
+    if (s->pending == pending_before) {
+        return -1;
+    }
+    if (s->broken) {
+        return -1; /* broken on the way (a read key_count_get needed): that cause stands */
+    }
+    char why[sizeof s->broken_err];
+    snprintf(why, sizeof why, "%s failed half-way (none of its writes is written): %s", what,
+             err != NULL && errlen > 0 ? err : "no cause given");
+    store_break(s, why);
+    return err_set(err, errlen, "%s", s->broken_err);
+}
+
 /* ---- reads ------------------------------------------------------------------------- */
 
 int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *err, size_t errlen)

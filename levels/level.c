@@ -492,6 +492,7 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
     if (store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
+    int pending_before = s->pending; /* 0: all committed */
     const lvl_table_t *t = &s->opt.levels;
     uint64_t committed[LVL_MAX_LEVELS + 1]; /* what each level holds now: all committed (read_begin) */
     for (int l = 1; l <= t->count; l++) {
@@ -509,7 +510,8 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
             break;
         }
         if (serve_level(s, l, bound, now_ms, max, &committed[l], moved, ready_out, err, errlen) != 0) {
-            return -1;
+            /* the heads taken are in the batch, the level's head not moved */
+            return store_fail_half_way(s, pending_before, "due move", err, errlen);
         }
     }
     return 0;

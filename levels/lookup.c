@@ -521,10 +521,11 @@ int store_revoke_id(store_t *s, uint64_t id, store_revoke_result_t *r, char *err
     if (store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
+    int pending_before = s->pending; /* 0: all committed */
     revoke_ctx_t c = { r, NULL, 0, 0 };
     int rc = revoke_one(s, &c, id, err, errlen);
     free(c.taken);
-    return rc;
+    return rc == 0 ? 0 : store_fail_half_way(s, pending_before, "REVOKE", err, errlen);
 }
 
 int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len,
@@ -534,6 +535,7 @@ int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char
     if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
+    int pending_before = s->pending; /* 0: all committed */
     uint64_t *ids;
     int n;
     if (idx_key_ids(s, topic, topic_len, key, key_len, 1 << 20, &ids, &n, err, errlen) != 0) {
@@ -546,7 +548,8 @@ int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char
     }
     free(ids);
     free(c.taken);
-    return rc;
+    /* the messages revoked before the failure are whole, but -1 says none was */
+    return rc == 0 ? 0 : store_fail_half_way(s, pending_before, "REVOKE", err, errlen);
 }
 
 /* ---- SEND … DEDUP ------------------------------------------------------------------------ */

@@ -18,7 +18,10 @@
  * that came before it. When a commit fails the store is
  * broken: every later operation fails with the original error and the caller
  * must close and reopen it (the in-memory state is rebuilt from disk; nothing
- * acknowledged is lost, since nothing is acknowledged before its commit).
+ * acknowledged is lost, since nothing is acknowledged before its commit). So
+ * is it when an operation that says so fails half-way (store_move_due,
+ * store_revoke_*: damage or a read error met after it took a message): what
+ * it added to the pending batch is half of it and is never written.
  *
  * The storage layout (key ranges, values, invariants) is described in
  * levels/keys.h; the package's files are listed in levels/store_internal.h.
@@ -225,7 +228,8 @@ uint64_t store_pending_bytes(const store_t *s);
  * thread beside the store's (broker/syncer.h) uses it as its durability mark. */
 uint64_t store_next_seq(const store_t *s);
 
-/* 1 when a commit failed (or store_break was called) and the store must be reopened. */
+/* 1 when a commit failed (or an operation half-way, or store_break was
+ * called) and the store must be reopened. */
 int store_broken(const store_t *s);
 
 /* Does LevelDB still accept writes? It keeps the error of a background write
@@ -300,7 +304,13 @@ uint64_t store_next_due(const store_t *s);
  * heads left, once the pending batch holds STORE_BATCH_MAX_BYTES (it starts
  * with a commit of what was pending, so at least one head moves). *moved gets
  * the number moved, *ready_out (may be NULL) how many became ready for
- * consumers. */
+ * consumers. -1 (a read error, damage: a level key or message that does not
+ * decode) writes nothing of the call: failed before it took a message, the
+ * store is as it was (the same call fails again until the damage is
+ * repaired); failed after (the damage behind a head it moved), the store is
+ * broken, naming "due move failed half-way" and the cause, and must be
+ * reopened (store_break: a commit would write the heads taken with the
+ * level's head not moved past them). */
 int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out, char *err, size_t errlen);
 
 typedef struct store_level_info {
@@ -640,7 +650,11 @@ typedef struct store_revoke_result {
  * the topic log with no group of the topic past it (a topic without groups:
  * any retained message). The others are refused with a reason ("already
  * delivered to group g (leased)", "gone"). One batch for the whole call.
- * 0 with *r, -1 on a read error (nothing revoked). */
+ * 0 with *r, -1 on a read error or damage (nothing revoked, nothing of the
+ * call written): when it fails after it took a message (the damage behind a
+ * level head it took; store_revoke_key: a message after those it revoked),
+ * the store is broken, naming "REVOKE failed half-way" and the cause, and
+ * must be reopened (store_break): the messages it took stay where they were. */
 int store_revoke_id(store_t *s, uint64_t id, store_revoke_result_t *r, char *err, size_t errlen);
 int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len,
                      store_revoke_result_t *r, char *err, size_t errlen);

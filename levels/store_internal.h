@@ -325,6 +325,16 @@ int store_commit_when_full(store_t *s, char *err, size_t errlen);
 /* 0, or -1 (naming the original failure) when the store is broken. */
 int store_usable(const store_t *s, char *err, size_t errlen);
 
+/* An operation that failed (err holds why) returns through this: when it
+ * had added writes of its own to the pending batch (s->pending moved from
+ * pending_before, what it was when the operation began: every operation
+ * that changes state in memory adds a write first), those are half of it and
+ * must never reach the disk, so the store is broken (store_break) naming
+ * what (e.g. "REVOKE") and err; the caller must reopen it. A failure before
+ * the first write leaves the store as it was. err gets a note of the break.
+ * Returns -1. */
+int store_fail_half_way(store_t *s, int pending_before, const char *what, char *err, size_t errlen);
+
 /* Before any read: commit what is pending (unsynced; the caller's own commit
  * decides durability), so the read sees every write that came before it.
  * 0, or -1 when the store is broken or that commit fails. */

@@ -900,26 +900,48 @@ static int collect_level_keys(void *ctx, const store_entry_t *e)
     return 0;
 }
 
-/* Close *sp without writing its pending batch (store_break): what an
- * operation that failed half-way (the head taken, the level's head not
- * moved) left pending must not reach the disk. The store is freed. */
-static void close_broken(store_t **sp, const char *why)
+/* After an operation that failed half-way (it took the head of a level,
+ * then met the damaged key behind it): the store must be broken, naming the
+ * operation and the damage, so that nothing of it reaches the disk; closing
+ * it then fails and forgets it (*sp = NULL). */
+static void close_after_half_way(store_t **sp, const char *what)
 {
-    store_break(*sp, why);
+    char err[1024] = "";
+    TU_CHECK(store_broken(*sp), "%s failed half-way but the store is usable: its half-done batch would be written",
+             what);
+    int rc = store_commit(*sp, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, what) != NULL && strstr(err, "failed half-way") != NULL &&
+                 strstr(err, "corrupt level key") != NULL,
+             "a commit after %s failed half-way: rc %d \"%s\"", what, rc, err);
     for (int i = 0; i < MAX_OPEN; i++) {
         if (g_open[i] == *sp) {
             g_open[i] = NULL;
         }
     }
-    TU_CHECK(store_close(*sp, NULL, 0) == -1, "a broken store closed without an error");
+    rc = store_close(*sp, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "failed half-way") != NULL, "closing the broken store: rc %d \"%s\"", rc, err);
     *sp = NULL;
+}
+
+/* The level key at good, damaged at bad, is put back; the store must then be
+ * as it was before the failed operation (store_check: a level head not moved
+ * with the messages taken fails it); then it is damaged again. */
+static void check_nothing_written(const char *good, const char *bad, size_t badlen)
+{
+    raw_move(bad, badlen, good, 18, __LINE__);
+    store_t *s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CLOSE(&s);
+    raw_move(good, 18, bad, badlen, __LINE__);
 }
 
 /* A level key of the wrong length (a byte past its 18) is reported with the
  * key shown (key_describe), as every other reader reports one, by the due
- * move and by REVOKE's search for the level's next head; before, the due
- * move said only "(length 19)" and REVOKE nothing of the key. Moved back,
- * the store is as it was. */
+ * move and by REVOKE's search for the level's next head. Both meet it after
+ * they took the head before it: the store is then broken (nothing half-done
+ * is written: a commit would have written the head taken with the level's
+ * remembered head not moved). Met at the head itself, before anything was
+ * taken, the due move fails and the store stays usable. */
 static void test_damaged_level_key_shown(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -940,7 +962,8 @@ static void test_damaged_level_key_shown(void)
     int rc = store_revoke_id(s, first, &r, err, sizeof err);
     TU_CHECK(rc == -1 && strstr(err, "corrupt level key \"L\\x01") != NULL && strstr(err, "Z\" (19 bytes)") != NULL,
              "REVOKE of the head before a damaged level key: rc %d \"%s\"", rc, err);
-    close_broken(&s, "a failed REVOKE's pending batch");
+    close_after_half_way(&s, "REVOKE");
+    check_nothing_written(lk.key[1], damaged, sizeof damaged);
 
     s = OPEN_DEFAULT();
     int moved = -1;
@@ -948,9 +971,25 @@ static void test_damaged_level_key_shown(void)
     rc = store_move_due(s, T0 + HOUR, 10, &moved, NULL, err, sizeof err);
     TU_CHECK(rc == -1 && strstr(err, "corrupt level key \"L\\x01") != NULL && strstr(err, "Z\" (19 bytes)") != NULL,
              "due move over a damaged level key: rc %d \"%s\"", rc, err);
-    close_broken(&s, "a failed due move's pending batch");
-
+    close_after_half_way(&s, "due move");
+    check_nothing_written(lk.key[1], damaged, sizeof damaged);
     raw_move(damaged, sizeof damaged, lk.key[1], 18, __LINE__);
+
+    /* the head's own key damaged: nothing taken, nothing to break */
+    char damaged_head[19];
+    memcpy(damaged_head, lk.key[0], 18);
+    damaged_head[18] = 'Z';
+    raw_move(lk.key[0], 18, damaged_head, sizeof damaged_head, __LINE__);
+    s = OPEN_DEFAULT();
+    err[0] = '\0';
+    rc = store_move_due(s, T0 + HOUR, 10, &moved, NULL, err, sizeof err);
+    TU_CHECK(rc == -1 && moved == 0 && strstr(err, "corrupt level key \"L\\x01") != NULL,
+             "due move from a damaged head key: rc %d, moved %d \"%s\"", rc, moved, err);
+    TU_CHECK(!store_broken(s), "a due move that failed before it took anything broke the store");
+    SEND(s, "u", "c", 0, 0, T0 + 2, NULL); /* the store still takes writes */
+    REQUIRE_OK(store_commit(s, err, sizeof err), err);
+    CLOSE(&s);
+    raw_move(damaged_head, sizeof damaged_head, lk.key[0], 18, __LINE__);
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
     CLOSE(&s);
@@ -1421,7 +1460,7 @@ static const tu_test_t open_tests[] = {
     { "upgrade format 2", test_upgrade_format2 },
     { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
     { "corrupt value reported", test_corrupt_value_reported },
-    { "a damaged level key is shown by the due move and REVOKE", test_damaged_level_key_shown },
+    { "a damaged level key: shown, and met half-way it breaks the store", test_damaged_level_key_shown },
     { "a message's names and key past their limits are corrupt", test_message_names_checked },
     { "an index record's topic and key past their limits are corrupt", test_index_record_names_checked },
     { "damaged lease keys: long, 0x00 inside, empty", test_damaged_lease_keys },
