@@ -74,6 +74,14 @@ struct writer {
     uint64_t reopen_failures;      /* failed reopens in a row (a reopen that succeeds says how many) */
     uint64_t next_reopen_log_mono; /* a failure repeating the last one is logged again from then on */
     char reopen_last_err[512];     /* the last failure logged */
+    /* A scheduler run that failed (damage met by a due move, a lease expiry)
+     * fails again at once while its work is due: it is retried at most once
+     * a SCHED_RETRY_MS, and the same cause logged again at most once a
+     * REOPEN_LOG_MS, not once per iteration of a spinning loop. */
+    uint64_t sched_retry_mono;    /* no scheduler run before this */
+    uint64_t sched_failures;      /* failed runs in a row */
+    uint64_t next_sched_log_mono; /* a failure repeating the last one is logged again from then on */
+    char sched_last_err[512];     /* the last scheduler failure logged */
     int maintain_needed;
     uint64_t next_trim_mono;    /* idle after work: the next release_free_memory (0: none pending) */
     uint64_t trim_gap_ms;       /* ...and the wait before the one after it, doubled each time */

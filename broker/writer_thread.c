@@ -77,6 +77,7 @@
 #define COLLECT_GRACE_MS   1000  /* a consumed topic-log entry stays readable at least this long (store_collect) */
 #define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
 #define REOPEN_LOG_MS      60000 /* and the same failure logged again at most this often */
+#define SCHED_RETRY_MS     1000  /* a failed scheduler run is retried this often */
 #define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
 #define TRIM_FIRST_GAP_MS  2000  /* idle after work: memory given back again this long after the first time... */
 #define TRIM_LAST_GAP_MS   32000 /* ...then after twice as long, up to this (LevelDB frees its compactions' late) */
@@ -404,6 +405,9 @@ static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
     if (wall_next != UINT64_MAX) {
         uint64_t due_us = wall_next * 1000, now_wall = clock_wall_us();
         uint64_t at = due_us <= now_wall ? now_us : now_us + (due_us - now_wall);
+        if (at < ms_to_us(w->sched_retry_mono)) {
+            at = ms_to_us(w->sched_retry_mono); /* it failed: not again before then */
+        }
         if (at < best) {
             best = at;
         }
@@ -540,6 +544,38 @@ static void check_disk(writer_t *w, uint64_t now_mono)
              w->opts->path, w->disk_reserve > 0 ? "; the disk reserve is written again" : "");
 }
 
+/* A scheduler run failed with err: retry it SCHED_RETRY_MS later (its work
+ * is still due, so the loop would run it again at once), and log a cause
+ * once, then once a REOPEN_LOG_MS while it repeats. */
+static void sched_failed(writer_t *w, const char *err, uint64_t now_mono)
+{
+    w->sched_retry_mono = now_mono + SCHED_RETRY_MS;
+    w->sched_failures++;
+    int same = strcmp(err, w->sched_last_err) == 0;
+    if (same && now_mono < w->next_sched_log_mono) {
+        return;
+    }
+    if (same) {
+        log_error("scheduler: still failing (%llu attempts, one a second): %s", (unsigned long long)w->sched_failures,
+                  err);
+    } else {
+        log_error("scheduler: %s", err);
+    }
+    snprintf(w->sched_last_err, sizeof w->sched_last_err, "%s", err);
+    w->next_sched_log_mono = now_mono + REOPEN_LOG_MS;
+}
+
+/* A scheduler run succeeded: after failures, say so once. */
+static void sched_succeeded(writer_t *w)
+{
+    if (w->sched_failures > 0) {
+        log_info("scheduler: due work runs again after %llu failed attempts", (unsigned long long)w->sched_failures);
+    }
+    w->sched_failures = 0;
+    w->sched_retry_mono = 0;
+    w->sched_last_err[0] = '\0';
+}
+
 void *writer_main(void *arg)
 {
     writer_t *w = arg;
@@ -606,12 +642,15 @@ void *writer_main(void *arg)
 
         /* 2. one bounded chunk of due work */
         more = 0;
-        if (w->store != NULL && !w->disk_full && sched_next_wakeup(w->sched) <= sched_now(w->sched)) {
+        if (w->store != NULL && !w->disk_full && now_mono >= w->sched_retry_mono &&
+            sched_next_wakeup(w->sched) <= sched_now(w->sched)) {
             sched_stats_t st = { 0 };
             char err[512];
             if (sched_run(w->sched, SCHED_CHUNK, &st, &more, err, sizeof err) != 0) {
-                log_error("scheduler: %s", err);
+                sched_failed(w, err, now_mono);
                 more = 0;
+            } else {
+                sched_succeeded(w);
             }
             w->stats.moved += st.moved;
             w->stats.made_ready += st.ready;
