@@ -107,16 +107,21 @@ uint64_t powercut_calls(void)
     return g_j->calls;
 }
 
-/* 1 when fd is a regular file under the watched directory (st filled). */
-static int watched(int fd, struct stat *st)
+/* 1 when fd is the watched directory or a file under it. */
+static int under_dir(int fd)
 {
-    if (g_j == NULL || !g_j->armed || fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-        return 0;
-    }
     char link[64], path[PATH_MAX];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = readlink(link, path, sizeof path - 1);
-    return n > 0 && (size_t)n > g_j->dirlen && strncmp(path, g_j->dir, g_j->dirlen) == 0;
+    return n > 0 && (size_t)n + 1 >= g_j->dirlen && strncmp(path, g_j->dir, g_j->dirlen - 1) == 0 &&
+           (path[g_j->dirlen - 1] == '/' || (size_t)n + 1 == g_j->dirlen);
+}
+
+/* 1 when armed and fd is a regular file under the watched directory (st
+ * filled). */
+static int watched(int fd, struct stat *st)
+{
+    return g_j != NULL && g_j->armed && fstat(fd, st) == 0 && S_ISREG(st->st_mode) && under_dir(fd);
 }
 
 /* Count a watched call (under mu); the kill_at-th never happens. */
@@ -199,15 +204,16 @@ ssize_t write(int fd, const void *buf, size_t n)
     return k;
 }
 
-/* The file's entries become durable. The real sync is skipped: the simulated
- * disk is the files' contents, which a power-off rewrites, so the host's
- * durability adds nothing but time. */
+/* The file's entries become durable. The real sync is skipped, armed or not,
+ * for the directory and every file under it: the simulated disk is the
+ * files' contents, which a power-off rewrites, so the host's durability adds
+ * nothing but time. */
 static int sync_file(int fd, const char *name)
 {
     int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, name);
     struct stat st;
     if (!watched(fd, &st)) {
-        return real(fd);
+        return g_j != NULL && under_dir(fd) ? 0 : real(fd);
     }
     pthread_mutex_lock(&g_j->mu);
     count_call();

@@ -16,6 +16,9 @@
  * each kept whole, dropped, or torn at a 512- or 4096-byte boundary of the
  * file (one side of the boundary kept).
  *
+ * Syncs of the directory and of files under it never reach the host's disk
+ * (armed or not): the simulated disk is the files' contents.
+ *
  * Not simulated: namespace operations (create, rename, unlink) survive the cut
  * as made — commit-log code syncs the directory right after each of them — and
  * reads in the child see every write, as the page cache does.
