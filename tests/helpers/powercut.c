@@ -30,6 +30,7 @@
 
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t write(int fd, const void *buf, size_t n);
+int rename(const char *from, const char *to);
 int fdatasync(int fd);
 int fsync(int fd);
 
@@ -53,6 +54,11 @@ struct journal {
     uint64_t kill_at; /* die before this call (0: never) */
     int armed;
     int overflow;
+    size_t renames; /* renames since the directory's last fsync */
+    struct renamed {
+        char from[PATH_MAX], to[PATH_MAX];
+        int replaced; /* to existed: the loss cannot be simulated */
+    } renamed[32];
     char entries[];
 };
 
@@ -94,6 +100,7 @@ void powercut_reset(void)
     g_j->kill_at = 0;
     g_j->armed = 0;
     g_j->overflow = 0;
+    g_j->renames = 0;
 }
 
 void powercut_arm(uint64_t kill_at)
@@ -121,6 +128,7 @@ static int under_dir(int fd)
  * filled). */
 static int watched(int fd, struct stat *st)
 {
+    st->st_mode = 0;
     return g_j != NULL && g_j->armed && fstat(fd, st) == 0 && S_ISREG(st->st_mode) && under_dir(fd);
 }
 
@@ -204,6 +212,44 @@ ssize_t write(int fd, const void *buf, size_t n)
     return k;
 }
 
+static int path_under_dir(const char *path)
+{
+    return strncmp(path, g_j->dir, g_j->dirlen) == 0;
+}
+
+int rename(const char *from, const char *to)
+{
+    int (*real)(const char *, const char *) = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+    if (g_j == NULL || !g_j->armed || !path_under_dir(from) || !path_under_dir(to)) {
+        return real(from, to);
+    }
+    pthread_mutex_lock(&g_j->mu);
+    count_call();
+    if (g_j->renames == sizeof g_j->renamed / sizeof g_j->renamed[0]) {
+        g_j->overflow = 1;
+        raise(SIGKILL);
+    }
+    struct renamed *r = &g_j->renamed[g_j->renames];
+    r->replaced = access(to, F_OK) == 0;
+    int rc = real(from, to);
+    if (rc == 0) {
+        snprintf(r->from, sizeof r->from, "%s", from);
+        snprintf(r->to, sizeof r->to, "%s", to);
+        g_j->renames++;
+    }
+    pthread_mutex_unlock(&g_j->mu);
+    return rc;
+}
+
+/* The directory's fsync: its renames are durable. */
+static void sync_dir(void)
+{
+    pthread_mutex_lock(&g_j->mu);
+    count_call();
+    g_j->renames = 0;
+    pthread_mutex_unlock(&g_j->mu);
+}
+
 /* The file's entries become durable. The real sync is skipped, armed or not,
  * for the directory and every file under it: the simulated disk is the
  * files' contents, which a power-off rewrites, so the host's durability adds
@@ -213,7 +259,13 @@ static int sync_file(int fd, const char *name)
     int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, name);
     struct stat st;
     if (!watched(fd, &st)) {
-        return g_j != NULL && under_dir(fd) ? 0 : real(fd);
+        if (g_j == NULL || !under_dir(fd)) {
+            return real(fd);
+        }
+        if (g_j->armed && S_ISDIR(st.st_mode)) {
+            sync_dir();
+        }
+        return 0;
     }
     pthread_mutex_lock(&g_j->mu);
     count_call();
@@ -348,6 +400,28 @@ static int cut_file(size_t from, char *done, uint64_t *s, powercut_stats_t *st, 
     return rc;
 }
 
+/* The renames since the directory's last fsync: a seeded prefix of them
+ * survives (a journalling file system commits them in order), the rest are
+ * undone newest first. */
+static int lose_renames(uint64_t *s, powercut_stats_t *st, char *err, size_t errlen)
+{
+    size_t keep = (size_t)(next_rand(s) % (g_j->renames + 1));
+    for (size_t i = g_j->renames; i-- > keep;) {
+        const struct renamed *r = &g_j->renamed[i];
+        if (r->replaced) {
+            snprintf(err, errlen, "powercut: the loss of a rename over an existing file (%s to %s) is not simulated",
+                     r->from, r->to);
+            return -1;
+        }
+        if (rename(r->to, r->from) != 0) {
+            snprintf(err, errlen, "powercut: cannot undo the rename of %s to %s: %s", r->from, r->to, strerror(errno));
+            return -1;
+        }
+        st->renames_lost++;
+    }
+    return 0;
+}
+
 int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
@@ -356,9 +430,9 @@ int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t er
         snprintf(err, errlen, "powercut: the %zu-byte journal overflowed (or an undo read failed)", g_j->cap);
         return -1;
     }
-    char *done = calloc(g_j->used / 8 + 1, 1);
     uint64_t s = seed;
-    int rc = 0;
+    int rc = lose_renames(&s, st, err, errlen);
+    char *done = calloc(g_j->used / 8 + 1, 1);
     for (size_t at = 0; rc == 0 && at < g_j->used;) {
         const struct entry *e = (const struct entry *)(g_j->entries + at);
         if (!e->synced && !done[at / 8]) {

@@ -5,7 +5,8 @@
  * fdatasync/fsync and can tear a write at a sector boundary.
  *
  * Method (an undo journal): linked into a test program, this module defines
- * pwrite, write, fdatasync and fsync, so the code under test calls them. Once
+ * pwrite, write, rename, fdatasync and fsync, so the code under test calls
+ * them. Once
  * armed (in a forked child), every pwrite/write to a regular file under the
  * watched directory is applied to the real file and journalled with the
  * bytes it replaced, in memory shared with the parent; a file's fdatasync or
@@ -19,9 +20,13 @@
  * Syncs of the directory and of files under it never reach the host's disk
  * (armed or not): the simulated disk is the files' contents.
  *
- * Not simulated: namespace operations (create, rename, unlink) survive the cut
- * as made — commit-log code syncs the directory right after each of them — and
- * reads in the child see every write, as the page cache does.
+ * A rename within the directory is journalled too, until the directory's
+ * fsync: at power-off a seeded prefix of the unsynced renames survives (a
+ * journalling file system commits them in order) and the rest are undone. A
+ * rename over an existing file cannot be undone, and its loss makes the
+ * power-off fail rather than pretend. Not simulated: a created or unlinked
+ * name survives the cut as made, and reads in the child see every write, as
+ * the page cache does.
  *
  * Threads: the child's calls may come from any thread (the journal is under a
  * process-shared mutex); powercut_power_off runs in the parent after the
@@ -35,10 +40,11 @@
 
 /* What one power-off did to the unsynced writes. */
 typedef struct powercut_stats {
-    uint64_t unsynced; /* writes not covered by a sync when the power went */
-    uint64_t kept;     /* reapplied whole */
-    uint64_t dropped;  /* lost */
-    uint64_t torn;     /* one side of a sector boundary kept */
+    uint64_t unsynced;     /* writes not covered by a sync when the power went */
+    uint64_t kept;         /* reapplied whole */
+    uint64_t dropped;      /* lost */
+    uint64_t torn;         /* one side of a sector boundary kept */
+    uint64_t renames_lost; /* renames undone (not covered by a directory fsync) */
 } powercut_stats_t;
 
 /* Map the shared journal (journal_bytes) and watch files under dir; call once,

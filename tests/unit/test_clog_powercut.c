@@ -297,6 +297,7 @@ static int run_seed(uint64_t seed, totals_t *t)
         t->cut.kept += st.kept;
         t->cut.dropped += st.dropped;
         t->cut.torn += st.torn;
+        t->cut.renames_lost += st.renames_lost;
         t->rounds++;
         long k = check_after_cut(seed, round, t);
         if (k < 0) {
@@ -331,13 +332,15 @@ static void test_power_cuts(void)
     }
     fprintf(stderr,
             "  %" PRIu64 " seeds, %" PRIu64 " cuts (%" PRIu64 " file calls) in %" PRIu64 " ms: %" PRIu64
-            " unsynced writes (%" PRIu64 " kept, %" PRIu64 " dropped, %" PRIu64 " torn); %" PRIu64
-            " synced batches checked, %" PRIu64 " appended batches lost, %" PRIu64 " torn tails cut\n",
+            " unsynced writes (%" PRIu64 " kept, %" PRIu64 " dropped, %" PRIu64 " torn), %" PRIu64
+            " renames lost; %" PRIu64 " synced batches checked, %" PRIu64 " appended batches lost, %" PRIu64
+            " torn tails cut\n",
             ran, t.rounds, t.calls, tu_now_mono_ms() - t0, t.cut.unsynced, t.cut.kept, t.cut.dropped, t.cut.torn,
-            t.synced_kept, t.appended_lost, t.tails_cut);
+            t.cut.renames_lost, t.synced_kept, t.appended_lost, t.tails_cut);
     if (!failed && ran >= 50) { /* the cuts must have exercised what they are for */
-        TU_CHECK(t.cut.torn > 0 && t.cut.dropped > 0 && t.appended_lost > 0 && t.tails_cut > 0,
-                 "the cuts tore, dropped and lost something and the open cut a tail");
+        TU_CHECK(t.cut.torn > 0 && t.cut.dropped > 0 && t.cut.renames_lost > 0 && t.appended_lost > 0 &&
+                     t.tails_cut > 0,
+                 "the cuts tore, dropped and undid a rename, lost batches, and the open cut a tail");
     }
 }
 
