@@ -12,7 +12,8 @@
 #define OFF(field) offsetof(cli_config_t, field)
 
 static const cfg_key_t keys[] = {
-    { CFG_KEY("uri", CFG_STRING, NULL, 0, 0, OFF(uri), "broker URI (--uri, $HOURGLASS_URI win over it)") },
+    { CFG_KEY("uri", CFG_STRING, NULL, 0, 0, OFF(uri), "broker URI (--uri, $HOURGLASS_URI win over it)"),
+      .secret = CFG_SECRET_URI },
     { CFG_KEY("order-topic", CFG_STRING, HG_ORDER_TIMEOUT_TOPIC, 0, 0, OFF(order_topic),
               "topic of the orders' timeout messages (orders overdue/show look there)") },
     DB_KEYS_ROWS(cli_config_t),

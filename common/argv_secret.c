@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "common/uri_password.h"
 
 char **argv_secret_copy(int argc, char *const *argv)
 {
@@ -30,19 +31,10 @@ void argv_secret_free(int argc, char **copy)
 
 int argv_secret_hide_uri(char *uri)
 {
-    char *start = strstr(uri, "://");
-    start = start != NULL ? start + 3 : uri;
-    size_t authority = strcspn(start, "/?#");
-    char *at = NULL;
-    for (size_t i = 0; i < authority; i++)
-        if (start[i] == '@')
-            at = start + i;
-    if (at == NULL)
+    size_t start, len;
+    if (!uri_password_span(uri, &start, &len))
         return 0;
-    char *colon = memchr(start, ':', (size_t)(at - start));
-    if (colon == NULL || colon + 1 == at)
-        return 0;
-    memset(colon + 1, 'x', (size_t)(at - colon - 1));
+    memset(uri + start, 'x', len);
     return 1;
 }
 

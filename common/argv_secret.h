@@ -49,8 +49,8 @@ int argv_secret_hide(int argc, char **argv, const argv_secret_opt_t *opts, size_
 char **argv_secret_protect(int argc, char **argv, const char *use_instead);
 
 /* Overwrite with 'x' the password of uri's user:password@ in place (the
- * bytes between the first ':' of the user part and its last '@'). 1 when
- * there was one, else 0. */
+ * bytes common/uri_password.h's uri_password_span finds). 1 when there was
+ * one, else 0. */
 int argv_secret_hide_uri(char *uri);
 
 #endif

@@ -32,7 +32,7 @@
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, offsetof(config_type, uri),                   \
               "broker URI, hourglass://[user[:pass]@]host[:port] (user@ alone: the password from password-file), " \
               "hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),                                             \
-      .required = 1 },                                                                                             \
+      .required = 1, .secret = CFG_SECRET_URI },                                                                   \
         TLS_KEYS_ROWS(config_type),                                                                                \
         { CFG_KEY("user", CFG_STRING, NULL, 0, 0, offsetof(config_type, user),                                     \
                   "broker user (instead of the URI's; needs password-file)") },                                    \

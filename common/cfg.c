@@ -14,6 +14,7 @@
 #include "base/err.h"
 #include "base/units.h"
 #include "common/log.h"
+#include "common/uri_password.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -736,6 +737,17 @@ static void print_absent(FILE *out, const char *name, const char *why)
     fprintf(out, "; %s = (%s)\n", name, why);
 }
 
+/* A URI key's value v (CFG_MAX_VALUE bytes) in place without the password
+ * of its user:password@, after a comment saying so when it had one. */
+static void take_out_uri_password(FILE *out, const char *name, char *v)
+{
+    char bare[CFG_MAX_VALUE]; /* as large as v: what is left always fits */
+    if (uri_password_strip(v, bare, sizeof bare) != 1)
+        return;
+    fprintf(out, "; %s: its password is not shown (give it in password-file, or put it back)\n", name);
+    memcpy(v, bare, strlen(bare) + 1);
+}
+
 int cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
 {
     int unprintable = 0;
@@ -750,12 +762,14 @@ int cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
             print_absent(out, k->name, "not set");
             continue;
         }
-        if (k->secret) {
+        if (k->secret == CFG_SECRET_VALUE) {
             print_absent(out, k->name, "set, not shown");
             continue;
         }
         char v[CFG_MAX_VALUE];
         cfg_value_text(t, conf, i, v, sizeof v);
+        if (k->secret == CFG_SECRET_URI)
+            take_out_uri_password(out, k->name, v);
         if (cfg_print_setting(out, k->name, v) != 0)
             unprintable++;
     }

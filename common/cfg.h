@@ -82,10 +82,14 @@ struct cfg_key {
     const char *hint;          /* --help's value placeholder; NULL: by type */
     const char *shown_default; /* --help's [default] when def does not say it */
     int required;              /* CFG_STRING: cfg_check_required refuses NULL or "" */
-    int secret;                /* 1: a password: cfg_print_values prints "; name = (set, not shown)" */
+    int secret;                /* CFG_SECRET_*: what cfg_print_values keeps out of its print; 0: nothing */
     int reload;                /* 1: cfg_reload applies a new value at run time (SIGHUP); --help and
                                   --help-markdown add "(reloaded on SIGHUP)". Never a CFG_CUSTOM key. */
 };
+
+/* cfg_key_t.secret: */
+#define CFG_SECRET_VALUE 1 /* a password: printed as "; name = (set, not shown)" */
+#define CFG_SECRET_URI   2 /* a URI that may hold user:password@: printed without the password */
 
 /* A table row's usual fields, as designated initializers so a row may add
  * the optional ones after it: {CFG_KEY("lease", CFG_DURATION, "30s", 1,
@@ -215,7 +219,12 @@ int cfg_print_setting(FILE *out, const char *name, const char *value);
  * empty one prints "name = ", which reads back empty) as
  * "; name = (not set)", a secret key that is set (its value never shown) as
  * "; name = (set, not shown)" — so the print read back lacks the secret
- * rather than holding a wrong one. Returns how many values were not
+ * rather than holding a wrong one. A CFG_SECRET_URI key holding
+ * user:password@ prints the URI with user@ alone ("hourglass://u@host:7379",
+ * common/uri_password.h) after the comment "; name: its password is not
+ * shown (give it in password-file, or put it back)": read back, the user
+ * has no password, which the programs refuse ("no password given for user
+ * 'u'") rather than connect as another. Returns how many values were not
  * printable (0 when the print reads back whole). */
 int cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out);
 

@@ -31,7 +31,7 @@
 static const cfg_key_t keys[] = {
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
               "broker URI without credentials: each user logs in to the broker with their own"),
-      .required = 1 },
+      .required = 1, .secret = CFG_SECRET_URI },
     TLS_KEYS_ROWS(console_config_t),
     { CFG_KEY("broker-timeout", CFG_DURATION, "5s", 100, 600000, OFF(broker_timeout_ms),
               "connect and reply timeout of every broker call") },

@@ -101,8 +101,11 @@ void consumer_config_loop_events(hg_consumer_t *c)
 /* ------------------------------------------------------------------ configuration */
 
 /* side-effect-sql: repeatable, each occurrence adds one statement; "none"
- * empties the list; a new source (file after defaults, flags after the file)
- * replaces the list instead of adding to it. */
+ * (any case) alone is the empty list, and "none" with a statement in the
+ * same source is refused, both ways round (it was skipped, so "none" next to
+ * statements ran them, and a statement "none" could not be told from the
+ * word); a new source (file after defaults, flags after the file) replaces
+ * the list instead of adding to it. */
 static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cfg_source_t source, char *err,
                            size_t errlen);
 /* side-effect-sql as --check-config shows it: one setting per statement
@@ -137,7 +140,7 @@ static const cfg_key_t options[] = {
               "the claim: ? = order id (exactly one), :reason = cancel-reason; WHERE … status='pending'"),
       .shown_default = "the reference schema's", .required = 1 },
     { CFG_KEY("side-effect-sql", CFG_CUSTOM, NULL, 0, 0, OFF(side_effect_sql),
-              "a side effect run when the claim won (repeat for several, in order; \"none\" for none)"),
+              "a side effect run when the claim won (repeat for several, in order; \"none\" alone for none)"),
       .hook = set_side_effect, .print = print_side_effects, .hint = "SQL",
       .shown_default = "the reference schema's stock return and outbox update" },
     { CFG_KEY("lookup-sql", CFG_STRING, NULL, 0, 0, OFF(lookup_sql),
@@ -179,9 +182,20 @@ static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cf
             free(cfg->side_effect_sql[i]);
         cfg->side_effect_count = 0;
         cfg->side_effect_source = (int)source;
+        cfg->side_effect_none = 0;
     }
-    if (strcasecmp(value, "none") == 0)
+    int none = strcasecmp(value, "none") == 0;
+    if ((none && cfg->side_effect_count > 0) || (!none && cfg->side_effect_none)) {
+        snprintf(err, errlen,
+                 "%s: 'none' (no side effects) given together with a statement: give 'none' alone, or the "
+                 "statements without it",
+                 k->name);
+        return -1;
+    }
+    if (none) {
+        cfg->side_effect_none = 1;
         return 0;
+    }
     if (cfg->side_effect_count == HG_ORDER_SQL_MAX_SIDE_EFFECTS) {
         snprintf(err, errlen, "%s: more than %d statements", k->name, HG_ORDER_SQL_MAX_SIDE_EFFECTS);
         return -1;

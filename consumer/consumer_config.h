@@ -37,6 +37,7 @@ typedef struct consumer_config {
     char *side_effect_sql[HG_ORDER_SQL_MAX_SIDE_EFFECTS];
     size_t side_effect_count;
     int side_effect_source; /* which source set the list: a new source replaces it */
+    int side_effect_none;   /* that source said "none": a statement besides it is refused */
 
     unsigned long long retry_base_ms, retry_cap_ms, retry_attempts;
     double retry_factor, retry_jitter;

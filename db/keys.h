@@ -60,7 +60,7 @@
                   "MariaDB user (unset: the current user)") },                                                       \
         { CFG_KEY("mysql-password", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_password),                   \
                   "MariaDB password (visible to whoever reads this file: prefer mysql-password-file)"),              \
-          .secret = 1 },                                                                                             \
+          .secret = CFG_SECRET_VALUE },                                                                              \
         { CFG_KEY("mysql-password-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_password_file),         \
                   "file holding the MariaDB password instead of mysql-password (chmod 600; a rotated one: "          \
                   "docs/security.md)") },                                                                            \

@@ -425,7 +425,9 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         int level;
         uint64_t due, seq;
         if (key_level_parse(key, klen, &level, &due, &seq) != 0) {
-            rc = err_set(err, errlen, "corrupt level key (length %zu) on level %d in %s", klen, l, s->path);
+            char d[KEY_DESCRIBE_BYTES];
+            rc = err_set(err, errlen, "corrupt level key %s on level %d in %s", key_describe(key, klen, d, sizeof d), l,
+                         s->path);
             break;
         }
         if (due > bound || *moved >= max || s->batch_bytes >= STORE_BATCH_MAX_BYTES) {

@@ -407,7 +407,9 @@ static int level_rehead(store_t *s, revoke_ctx_t *c, int level, char *err, size_
         int l;
         uint64_t due, seq;
         if (key_level_parse(key, klen, &l, &due, &seq) != 0) {
-            rc = err_set(err, errlen, "corrupt level key on level %d in %s", level, s->path);
+            char d[KEY_DESCRIBE_BYTES];
+            rc = err_set(err, errlen, "corrupt level key %s on level %d in %s", key_describe(key, klen, d, sizeof d),
+                         level, s->path);
             break;
         }
         if (taken_has(c, level, due, seq)) {

@@ -13,6 +13,9 @@
 #     and a repeated side-effect-sql, 'PROG --config out.conf --check-config' succeeds and prints the
 #     same (a secret is printed as a comment and left out, so the read-back gets it as a flag); a
 #     value no INI file holds is said on stderr, exit 0, and its copy is refused.
+#   - a broker URI's password is never printed: the URI is printed with user@ alone, the copy reads
+#     back the same with the URI given again, and without it the daemons refuse it;
+#   - side-effect-sql = none alone reads back as none, and 'none' next to a statement is refused.
 # A failure names the file, the line and both values. No server is started.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -93,9 +96,10 @@ for p in consumer compensator console; do
 done
 
 # round_trip PROGRAM CONF: PROGRAM --config CONF --check-config > out.conf, then the same with
-# --config out.conf (each '; KEY = (set, not shown)' secret given as --KEY): both succeed, say
-# nothing on stderr about values not printable, and print the same lines but the last, the comment
-# '; PROGRAM: configuration OK (FILE)'.
+# --config out.conf (each '; KEY = (set, not shown)' secret given as --KEY, each URI printed after
+# '; KEY: its password is not shown' given again as --KEY with CONF's value): both succeed, say
+# nothing on stderr about values not printable, print no 'pw-Secret' (the password the tests' URIs
+# hold), and print the same lines but the last, the comment '; PROGRAM: configuration OK (FILE)'.
 round_trip() {
     local prog=$1 conf=$2 out=$tmp/$1.check.conf again=$tmp/$1.again.conf key
     local -a secrets=()
@@ -112,6 +116,13 @@ round_trip() {
     while read -r key; do
         secrets+=("--$key" "round-trip-secret")
     done < <(sed -n -E 's/^; ([a-z0-9-]+) = \(set, not shown\)$/\1/p' "$out")
+    while read -r key; do
+        secrets+=("--$key" "$(sed -n -E "s/^$key *= *//p" "$conf")")
+    done < <(sed -n -E 's/^; ([a-z0-9-]+): its password is not shown .*/\1/p' "$out")
+    if grep -q pw-Secret "$out"; then
+        echo "FAIL: $prog --config $conf --check-config prints a password: $(grep pw-Secret "$out")"
+        fail=1
+    fi
     if ! "$builddir/$prog" --config "$out" --check-config "${secrets[@]}" >"$again" 2>"$tmp/stderr"; then
         echo "FAIL: $prog: the --check-config output of $conf does not read back: $(tail -n 1 "$tmp/stderr")"
         fail=1
@@ -163,6 +174,59 @@ if ! diff <(claim "$tmp/hourglass-consumer.check.conf") <("$builddir/hourglass-c
     cat "$tmp/diff"
     fail=1
 fi
+# A broker URI holding user:password@ (hourglass://, amqp:// with a host list) is printed without
+# the password; given again as --uri, the copy reads back the same (round_trip). Read back without
+# it, the daemons refuse the copy for want of a password: it never connects as another user, or
+# without one. hourglass-cli's file (whose uri no flag sets) prints it the same way, and its copy is
+# refused by a command.
+printf 'uri = hourglass://hg-consumer:pw-Secret@127.0.0.1:7379\nmysql-database = shop\n' >"$tmp/uri-consumer.conf"
+printf 'uri = amqp://hg:pw-Secret@h1:5672,h2/orders\nmysql-database = shop\n' >"$tmp/uri-compensator.conf"
+for p in consumer compensator; do
+    round_trip "hourglass-$p" "$tmp/uri-$p.conf"
+    if "$builddir/hourglass-$p" --config "$tmp/hourglass-$p.check.conf" --check-config >/dev/null 2>"$tmp/stderr" ||
+        ! grep -q "^hourglass-$p: uri: no password given for user '[a-z-]*' (named in the URI): set password-file" \
+            "$tmp/stderr"; then
+        echo "FAIL: hourglass-$p: the copy of a URI without its password is not refused: $(tail -n 1 "$tmp/stderr")"
+        fail=1
+    else
+        echo "ok   hourglass-$p: the copy of a URI without its password is refused: $(<"$tmp/stderr")"
+    fi
+done
+printf 'uri = hourglass://ops:pw-Secret@127.0.0.1:1\n' >"$tmp/uri-cli.conf"
+"$builddir/hourglass-cli" --config "$tmp/uri-cli.conf" --check-config >"$tmp/uri-cli.check.conf" 2>"$tmp/stderr"
+if grep -q pw-Secret "$tmp/uri-cli.check.conf" || ! grep -qx 'uri = hourglass://ops@127.0.0.1:1' "$tmp/uri-cli.check.conf"; then
+    echo "FAIL: hourglass-cli --check-config prints the file's uri otherwise: $(grep uri "$tmp/uri-cli.check.conf")"
+    fail=1
+elif "$builddir/hourglass-cli" --config "$tmp/uri-cli.check.conf" ping >/dev/null 2>"$tmp/stderr" ||
+    ! grep -q "no password given for user 'ops' (named in the URI)" "$tmp/stderr"; then
+    echo "FAIL: hourglass-cli: the copy of a URI without its password is not refused: $(tail -n 1 "$tmp/stderr")"
+    fail=1
+else
+    echo "ok   hourglass-cli: the file's uri is printed without its password, the copy refused: $(<"$tmp/stderr")"
+fi
+# side-effect-sql = none alone is the empty list: printed as 'none', its copy reads back the same.
+# 'none' next to a statement (file or flags, either order) is refused naming it: it was skipped, so
+# the statements ran although the file said none.
+printf 'mysql-database = shop\nside-effect-sql = none\n' >"$tmp/none.conf"
+round_trip hourglass-consumer "$tmp/none.conf"
+if ! grep -qx 'side-effect-sql = none' "$tmp/hourglass-consumer.check.conf"; then
+    echo "FAIL: hourglass-consumer: side-effect-sql = none is printed otherwise: $(grep side-effect "$tmp/hourglass-consumer.check.conf")"
+    fail=1
+fi
+stmt="UPDATE stock SET available = available + 1 WHERE sku_id = ?"
+printf 'mysql-database = shop\nside-effect-sql = none\nside-effect-sql = %s\n' "$stmt" >"$tmp/none-and.conf"
+printf 'mysql-database = shop\nside-effect-sql = %s\nside-effect-sql = NONE\n' "$stmt" >"$tmp/and-none.conf"
+refused="side-effect-sql: 'none' (no side effects) given together with a statement"
+for args in "--config $tmp/none-and.conf" "--config $tmp/and-none.conf" "--mysql-database shop --side-effect-sql none --side-effect-sql X"; do
+    # shellcheck disable=SC2086 # the words of args are the arguments
+    if "$builddir/hourglass-consumer" $args --check-config >/dev/null 2>"$tmp/stderr" ||
+        ! grep -qF "$refused" "$tmp/stderr"; then
+        echo "FAIL: hourglass-consumer $args: 'none' with a statement is not refused: $(tail -n 1 "$tmp/stderr")"
+        fail=1
+    else
+        echo "ok   hourglass-consumer $args: $(<"$tmp/stderr")"
+    fi
+done
 # A value no INI file holds (only a flag gives one: a ';' after a blank, here in one statement of
 # the repeatable side-effect-sql, printed by its own print function): the configuration is valid
 # (exit 0), stderr says how many values cannot be printed, and the copy fails on the line instead of
