@@ -112,13 +112,17 @@ static int seg_scan(clog_t *c, seg_t *s, uint64_t from, clog_reader_t *rd, scan_
             if (!clog_hdr_plausible(c, s, chunk + i, pos + i, &h)) {
                 continue;
             }
+            /* a header of this life counts even when its bytes fail the CRC (a write torn inside the
+               record): left in place it would read as damage past the end once a raised floor carries
+               the chain past this segment */
+            uint64_t claimed = pos + i + CLOG_RECORD_HEADER + pad8(h.len);
+            if (claimed > sr->max_end) {
+                sr->max_end = claimed;
+            }
             clog_record_t r;
             char e2[256];
             if (clog_record_read(c, s, pos + i, rd, &r, e2, sizeof e2) != 0) {
                 continue;
-            }
-            if (r.next > sr->max_end) {
-                sr->max_end = r.next;
             }
             uint64_t bend;
             commit_info_t ci;

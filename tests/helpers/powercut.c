@@ -1,0 +1,445 @@
+/*
+ * tests/helpers/powercut.c — the simulated power cut of powercut.h: the
+ * interposed pwrite/write/fdatasync/fsync that journal unsynced writes with
+ * their undo bytes in shared memory, and the parent's power-off that undoes
+ * them and reapplies a seeded random subset, some torn at a sector boundary.
+ *
+ * The journal is one shared mapping: a header, then entries packed 8-byte
+ * aligned, each a struct entry followed by the bytes it replaced (old_len)
+ * and the bytes it wrote (len). A file's sync marks its entries synced; they
+ * are never reused (a child writes little), and an overflow kills the child
+ * and fails the power-off, naming the journal size.
+ */
+#define _GNU_SOURCE
+#include "tests/helpers/powercut.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
+ssize_t write(int fd, const void *buf, size_t n);
+int rename(const char *from, const char *to);
+int fdatasync(int fd);
+int fsync(int fd);
+
+struct entry {
+    uint64_t dev, ino; /* the file written */
+    uint64_t off;      /* where */
+    uint64_t old_size; /* the file's size before the write */
+    uint32_t len;      /* bytes written (the new bytes follow the old) */
+    uint32_t old_len;  /* bytes replaced (those below old_size) */
+    uint32_t synced;   /* a later sync of the file covered it */
+    uint32_t pad;
+};
+
+struct journal {
+    pthread_mutex_t mu;
+    char dir[PATH_MAX];
+    size_t dirlen;
+    size_t cap;       /* bytes for entries */
+    size_t used;      /* bytes of entries */
+    uint64_t calls;   /* watched calls so far */
+    uint64_t kill_at; /* die before this call (0: never) */
+    int armed;
+    int overflow;
+    size_t renames; /* renames since the directory's last fsync */
+    struct renamed {
+        char from[PATH_MAX], to[PATH_MAX];
+        int replaced; /* to existed: the loss cannot be simulated */
+    } renamed[32];
+    char entries[];
+};
+
+static struct journal *g_j;
+
+static size_t entry_bytes(const struct entry *e)
+{
+    return (sizeof *e + e->old_len + e->len + 7) & ~(size_t)7;
+}
+
+int powercut_init(const char *dir, size_t journal_bytes, char *err, size_t errlen)
+{
+    if (strlen(dir) + 1 >= PATH_MAX) {
+        snprintf(err, errlen, "powercut: directory name too long: %s", dir);
+        return -1;
+    }
+    void *p = mmap(NULL, sizeof *g_j + journal_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "powercut: cannot map a %zu-byte journal: %s", journal_bytes, strerror(errno));
+        return -1;
+    }
+    g_j = p;
+    snprintf(g_j->dir, sizeof g_j->dir, "%s/", dir);
+    g_j->dirlen = strlen(g_j->dir);
+    g_j->cap = journal_bytes;
+    powercut_reset();
+    return 0;
+}
+
+void powercut_reset(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutex_init(&g_j->mu, &a); /* a killed child may have died holding it */
+    pthread_mutexattr_destroy(&a);
+    g_j->used = 0;
+    g_j->calls = 0;
+    g_j->kill_at = 0;
+    g_j->armed = 0;
+    g_j->overflow = 0;
+    g_j->renames = 0;
+}
+
+void powercut_arm(uint64_t kill_at)
+{
+    g_j->kill_at = kill_at;
+    g_j->armed = 1;
+}
+
+uint64_t powercut_calls(void)
+{
+    return g_j->calls;
+}
+
+/* 1 when fd is the watched directory or a file under it. */
+static int under_dir(int fd)
+{
+    char link[64], path[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    return n > 0 && (size_t)n + 1 >= g_j->dirlen && strncmp(path, g_j->dir, g_j->dirlen - 1) == 0 &&
+           (path[g_j->dirlen - 1] == '/' || (size_t)n + 1 == g_j->dirlen);
+}
+
+/* 1 when armed and fd is a regular file under the watched directory (st
+ * filled). */
+static int watched(int fd, struct stat *st)
+{
+    st->st_mode = 0;
+    return g_j != NULL && g_j->armed && fstat(fd, st) == 0 && S_ISREG(st->st_mode) && under_dir(fd);
+}
+
+/* Count a watched call (under mu); the kill_at-th never happens. */
+static void count_call(void)
+{
+    g_j->calls++;
+    if (g_j->kill_at != 0 && g_j->calls >= g_j->kill_at) {
+        raise(SIGKILL);
+    }
+}
+
+/* Journal a write of n bytes at off (under mu): its undo bytes read from fd.
+ * NULL (the child is killed) when the journal is full. */
+static struct entry *journal_write(int fd, const struct stat *st, const void *buf, size_t n, uint64_t off)
+{
+    static ssize_t (*real_pread)(int, void *, size_t, off_t);
+    if (real_pread == NULL) {
+        real_pread = (ssize_t(*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+    }
+    uint64_t size = (uint64_t)st->st_size;
+    uint64_t old_len = off >= size ? 0 : (size - off < n ? size - off : n);
+    size_t need = (sizeof(struct entry) + old_len + n + 7) & ~(size_t)7;
+    if (n > UINT32_MAX || g_j->used + need > g_j->cap) {
+        g_j->overflow = 1;
+        raise(SIGKILL);
+    }
+    struct entry *e = (struct entry *)(g_j->entries + g_j->used);
+    *e = (struct entry){ (uint64_t)st->st_dev, (uint64_t)st->st_ino, off, size, (uint32_t)n, (uint32_t)old_len, 0, 0 };
+    char *old = (char *)(e + 1);
+    if (old_len > 0 && real_pread(fd, old, old_len, (off_t)off) != (ssize_t)old_len) {
+        g_j->overflow = 1; /* an undo that cannot be read: the power-off must not pretend */
+        raise(SIGKILL);
+    }
+    memcpy(old + old_len, buf, n);
+    g_j->used += need;
+    return e;
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    static ssize_t (*real)(int, const void *, size_t, off_t);
+    if (real == NULL) {
+        real = (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+    }
+    struct stat st;
+    if (!watched(fd, &st)) {
+        return real(fd, buf, n, off);
+    }
+    pthread_mutex_lock(&g_j->mu);
+    count_call();
+    struct entry *e = journal_write(fd, &st, buf, n, (uint64_t)off);
+    ssize_t k = real(fd, buf, n, off);
+    if (k < (ssize_t)n) {
+        e->len = k > 0 ? (uint32_t)k : 0; /* what reached the file */
+    }
+    pthread_mutex_unlock(&g_j->mu);
+    return k;
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    static ssize_t (*real)(int, const void *, size_t);
+    if (real == NULL) {
+        real = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    }
+    struct stat st;
+    if (!watched(fd, &st)) {
+        return real(fd, buf, n);
+    }
+    pthread_mutex_lock(&g_j->mu);
+    count_call();
+    int fl = fcntl(fd, F_GETFL);
+    off_t at = fl >= 0 && (fl & O_APPEND) ? st.st_size : lseek(fd, 0, SEEK_CUR);
+    struct entry *e = journal_write(fd, &st, buf, n, (uint64_t)at);
+    ssize_t k = real(fd, buf, n);
+    if (k < (ssize_t)n) {
+        e->len = k > 0 ? (uint32_t)k : 0;
+    }
+    pthread_mutex_unlock(&g_j->mu);
+    return k;
+}
+
+static int path_under_dir(const char *path)
+{
+    return strncmp(path, g_j->dir, g_j->dirlen) == 0;
+}
+
+int rename(const char *from, const char *to)
+{
+    int (*real)(const char *, const char *) = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+    if (g_j == NULL || !g_j->armed || !path_under_dir(from) || !path_under_dir(to)) {
+        return real(from, to);
+    }
+    pthread_mutex_lock(&g_j->mu);
+    count_call();
+    if (g_j->renames == sizeof g_j->renamed / sizeof g_j->renamed[0]) {
+        g_j->overflow = 1;
+        raise(SIGKILL);
+    }
+    struct renamed *r = &g_j->renamed[g_j->renames];
+    r->replaced = access(to, F_OK) == 0;
+    int rc = real(from, to);
+    if (rc == 0) {
+        snprintf(r->from, sizeof r->from, "%s", from);
+        snprintf(r->to, sizeof r->to, "%s", to);
+        g_j->renames++;
+    }
+    pthread_mutex_unlock(&g_j->mu);
+    return rc;
+}
+
+/* The directory's fsync: its renames are durable. */
+static void sync_dir(void)
+{
+    pthread_mutex_lock(&g_j->mu);
+    count_call();
+    g_j->renames = 0;
+    pthread_mutex_unlock(&g_j->mu);
+}
+
+/* The file's entries become durable. The real sync is skipped, armed or not,
+ * for the directory and every file under it: the simulated disk is the
+ * files' contents, which a power-off rewrites, so the host's durability adds
+ * nothing but time. */
+static int sync_file(int fd, const char *name)
+{
+    int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, name);
+    struct stat st;
+    if (!watched(fd, &st)) {
+        if (g_j == NULL || !under_dir(fd)) {
+            return real(fd);
+        }
+        if (g_j->armed && S_ISDIR(st.st_mode)) {
+            sync_dir();
+        }
+        return 0;
+    }
+    pthread_mutex_lock(&g_j->mu);
+    count_call();
+    for (size_t at = 0; at < g_j->used;) {
+        struct entry *e = (struct entry *)(g_j->entries + at);
+        if (e->dev == (uint64_t)st.st_dev && e->ino == (uint64_t)st.st_ino) {
+            e->synced = 1;
+        }
+        at += entry_bytes(e);
+    }
+    pthread_mutex_unlock(&g_j->mu);
+    return 0;
+}
+
+int fdatasync(int fd)
+{
+    return sync_file(fd, "fdatasync");
+}
+
+int fsync(int fd)
+{
+    return sync_file(fd, "fsync");
+}
+
+/* ---- power off (parent) ---------------------------------------------------------- */
+
+static uint64_t next_rand(uint64_t *s)
+{
+    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* The path under the watched directory of the file dev/ino into path. 0, or
+ * 1 when it is gone (unlinked: nothing to do). */
+static int path_of(uint64_t dev, uint64_t ino, char *path, size_t len)
+{
+    DIR *d = opendir(g_j->dir);
+    struct dirent *de;
+    int rc = 1;
+    while (d != NULL && rc == 1 && (de = readdir(d)) != NULL) {
+        struct stat st;
+        snprintf(path, len, "%s%s", g_j->dir, de->d_name);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino) {
+            rc = 0;
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return rc;
+}
+
+static int put(int fd, const char *p, size_t n, uint64_t at, const char *path, char *err, size_t errlen)
+{
+    if (n > 0 && pwrite(fd, p, n, (off_t)at) != (ssize_t)n) {
+        snprintf(err, errlen, "powercut: %s: cannot write %zu bytes at %" PRIu64 ": %s", path, n, at, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Reapply entry e to fd as the seeded cut decides: whole, not at all, or one
+ * side of a 512- or 4096-byte boundary inside it. */
+static int replay(int fd, const struct entry *e, uint64_t *s, powercut_stats_t *st, const char *path, char *err,
+                  size_t errlen)
+{
+    const char *p = (const char *)(e + 1) + e->old_len;
+    uint64_t r = next_rand(s) % 100;
+    uint64_t sector = next_rand(s) % 2 ? 512 : 4096;
+    uint64_t first = e->off / sector + 1, last = (e->off + e->len - 1) / sector; /* boundaries inside: first..last */
+    if (r < 25 && e->len > 0 && first <= last) {
+        uint64_t b = (first + next_rand(s) % (last - first + 1)) * sector;
+        st->torn++;
+        if (next_rand(s) % 2) {
+            return put(fd, p, b - e->off, e->off, path, err, errlen);
+        }
+        return put(fd, p + (b - e->off), e->off + e->len - b, b, path, err, errlen);
+    }
+    if (r < 60) {
+        st->dropped++;
+        return 0;
+    }
+    st->kept++;
+    return put(fd, p, e->len, e->off, path, err, errlen);
+}
+
+/* Undo, then replay a subset of, the unsynced entries of the file of entry
+ * `from` (marking them done in `done`). */
+static int cut_file(size_t from, char *done, uint64_t *s, powercut_stats_t *st, char *err, size_t errlen)
+{
+    const struct entry *f = (const struct entry *)(g_j->entries + from);
+    size_t n = 0, cap = 16;
+    const struct entry **es = malloc(cap * sizeof *es);
+    for (size_t at = from; at < g_j->used;) {
+        const struct entry *e = (const struct entry *)(g_j->entries + at);
+        if (!e->synced && !done[at / 8] && e->dev == f->dev && e->ino == f->ino) {
+            if (n == cap) {
+                es = realloc(es, (cap *= 2) * sizeof *es);
+            }
+            es[n++] = e;
+            done[at / 8] = 1;
+        }
+        at += entry_bytes(e);
+    }
+    char path[PATH_MAX + 256];
+    int rc = 0;
+    if (path_of(f->dev, f->ino, path, sizeof path) == 0) {
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            snprintf(err, errlen, "powercut: cannot open %s: %s", path, strerror(errno));
+            rc = -1;
+        }
+        for (size_t i = n; rc == 0 && i-- > 0;) {
+            rc = put(fd, (const char *)(es[i] + 1), es[i]->old_len, es[i]->off, path, err, errlen);
+            if (rc == 0 && ftruncate(fd, (off_t)es[i]->old_size) != 0) {
+                snprintf(err, errlen, "powercut: %s: cannot truncate to %" PRIu64 ": %s", path, es[i]->old_size,
+                         strerror(errno));
+                rc = -1;
+            }
+        }
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            st->unsynced++;
+            rc = replay(fd, es[i], s, st, path, err, errlen);
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+    free(es);
+    return rc;
+}
+
+/* The renames since the directory's last fsync: a seeded prefix of them
+ * survives (a journalling file system commits them in order), the rest are
+ * undone newest first. */
+static int lose_renames(uint64_t *s, powercut_stats_t *st, char *err, size_t errlen)
+{
+    size_t keep = (size_t)(next_rand(s) % (g_j->renames + 1));
+    for (size_t i = g_j->renames; i-- > keep;) {
+        const struct renamed *r = &g_j->renamed[i];
+        if (r->replaced) {
+            snprintf(err, errlen, "powercut: the loss of a rename over an existing file (%s to %s) is not simulated",
+                     r->from, r->to);
+            return -1;
+        }
+        if (rename(r->to, r->from) != 0) {
+            snprintf(err, errlen, "powercut: cannot undo the rename of %s to %s: %s", r->from, r->to, strerror(errno));
+            return -1;
+        }
+        st->renames_lost++;
+    }
+    return 0;
+}
+
+int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    g_j->armed = 0;
+    if (g_j->overflow) {
+        snprintf(err, errlen, "powercut: the %zu-byte journal overflowed (or an undo read failed)", g_j->cap);
+        return -1;
+    }
+    uint64_t s = seed;
+    int rc = lose_renames(&s, st, err, errlen);
+    char *done = calloc(g_j->used / 8 + 1, 1);
+    for (size_t at = 0; rc == 0 && at < g_j->used;) {
+        const struct entry *e = (const struct entry *)(g_j->entries + at);
+        if (!e->synced && !done[at / 8]) {
+            rc = cut_file(at, done, &s, st, err, errlen);
+        }
+        at += entry_bytes(e);
+    }
+    free(done);
+    return rc;
+}

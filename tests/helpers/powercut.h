@@ -1,0 +1,69 @@
+/*
+ * tests/helpers/powercut.h — a simulated power cut for files under one
+ * directory (docs/design-commitlog.md §10 step 3): kill -9 keeps the page
+ * cache, a power cut loses any subset of the writes made since a file's last
+ * fdatasync/fsync and can tear a write at a sector boundary.
+ *
+ * Method (an undo journal): linked into a test program, this module defines
+ * pwrite, write, rename, fdatasync and fsync, so the code under test calls
+ * them. Once
+ * armed (in a forked child), every pwrite/write to a regular file under the
+ * watched directory is applied to the real file and journalled with the
+ * bytes it replaced, in memory shared with the parent; a file's fdatasync or
+ * fsync drops its entries (they are durable). At the Nth watched call the
+ * child kills itself with SIGKILL before making it. The parent's
+ * powercut_power_off then undoes every unsynced write (newest first, back to
+ * the durable bytes and size) and reapplies a random subset of them in order:
+ * each kept whole, dropped, or torn at a 512- or 4096-byte boundary of the
+ * file (one side of the boundary kept).
+ *
+ * Syncs of the directory and of files under it never reach the host's disk
+ * (armed or not): the simulated disk is the files' contents.
+ *
+ * A rename within the directory is journalled too, until the directory's
+ * fsync: at power-off a seeded prefix of the unsynced renames survives (a
+ * journalling file system commits them in order) and the rest are undone. A
+ * rename over an existing file cannot be undone, and its loss makes the
+ * power-off fail rather than pretend. Not simulated: a created or unlinked
+ * name survives the cut as made, and reads in the child see every write, as
+ * the page cache does.
+ *
+ * Threads: the child's calls may come from any thread (the journal is under a
+ * process-shared mutex); powercut_power_off runs in the parent after the
+ * child is gone.
+ */
+#ifndef HG_TESTS_POWERCUT_H
+#define HG_TESTS_POWERCUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What one power-off did to the unsynced writes. */
+typedef struct powercut_stats {
+    uint64_t unsynced;     /* writes not covered by a sync when the power went */
+    uint64_t kept;         /* reapplied whole */
+    uint64_t dropped;      /* lost */
+    uint64_t torn;         /* one side of a sector boundary kept */
+    uint64_t renames_lost; /* renames undone (not covered by a directory fsync) */
+} powercut_stats_t;
+
+/* Map the shared journal (journal_bytes) and watch files under dir; call once,
+ * before forking. 0, or -1 with err. */
+int powercut_init(const char *dir, size_t journal_bytes, char *err, size_t errlen);
+
+/* Empty the journal and disarm (parent, before each child). */
+void powercut_reset(void);
+
+/* In the child: journal from now on and die by SIGKILL before the kill_at-th
+ * watched call (1-based; 0: never). */
+void powercut_arm(uint64_t kill_at);
+
+/* The watched calls made since powercut_reset (what the child got to). */
+uint64_t powercut_calls(void);
+
+/* Power off (parent, after the child died): undo every unsynced write and
+ * reapply a subset chosen by seed. 0, or -1 with err (a file of the journal
+ * that cannot be rewritten, a journal that overflowed). */
+int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t errlen);
+
+#endif
