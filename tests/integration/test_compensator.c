@@ -2387,6 +2387,22 @@ static void test_db_password_rotation(void)
     hg_order_db_close(db);
 }
 
+/* The sanitizer build's compensator keeps freed memory in AddressSanitizer's
+ * quarantine (256 MB by default), so its RSS says nothing of a leak there:
+ * the memory test's RSS bound holds in the plain build, and in the
+ * sanitizer build LeakSanitizer reports a handle dropped unclosed when the
+ * compensator exits (stop_proc then fails). */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_BOUND_MEANINGFUL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSS_BOUND_MEANINGFUL 0
+#endif
+#endif
+#ifndef RSS_BOUND_MEANINGFUL
+#define RSS_BOUND_MEANINGFUL 1
+#endif
+
 /* VmRSS of pid in kB, from /proc/PID/status; -1 when unreadable. */
 static long rss_kb(pid_t pid)
 {
@@ -2512,8 +2528,13 @@ static void test_reconnect_churn_memory(void)
     CU_ASSERT_EQUAL(pending, 0);
     CU_ASSERT_TRUE(killed >= rounds * 3);
     CU_ASSERT_TRUE_FATAL(rss_warm > 0 && rss_end > 0);
+#if RSS_BOUND_MEANINGFUL
     TU_CHECK(rss_end - rss_warm < 1024, "RSS grew %ld kB over %d rounds of reconnects (%ld -> %ld kB)",
              rss_end - rss_warm, rounds - warmup, rss_warm, rss_end);
+#else
+    printf("    (the RSS bound is not applied under AddressSanitizer: its quarantine holds freed memory, +230 MB "
+           "over these rounds; LeakSanitizer checks the handles at the compensator's exit instead)\n");
+#endif
     CU_ASSERT_EQUAL(stop_proc(&c, f0), 0);
     of_report_t rep;
     check_invariant("c_rss", &rep);
