@@ -449,12 +449,7 @@ static int ini_line(void *user, const char *section, const char *name, const cha
          * loses its inline comment (a ';' after a blank): cut it here too, or
          * the joined value holds " ;…", which no line --check-config prints
          * can say (it reads back as a comment) */
-        size_t b = strlen(value);
-        for (size_t i = 1; i < b; i++)
-            if (value[i] == ';' && isspace((unsigned char)value[i - 1])) { /* libinih's rule: isspace */
-                b = i;
-                break;
-            }
+        size_t b = cfg_inline_comment_at(value, strlen(value));
         while (b > 0 && isspace((unsigned char)value[b - 1]))
             b--;
         size_t a = strlen(st->pending_value);

@@ -213,6 +213,12 @@ void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf,
  * such a value. */
 int cfg_print_setting(FILE *out, const char *name, const char *value);
 
+/* Where libinih's inline comment starts in s[0..len): the first ';' after a
+ * blank (isspace, libinih's rule), or len when there is none. The reader
+ * cuts a continuation line there as libinih cuts a key's own line, and the
+ * printer refuses a value holding one: both by this one rule. */
+size_t cfg_inline_comment_at(const char *s, size_t len);
+
 /* Every key as settings (cfg_print_setting: an INI body that reads back):
  * a CFG_CUSTOM key through its print function (left out without one). What
  * must read back as not set is a comment line: an unset string (NULL; an

@@ -61,10 +61,17 @@ static const char *unwritable_reason(const char *value)
         return "it holds a line break";
     if (len > 0 && (is_blank(value[0]) || is_blank(value[len - 1])))
         return "it begins or ends with a blank, which the reader strips";
-    for (size_t i = 1; i < len; i++)
-        if (value[i] == ';' && is_blank(value[i - 1]))
-            return "a ';' after a blank starts a comment";
+    if (cfg_inline_comment_at(value, len) < len)
+        return "a ';' after a blank starts a comment";
     return NULL;
+}
+
+size_t cfg_inline_comment_at(const char *s, size_t len)
+{
+    for (size_t i = 1; i < len; i++)
+        if (s[i] == ';' && is_blank(s[i - 1]))
+            return i;
+    return len;
 }
 
 /* 1 when the lines may break at value[j], a ' ' the join puts back. */
