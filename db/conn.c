@@ -487,9 +487,9 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
         password_hook != NULL && password_hook(password_hook_arg, hooked, sizeof hooked) == 1 ? hooked : c->password;
     MYSQL *connected = mysql_real_connect(m, c->host, c->user, password, c->database, c->port, c->socket, 0);
     memset(hooked, 0, sizeof hooked);
+    char where[600];
+    server_name(c, where, sizeof where);
     if (connected == NULL && db_tls_guard_refused(m)) { /* nothing was sent after the greeting */
-        char where[600];
-        server_name(c, where, sizeof where);
         connect_refused(c, CR_SSL_CONNECTION_ERROR, err,
                         "the MariaDB server at %s does not offer TLS (mysql-tls = %s): refused before sending the "
                         "login: %u (start the server with ssl-cert and ssl-key, or set mysql-tls = off where "
@@ -518,8 +518,6 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
         /* The guard was not called (a server without CLIENT_PLUGIN_AUTH,
          * older than MySQL 5.5, ignores MYSQL_DEFAULT_AUTH): the login went
          * in plaintext; at least no statement does. */
-        char where[600];
-        server_name(c, where, sizeof where);
         connect_refused(c, CR_SSL_CONNECTION_ERROR, err,
                         "connect to %s: %u the server does not speak TLS and mysql-tls is not off: the login went in "
                         "plaintext (a server without plugin authentication); refused rather than sending the orders "
