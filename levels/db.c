@@ -368,13 +368,13 @@ int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *
     }
     /* its topic, group and key go into keys (key_buf_t holds no longer
      * ones) and name topics and groups: the layout's limits (keys.h) */
-    const char *bad = !key_name_ok(m->topic.ptr, m->topic.len)                       ? "topic name"
-                      : m->group.len > 0 && !key_name_ok(m->group.ptr, m->group.len) ? "group name"
-                      : m->key.len > MSG_MAX_KEY                                     ? "key"
-                                                                                     : NULL;
-    if (bad != NULL) {
-        const msg_str_t *str = bad[0] == 't' ? &m->topic : bad[0] == 'g' ? &m->group : &m->key;
+    const msg_str_t *str = !key_name_ok(m->topic.ptr, m->topic.len)                       ? &m->topic
+                           : m->group.len > 0 && !key_name_ok(m->group.ptr, m->group.len) ? &m->group
+                           : m->key.len > MSG_MAX_KEY                                     ? &m->key
+                                                                                          : NULL;
+    if (str != NULL) {
         int is_key = str == &m->key;
+        const char *bad = str == &m->topic ? "topic name" : str == &m->group ? "group name" : "key";
         return err_set(err, errlen, "corrupt message %016llx in %s: its %s is %u bytes%s (%s %d bytes%s)",
                        (unsigned long long)m->id, where, bad, str->len,
                        str->len > 0 && memchr(str->ptr, 0, str->len) != NULL ? " holding a 0x00" : "",
