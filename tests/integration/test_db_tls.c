@@ -30,6 +30,10 @@
  *                 the socket (a TLS session; a wrong password still gets in),
  *                 a wrong password (native, ed25519): the server's 1045
  *                 "Access denied for user …", never the guard's refusal
+ *   PAM           auth_pam accounts on the host's PAM services (root):
+ *                 runuser (pam_rootok) logs in over TLS, other (pam_unix,
+ *                 a locked account) is the server's 1045, dialog not
+ *                 loadable is 2059 naming it
  *   plugin gone   client_ed25519 not loadable (MARIADB_PLUGIN_DIR an empty
  *                 dir, hourglass-cli): 2059 naming the plugin, on and off
  *   wrong name    a certificate of the right CA for db.example: on takes it,
@@ -45,7 +49,9 @@
  * greeting_stub.h) plays a server without TLS and records what the client
  * sends after its greeting: on and verify, over TCP and a unix socket,
  * send nothing (Connector/C 3.3 alone sends its login, user name and
- * password scramble, in plaintext for on).
+ * password scramble, in plaintext for on); nor with option files
+ * ($HOME/.my.cnf …) naming default-auth=mysql_clear_password: Hourglass
+ * reads none, the guard stays the first plugin.
  *
  * Run one suite: ./tests/integration/test_db_tls db_tls (or no_tls_stub)
  */
@@ -739,10 +745,11 @@ static void test_unix_socket_account(void)
     expect_tls(&p, version, sizeof version);
 }
 
-/* hourglass-cli orders show 1 as ed/edpw over TCP with this mysql-tls
- * mode and MARIADB_PLUGIN_DIR set to plugin_dir for the child; exit code,
- * output into out. */
-static int cli_as_ed(const char *tls, const char *plugin_dir, char *out, size_t len)
+/* hourglass-cli orders show 1 as user/password over TCP with this
+ * mysql-tls mode and MARIADB_PLUGIN_DIR set to plugin_dir for the child;
+ * exit code, output into out. */
+static int cli_as(const char *user, const char *password, const char *tls, const char *plugin_dir, char *out,
+                  size_t len)
 {
     char port[16];
     snprintf(port, sizeof port, "%d", server.tcp_port);
@@ -755,9 +762,9 @@ static int cli_as_ed(const char *tls, const char *plugin_dir, char *out, size_t 
                            "--mysql-port",
                            port,
                            "--mysql-user",
-                           "ed",
+                           user,
                            "--mysql-password",
-                           "edpw",
+                           password,
                            "--mysql-database",
                            "shop",
                            "--mysql-tls",
@@ -787,7 +794,7 @@ static void test_client_plugin_missing(void)
     TU_REQUIRE(tu_mkdtemp("dbtls-plugins", dir, sizeof dir) == 0, "cannot make a temp dir");
     const char *modes[] = { "on", "off" };
     for (size_t i = 0; i < 2; i++) {
-        int rc = cli_as_ed(modes[i], dir, out, sizeof out);
+        int rc = cli_as("ed", "edpw", modes[i], dir, out, sizeof out);
         TU_CHECK(rc == 3, "mysql-tls %s: exit %d, want 3 (a database error)", modes[i], rc);
         TU_CHECK(strstr(out, "2059 Plugin client_ed25519 could not be loaded") != NULL,
                  "mysql-tls %s: '%s' is not 2059 naming the client plugin client_ed25519", modes[i], out);
@@ -797,6 +804,38 @@ static void test_client_plugin_missing(void)
     const char *hint = hg_order_setup_hint(2059);
     TU_CHECK(hint != NULL && strstr(hint, "MARIADB_PLUGIN_DIR") != NULL, "the set-up hint of 2059: %s",
              hint != NULL ? hint : "(none)");
+}
+
+/* PAM accounts (auth_pam; the server switches the guard's login to the
+ * client plugin dialog), on this host's PAM services: daemon through
+ * "runuser" (pam_rootok: mariadbd runs as root, no password asked) logs in
+ * over TLS; bin through "other" (pam_unix: a locked account) is the
+ * server's 1045; with dialog not loadable the error is 2059 naming it. */
+static void test_pam_account(void)
+{
+    char version[32], dir[512], out[4096];
+    TU_REQUIRE(geteuid() == 0, "the PAM accounts need mariadbd running as root (pam_rootok), as CI runs it");
+    TU_REQUIRE(access("/etc/pam.d/runuser", R_OK) == 0 && access("/etc/pam.d/other", R_OK) == 0,
+               "this host lacks the PAM services runuser and other (util-linux, libpam-runtime)");
+    MYSQL *m = sql_connect_root(&server, NULL);
+    TU_REQUIRE(m != NULL, "root over the socket");
+    TU_REQUIRE(sql_query(m, "INSTALL SONAME 'auth_pam'") == 0 &&
+                   sql_query(m, "CREATE USER 'daemon'@'%' IDENTIFIED VIA pam USING 'runuser'") == 0 &&
+                   sql_query(m, "CREATE USER 'bin'@'%' IDENTIFIED VIA pam USING 'other'") == 0 &&
+                   sql_query(m, "GRANT ALL ON shop.* TO 'daemon'@'%', 'bin'@'%'") == 0,
+               "cannot create the PAM accounts");
+    mysql_close(m);
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, NULL);
+    p.user = "daemon";
+    p.password = "unused";
+    expect_tls(&p, version, sizeof version);
+    p.user = "bin";
+    expect_access_denied(&p, "bin");
+    TU_REQUIRE(tu_mkdtemp("dbtls-plugins", dir, sizeof dir) == 0, "cannot make a temp dir");
+    int rc = cli_as("daemon", "unused", "on", dir, out, sizeof out);
+    tu_rmtree(dir);
+    TU_CHECK(rc == 3 && strstr(out, "2059 Plugin dialog could not be loaded") != NULL,
+             "dialog not loadable: exit %d, want 3 and 2059 naming dialog: %s", rc, out);
 }
 
 /* Suite "no_tls_stub": no MariaDB, a greeting stub instead, and a CA of
@@ -879,6 +918,41 @@ static void test_no_tls_nothing_sent(void)
     tu_rmtree(dir);
 }
 
+/* The MariaDB option files a client may read ($HOME/.my.cnf,
+ * $MYSQL_HOME/my.cnf, $MARIADB_HOME/my.cnf) name another first plugin,
+ * mysql_clear_password (the password itself on the wire): Hourglass reads
+ * no option file, so the guard stays first and nothing is sent. Were one
+ * read (MYSQL_READ_DEFAULT_GROUP), its default-auth would replace the guard
+ * at the connect, after the options were set, and the stub would receive
+ * the login. */
+static void test_option_file_ignored(void)
+{
+    static const char *const vars[] = { "HOME", "MYSQL_HOME", "MARIADB_HOME" };
+    char dir[512], path[600], saved[3][600];
+    int had[3];
+    TU_REQUIRE(tu_mkdtemp("dbtls-mycnf", dir, sizeof dir) == 0, "cannot make a temp dir");
+    static const char cnf[] = "[client]\ndefault-auth=mysql_clear_password\n"
+                              "[client-mariadb]\ndefault-auth=mysql_clear_password\n";
+    snprintf(path, sizeof path, "%s/.my.cnf", dir);
+    TU_REQUIRE(tu_write_file(path, cnf) == 0, "cannot write %s", path);
+    snprintf(path, sizeof path, "%s/my.cnf", dir);
+    TU_REQUIRE(tu_write_file(path, cnf) == 0, "cannot write %s", path);
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = getenv(vars[i]);
+        had[i] = v != NULL;
+        snprintf(saved[i], sizeof saved[i], "%s", v != NULL ? v : "");
+        setenv(vars[i], dir, 1);
+    }
+    expect_refused_before_login(HG_ORDER_TLS_ON, NULL, NULL, "on, TCP, an option file naming mysql_clear_password");
+    for (size_t i = 0; i < 3; i++) {
+        if (had[i])
+            setenv(vars[i], saved[i], 1);
+        else
+            unsetenv(vars[i]);
+    }
+    tu_rmtree(dir);
+}
+
 static const tu_test_t tests[] = {
     { "tls on: encrypted, TLS 1.2+, AEAD", test_on },
     { "verify: the right CA connects, another is refused", test_verify },
@@ -890,6 +964,7 @@ static const tu_test_t tests[] = {
     { "ed25519 OR mysql_native_password: either password, TLS", test_ed25519_or_native },
     { "a unix_socket account over the socket with TLS", test_unix_socket_account },
     { "client_ed25519 not loadable: the error names it", test_client_plugin_missing },
+    { "a PAM account (client plugin dialog) over TLS", test_pam_account },
     { "bad inputs name the field and the key", test_inputs },
     { "verify: a certificate for another name is refused, on takes it", test_wrong_name },
     { "a TLS 1.2 server: an ECDHE AEAD suite", test_tls12 },
@@ -900,6 +975,7 @@ static const tu_test_t tests[] = {
 
 static const tu_test_t stub_tests[] = {
     { "a server without TLS: on and verify send no login, TCP and socket", test_no_tls_nothing_sent },
+    { "an option file's default-auth does not replace the guard", test_option_file_ignored },
     { NULL, NULL },
 };
 
