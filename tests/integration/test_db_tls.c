@@ -648,6 +648,31 @@ static void test_socket(void)
     TU_CHECK(code == 2026, "verify over the socket, another CA: code %u, want 2026", code);
 }
 
+/* An environment variable's value before env_set, for env_restore. */
+typedef struct saved_env {
+    const char *name;
+    int had;
+    char value[600];
+} saved_env_t;
+
+/* Set name to value for what follows (children inherit it), saving the old one into old. */
+static void env_set(const char *name, const char *value, saved_env_t *old)
+{
+    const char *v = getenv(name);
+    old->name = name;
+    old->had = v != NULL;
+    snprintf(old->value, sizeof old->value, "%s", v != NULL ? v : "");
+    setenv(name, value, 1);
+}
+
+static void env_restore(const saved_env_t *old)
+{
+    if (old->had)
+        setenv(old->name, old->value, 1);
+    else
+        unsetenv(old->name);
+}
+
 /* Open with p must fail as the server refuses user's login: 1045 and the
  * server's own "Access denied for user 'USER'", nothing of the guard (its
  * plugin's name, its refusal) in the message. */
@@ -770,15 +795,10 @@ static int cli_as(const char *user, const char *password, const char *tls, const
                            "--mysql-tls",
                            tls,
                            NULL };
-    const char *saved = getenv("MARIADB_PLUGIN_DIR");
-    char saved_copy[600];
-    snprintf(saved_copy, sizeof saved_copy, "%s", saved != NULL ? saved : "");
-    setenv("MARIADB_PLUGIN_DIR", plugin_dir, 1);
+    saved_env_t saved;
+    env_set("MARIADB_PLUGIN_DIR", plugin_dir, &saved);
     int rc = tu_run_capture(argv, out, len);
-    if (saved != NULL)
-        setenv("MARIADB_PLUGIN_DIR", saved_copy, 1);
-    else
-        unsetenv("MARIADB_PLUGIN_DIR");
+    env_restore(&saved);
     printf("\n  mysql-tls %s, MARIADB_PLUGIN_DIR=%s: exit %d: %s", tls, plugin_dir, rc, out);
     return rc;
 }
@@ -928,8 +948,8 @@ static void test_no_tls_nothing_sent(void)
 static void test_option_file_ignored(void)
 {
     static const char *const vars[] = { "HOME", "MYSQL_HOME", "MARIADB_HOME" };
-    char dir[512], path[600], saved[3][600];
-    int had[3];
+    char dir[512], path[600];
+    saved_env_t saved[3];
     TU_REQUIRE(tu_mkdtemp("dbtls-mycnf", dir, sizeof dir) == 0, "cannot make a temp dir");
     static const char cnf[] = "[client]\ndefault-auth=mysql_clear_password\n"
                               "[client-mariadb]\ndefault-auth=mysql_clear_password\n";
@@ -937,19 +957,11 @@ static void test_option_file_ignored(void)
     TU_REQUIRE(tu_write_file(path, cnf) == 0, "cannot write %s", path);
     snprintf(path, sizeof path, "%s/my.cnf", dir);
     TU_REQUIRE(tu_write_file(path, cnf) == 0, "cannot write %s", path);
-    for (size_t i = 0; i < 3; i++) {
-        const char *v = getenv(vars[i]);
-        had[i] = v != NULL;
-        snprintf(saved[i], sizeof saved[i], "%s", v != NULL ? v : "");
-        setenv(vars[i], dir, 1);
-    }
+    for (size_t i = 0; i < 3; i++)
+        env_set(vars[i], dir, &saved[i]);
     expect_refused_before_login(HG_ORDER_TLS_ON, NULL, NULL, "on, TCP, an option file naming mysql_clear_password");
-    for (size_t i = 0; i < 3; i++) {
-        if (had[i])
-            setenv(vars[i], saved[i], 1);
-        else
-            unsetenv(vars[i]);
-    }
+    for (size_t i = 0; i < 3; i++)
+        env_restore(&saved[i]);
     tu_rmtree(dir);
 }
 
