@@ -747,11 +747,11 @@ int main(int argc, char **argv_shown)
         goto out;
     }
     log_msg(LOG_LEVEL_INFO,
-            "stopped: cancelled %" PRIu64 ", not pending %" PRIu64 ", not found %" PRIu64 ", transient %" PRIu64
-            ", permanent %" PRIu64,
-            metrics_load(&consumer_counters.cancelled), metrics_load(&consumer_counters.not_pending),
-            metrics_load(&consumer_counters.not_found), metrics_load(&consumer_counters.transient),
-            metrics_load(&consumer_counters.permanent));
+            "stopped: cancelled %" PRIu64 ", commit outcome unknown %" PRIu64 ", not pending %" PRIu64
+            ", not found %" PRIu64 ", transient %" PRIu64 ", permanent %" PRIu64,
+            metrics_load(&consumer_counters.cancelled), metrics_load(&consumer_counters.commit_unknown),
+            metrics_load(&consumer_counters.not_pending), metrics_load(&consumer_counters.not_found),
+            metrics_load(&consumer_counters.transient), metrics_load(&consumer_counters.permanent));
     status = 0;
 
 out:
