@@ -602,6 +602,21 @@ int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue)
     return -1;
 }
 
+void rq_print_queue_state(rq_cluster_t *c, int ask, const char *const *queues)
+{
+    static char out[65536];
+    int rc;
+
+    rc = rq_ctl(c, ask, out, sizeof(out), "list_queues", "name", "leader", "members", "online", "messages",
+                "messages_ready", "messages_unacknowledged", NULL);
+    printf("\n--- queues, asking node %d (rabbitmqctl list_queues: exit %d) ---\n%s", ask + 1, rc, out);
+    for (size_t i = 0; queues != NULL && queues[i] != NULL; i++) {
+        rc = rq_ctl(c, ask, out, sizeof(out), "quorum_status", queues[i], NULL);
+        printf("--- %s, asking node %d (rabbitmqctl quorum_status: exit %d) ---\n%s", queues[i], ask + 1, rc, out);
+    }
+    fflush(stdout);
+}
+
 static void print_file(const char *path, size_t tail)
 {
     FILE *f = fopen(path, "r");
