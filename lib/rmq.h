@@ -362,7 +362,9 @@ hg_err_t rmq_settle(rmq_t *r, int ch, uint64_t tag, int ack);
 /* Declare (idempotently, checking arguments) the exchanges, the level
  * queues and the service queues once per connection, and bind them on the
  * client's first connection that gets that far (later ones skip the
- * bindings: r->topology_bound). */
+ * bindings: r->topology_bound) — unless that first connection finds
+ * hg.probe, which a completed sweep declares last: then no client of this
+ * process binds them. */
 hg_err_t rmq_topology(rmq_t *r);
 /* A consuming connection that got nothing for rmq_probe_idle_ms: check
  * that its node still reaches its quorum queues' quorum with a basic.get of
