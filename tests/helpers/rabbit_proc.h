@@ -138,8 +138,10 @@ int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue);
  * stalled case shows where its messages wait): every queue's leader,
  * members, online members and message counts (list_queues), then the Raft
  * state of each quorum queue named in the NULL-terminated `queues`
- * (quorum_status: each member's role, commit and applied index). A
- * rabbitmqctl that fails prints its error instead. */
+ * (rabbit_quorum_queue:status, as rabbitmq-queues quorum_status: each
+ * member's role, commit and applied index), then
+ * the queues each node runs a dead-letter worker for. A rabbitmqctl that
+ * fails prints its error instead. */
 void rq_print_queue_state(rq_cluster_t *c, int ask, const char *const *queues);
 
 /* Wait until node i answers an AMQP PING (deadline_ms). 0 / -1. */
