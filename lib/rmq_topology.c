@@ -295,7 +295,7 @@ unsigned rmq_topology_waits(const lvl_table_t *t)
      *   hg.levels 2; per level a queue and a bind; remainder_topology's
      *   hg.rem.end and its binding 2, per remainder queue an exchange, a
      *   queue and a bind; hg.hops 3 and its bind 1; hg.groups 3; hg.probe 1. */
-    return 2u + 1u + 5u + 2u * (unsigned)t->count + 2u + 3u * bits + 4u + 3u + 1u + 2u;
+    return 2u + 1u + 5u + 2u + 2u * (unsigned)t->count + 2u + 3u * bits + 4u + 3u + 1u;
 }
 
 hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth)
