@@ -356,8 +356,6 @@ typedef struct producer {
 #define PARTITION_S          90     /* past the net tick (45..75 s): node 3 pauses (pause_minority) */
 #define PARTITION_FAILING_MS 30000  /* sends may fail this long after the cut (the lost confirms, a resend) */
 
-/* Print the wall-clock time (UTC, to the ms) between before and after: a
- * fault's moment, to line up with the nodes' and the consumer's logs. */
 /* A stalled case's failure path: where RabbitMQ holds its messages, asked
  * before the test tears anything down — the level queues its delays pass
  * (DELAY 3s and 4s: hg.level.1 and the hop router's hg.hops; LEVEL 2), and
@@ -371,6 +369,8 @@ static void print_stalled_queues(int ask, const char *group)
     rq_print_queue_state(&rabbit, ask, queues);
 }
 
+/* Print the wall-clock time (UTC, to the ms) between before and after: a
+ * fault's moment, to line up with the nodes' and the consumer's logs. */
 static void print_wall_clock(const char *before, const char *after)
 {
     struct timespec ts;
