@@ -72,7 +72,7 @@ static int batch_whole(clog_t *c, seg_t *s, uint64_t pos, clog_reader_t *rd, uin
             return 1;
         }
         /* the batch CRC over record CRCs, folded 256 at a time */
-        memcpy(crcs + ncrcs, rd->buf, 4);
+        memcpy(crcs + ncrcs, r.data - CLOG_RECORD_HEADER, 4); /* the record CRC heads its header */
         ncrcs += 4;
         if (ncrcs == sizeof crcs) {
             crc ^= store_crc32c(crcs, ncrcs);
@@ -193,6 +193,15 @@ static int seg_in_use(clog_t *c, seg_t *s, clog_reader_t *rd)
 static int torn_at(clog_t *c, size_t i, uint64_t t, clog_reader_t *rd, clog_open_report_t *rep, char *err,
                    size_t errlen)
 {
+    if (t < c->must_reach) {
+        char path[PATH_MAX];
+        clog_seg_path(c, c->segs[i].base, path, sizeof path);
+        err_set(err, errlen,
+                "%s: offset %" PRIu64 ": the log ends here, below %" PRIu64
+                ", which the applied mark says was durable: damaged log (nothing cut)",
+                path, t, c->must_reach);
+        return CLOG_DAMAGED;
+    }
     size_t n = c->nsegs;
     scan_result_t *sr = xcalloc(n, sizeof *sr);
     int rc = 0;
@@ -386,6 +395,7 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
     clog_t *c = xcalloc(1, sizeof *c);
     c->dir = xstrdup(o->dir);
     c->size = o->segment_bytes;
+    c->must_reach = o->must_reach;
     pthread_mutex_init(&c->lock, NULL);
     int rc = 0;
     struct dirent *de;
@@ -405,6 +415,13 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
         rc = recover(c, &rd, rep, err, errlen);
     }
     clog_reader_free(&rd);
+    if (rc == 0 && c->tail < c->must_reach) {
+        rc = err_set(err, errlen,
+                     "commit log in %s ends at offset %" PRIu64 ", below %" PRIu64
+                     ", which the applied mark says was durable: segments missing",
+                     o->dir, c->tail, c->must_reach);
+        rc = CLOG_DAMAGED;
+    }
     /* what a kill -9 left in the page cache is made durable before anything is built on it (design §3) */
     for (size_t i = 0; rc == 0 && i < c->nsegs; i++) {
         if (!c->segs[i].spare && fdatasync(c->segs[i].fd) != 0) {
