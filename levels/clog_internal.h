@@ -35,6 +35,7 @@ struct clog {
     uint64_t end;        /* where the next batch goes (its segment may not exist yet) */
     uint64_t tail;       /* the end of the last whole batch: the next COMMIT's "previous end" */
     uint64_t must_reach; /* clog_options_t's, for the open */
+    uint64_t chain_from; /* clog_options_t's, for the open */
     _Atomic uint64_t written, durable;
 };
 

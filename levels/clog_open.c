@@ -109,7 +109,8 @@ static int seg_scan(clog_t *c, seg_t *s, uint64_t from, clog_reader_t *rd, scan_
         size_t i;
         for (i = 0; i + CLOG_RECORD_HEADER <= n; i += 8) {
             hdr_t h;
-            if (!clog_hdr_plausible(c, s, chunk + i, pos + i, &h)) {
+            if ((chunk[i + 4] != CLOG_DATA && chunk[i + 4] != CLOG_COMMIT) ||
+                !clog_hdr_plausible(c, s, chunk + i, pos + i, &h)) {
                 continue;
             }
             /* a header of this life counts even when its bytes fail the CRC (a write torn inside the
@@ -249,6 +250,25 @@ static int recover(clog_t *c, clog_reader_t *rd, clog_open_report_t *rep, char *
     size_t i = 0;
     uint64_t e = first_pos(c->segs[0].base);
     int any = 0;
+    if (c->chain_from > 0) {
+        /* the chain below chain_from is trusted (durable and whole when it was named): follow it from there;
+           a segment below is in use when a record of its life starts it */
+        uint64_t base = seg_base_of(c, c->chain_from - 1);
+        while (i < c->nsegs && c->segs[i].base < base) {
+            c->segs[i].spare = !seg_in_use(c, &c->segs[i], rd);
+            i++;
+        }
+        if (i == c->nsegs || c->segs[i].base != base) {
+            char path[PATH_MAX];
+            clog_seg_path(c, base, path, sizeof path);
+            err_set(err, errlen, "%s: missing, though the log's checkpoint %" PRIu64 " lies in it", path,
+                    c->chain_from);
+            return CLOG_DAMAGED;
+        }
+        c->segs[i].spare = 0;
+        c->tail = e = c->chain_from;
+        any = 1;
+    }
     for (;;) {
         uint64_t bend;
         commit_info_t ci;
@@ -396,6 +416,7 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
     c->dir = xstrdup(o->dir);
     c->size = o->segment_bytes;
     c->must_reach = o->must_reach;
+    c->chain_from = o->chain_from;
     pthread_mutex_init(&c->lock, NULL);
     int rc = 0;
     struct dirent *de;
@@ -410,7 +431,7 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
         }
     }
     closedir(d);
-    clog_reader_t rd = { 0 };
+    clog_reader_t rd = { .window = 1u << 20 }; /* the open writes only after its last read (the cut) */
     if (rc == 0) {
         rc = recover(c, &rd, rep, err, errlen);
     }

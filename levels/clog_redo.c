@@ -634,7 +634,7 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
     }
     if (rc == 0) {
         /* the open syncs what a kill -9 left in the page cache before the redo builds on it */
-        clog_options_t co = { o->dir, o->segment_bytes, o->floor, rep->applied };
+        clog_options_t co = { o->dir, o->segment_bytes, o->floor, rep->applied, rep->checkpoint };
         rc = clog_open(&co, &r->log, &rep->log, err, errlen);
         if (rc == CLOG_DAMAGED) {
             rc = REDO_DAMAGED;

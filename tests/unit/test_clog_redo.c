@@ -646,6 +646,9 @@ static void test_checkpoint_then_nothing(void)
     write_and_die(12, 12, 12, 0); /* synced, applied and checkpointed after the 12th */
     redo_open_report_t rep;
     expect_recovered(12, &rep);
+    TU_CHECK(rep.log.batches == 0,
+             "the log's open followed the chain from the checkpoint, not from its start (%" PRIu64 " batches walked)",
+             rep.log.batches);
     TU_CHECK(rep.batches == 0 && rep.bytes == 0 && rep.checkpoint == g_ledger->b[11].end,
              "nothing past the checkpoint to redo (%" PRIu64 " batches, %" PRIu64 " bytes)", rep.batches, rep.bytes);
 }
@@ -762,7 +765,7 @@ static void test_damage(void)
     TU_CHECK(torn == 0, "nothing was cut aside");
 
     /* a batch written past the redo (no derived-writes record) is refused by name */
-    clog_options_t co = { dir, SEG, 0, 0 };
+    clog_options_t co = { dir, SEG, 0, 0, 0 };
     clog_t *c = NULL;
     leveldb_close(db);
     tu_rmtree(dir);
