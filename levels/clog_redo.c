@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DERIVED_MAGIC "HGRD"
@@ -72,6 +73,13 @@ struct redo {
     uint64_t applied, checkpoint;
     redo_open_report_t *counts; /* the open's report while redoing, else NULL */
 };
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
 
 static key_buf_t mark_key(const char *name)
 {
@@ -635,7 +643,9 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
     if (rc == 0) {
         /* the open syncs what a kill -9 left in the page cache before the redo builds on it */
         clog_options_t co = { o->dir, o->segment_bytes, o->floor, rep->applied, rep->checkpoint };
+        uint64_t t0 = now_us();
         rc = clog_open(&co, &r->log, &rep->log, err, errlen);
+        rep->log_open_us = now_us() - t0;
         if (rc == CLOG_DAMAGED) {
             rc = REDO_DAMAGED;
         }
@@ -645,7 +655,9 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
         r->applied = r->checkpoint = rep->checkpoint;
         redo_walk_t w = { r, NULL, 0, 0, err, errlen };
         r->counts = rep;
+        uint64_t t0 = now_us();
         rc = clog_walk_after(r->log, rep->checkpoint, redo_one, &w, err, errlen);
+        rep->redo_us = now_us() - t0;
         r->counts = NULL;
         free(w.last);
         if (rc == CLOG_NOT_RECORD) {
@@ -659,7 +671,9 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
                      r->applied, rep->log.end);
     }
     if (rc == 0) {
+        uint64_t t0 = now_us();
         rc = redo_checkpoint(r, err, errlen);
+        rep->checkpoint_us = now_us() - t0;
     }
     if (rc != 0) {
         char ignored[64];

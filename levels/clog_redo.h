@@ -90,6 +90,7 @@ typedef struct redo_open_report {
     uint64_t batches;       /* batches redone */
     uint64_t bytes;         /* log bytes walked by the redo (end − B) */
     uint64_t cq_writes, head_moves, slot_writes, db_ops;
+    uint64_t log_open_us, redo_us, checkpoint_us; /* where the open's time went (monotonic clock) */
 } redo_open_report_t;
 
 /* A batch being built (zero-initialise; redo_batch_free releases it). */
