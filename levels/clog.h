@@ -76,12 +76,15 @@ typedef struct clog_options {
     uint64_t chain_from;    /* the end of a batch known durable and whole (the redo's checkpoint), or 0: the
                                open follows the chain from there, not from the first segment, and trusts
                                what lies below (its records are still checked when read) */
+    uint64_t clean_end;     /* where the log was closed cleanly (nothing appended past it since), or 0: a
+                               chain ending exactly there skips the scan past its end for whole batches */
 } clog_options_t;
 
 /* What clog_open found. */
 typedef struct clog_open_report {
     uint64_t end;                 /* the offset after the last whole batch (where the next batch goes) */
     uint64_t batches;             /* whole batches walked (from chain_from) */
+    int scanned;                  /* 1: the rest of the log past the chain's end was scanned (the D rule) */
     uint64_t cut_at;              /* a torn tail cut at this offset (0: nothing cut) */
     uint64_t cut_bytes;           /* its bytes, saved in cut_file */
     char cut_file[PATH_MAX + 32]; /* the segment's path + ".torn-<offset>" */

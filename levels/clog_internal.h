@@ -36,6 +36,7 @@ struct clog {
     uint64_t tail;       /* the end of the last whole batch: the next COMMIT's "previous end" */
     uint64_t must_reach; /* clog_options_t's, for the open */
     uint64_t chain_from; /* clog_options_t's, for the open */
+    uint64_t clean_end;  /* clog_options_t's, for the open */
     _Atomic uint64_t written, durable;
 };
 

@@ -314,6 +314,12 @@ static int recover(clog_t *c, clog_reader_t *rd, clog_open_report_t *rep, char *
             e = first_pos(c->segs[j].base);
             continue;
         }
+        if (c->clean_end != 0 && e == c->clean_end) {
+            return 0; /* closed cleanly here: nothing of this life was written past it, nothing to scan */
+        }
+        if (rep != NULL) {
+            rep->scanned = 1;
+        }
         return torn_at(c, i, e, rd, rep, err, errlen);
     }
 }
@@ -417,6 +423,7 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
     c->size = o->segment_bytes;
     c->must_reach = o->must_reach;
     c->chain_from = o->chain_from;
+    c->clean_end = o->clean_end;
     pthread_mutex_init(&c->lock, NULL);
     int rc = 0;
     struct dirent *de;

@@ -450,7 +450,10 @@ static int sync_dir(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
-int redo_checkpoint(redo_t *r, char *err, size_t errlen)
+/* The checkpoint; with `clean`, also M "clean" = B (the log closes here),
+ * else M "clean" deleted (the log may grow past B from now on), in the same
+ * synced write. */
+static int checkpoint(redo_t *r, int clean, char *err, size_t errlen)
 {
     uint64_t b = r->applied;
     for (size_t i = 0; i < r->nqueues; i++) {
@@ -474,10 +477,18 @@ int redo_checkpoint(redo_t *r, char *err, size_t errlen)
     if (logsync_run(r->dbsync, err, errlen) != 0 || sync_dir(r->dir, err, errlen) != 0) {
         return -1;
     }
-    key_buf_t k = mark_key("checkpoint");
+    key_buf_t k = mark_key("checkpoint"), kc = mark_key("clean");
     char v[8], *dberr = NULL;
     be64_put(v, b);
-    leveldb_put(r->db, r->wo_sync, k.b, k.n, v, sizeof v, &dberr);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_put(wb, k.b, k.n, v, sizeof v);
+    if (clean) {
+        leveldb_writebatch_put(wb, kc.b, kc.n, v, sizeof v);
+    } else {
+        leveldb_writebatch_delete(wb, kc.b, kc.n);
+    }
+    leveldb_write(r->db, r->wo_sync, wb, &dberr);
+    leveldb_writebatch_destroy(wb);
     if (dberr != NULL) {
         err_set(err, errlen, "commit log checkpoint at offset %" PRIu64 ": LevelDB write: %s", b, dberr);
         leveldb_free(dberr);
@@ -485,6 +496,11 @@ int redo_checkpoint(redo_t *r, char *err, size_t errlen)
     }
     r->checkpoint = b;
     return 0;
+}
+
+int redo_checkpoint(redo_t *r, char *err, size_t errlen)
+{
+    return checkpoint(r, 0, err, errlen);
 }
 
 /* Close every file and free r; the first failure is kept in err. */
@@ -528,7 +544,7 @@ int redo_close(redo_t *r, char *err, size_t errlen)
         rc = redo_apply_durable(r, err, errlen);
     }
     if (rc == 0) {
-        rc = redo_checkpoint(r, err, errlen);
+        rc = checkpoint(r, 1, err, errlen);
     }
     char e2[512];
     if (redo_close_files(r, e2, sizeof e2) != 0 && rc == 0) {
@@ -633,6 +649,10 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
     if (rc == 0) {
         rc = read_mark(r, "applied", &rep->applied, err, errlen);
     }
+    uint64_t clean = 0;
+    if (rc == 0) {
+        rc = read_mark(r, "clean", &clean, err, errlen);
+    }
     if (rc == 0 && rep->applied < rep->checkpoint) {
         rc = err_set(err, errlen,
                      "LevelDB's applied mark %" PRIu64 " lies below its checkpoint %" PRIu64
@@ -642,7 +662,7 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
     }
     if (rc == 0) {
         /* the open syncs what a kill -9 left in the page cache before the redo builds on it */
-        clog_options_t co = { o->dir, o->segment_bytes, o->floor, rep->applied, rep->checkpoint };
+        clog_options_t co = { o->dir, o->segment_bytes, o->floor, rep->applied, rep->checkpoint, clean };
         uint64_t t0 = now_us();
         rc = clog_open(&co, &r->log, &rep->log, err, errlen);
         rep->log_open_us = now_us() - t0;

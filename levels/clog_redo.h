@@ -23,6 +23,11 @@
  *    batch, fdatasyncs every CQ and slot file written, LevelDB's write-ahead
  *    logs (levels/logsync.c) and the directory, then writes `M "checkpoint"`
  *    = B with a synced LevelDB write;
+ *  - a clean close (redo_close) writes `M "clean"` = its end in its
+ *    checkpoint's write, and the open's checkpoint deletes it before anything
+ *    is appended: an open that finds the log ending exactly there skips the
+ *    scan past the end for whole batches (step 1's D rule), which after a
+ *    crash reads the rest of the last segment;
  *  - the open (redo_open) syncs the log to its end, refuses a log that ends
  *    below `M "applied"` (a batch whose derived writes were made was durable,
  *    so the log lost durable bytes: limit 1 of step 1), then redoes every

@@ -574,9 +574,39 @@ static void test_redo_after_kill(void)
     TU_CHECK(rep.cq_writes > 0 && rep.slot_writes > 0 && rep.db_ops > 0 && rep.head_moves > 0,
              "every kind of write redone (%" PRIu64 " CQ, %" PRIu64 " heads, %" PRIu64 " slots, %" PRIu64 " LevelDB)",
              rep.cq_writes, rep.head_moves, rep.slot_writes, rep.db_ops);
+    TU_CHECK(rep.log.scanned, "after a kill the open scans past the log's end (step 1's D rule)");
     expect_recovered(30, &rep);
     TU_CHECK(rep.batches == 0 && rep.bytes == 0, "an open after a clean close redoes nothing (%" PRIu64 ")",
              rep.batches);
+    TU_CHECK(!rep.log.scanned, "nor scans past the end it closed at");
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    TU_CHECK(mark(db, "clean") == g_ledger->b[29].end, "the clean close's mark names its end");
+    leveldb_close(db);
+    /* the next life: its open deletes the mark before it appends; killed after one more batch */
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        db = db_open();
+        redo_t *r = NULL;
+        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
+            _exit(2);
+        }
+        if (mark(db, "clean") != 0) {
+            _exit(10);
+        }
+        uint64_t s = 99;
+        model_rebuild(&g_model, g_ledger->n);
+        if (write_batch(r, &g_model, &s, g_ledger->n) != 0 || sync_and_apply(r) != 0) {
+            _exit(3);
+        }
+        raise(SIGKILL);
+    }
+    int status;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
+    TU_CHECK(WIFSIGNALED(status), "the open deleted the clean mark and appended (status %#x; 10: mark kept)", status);
+    expect_recovered(31, &rep);
+    TU_CHECK(rep.log.scanned, "a log that grew past its clean end is scanned again");
 }
 
 static void test_redo_twice(void)
@@ -765,7 +795,7 @@ static void test_damage(void)
     TU_CHECK(torn == 0, "nothing was cut aside");
 
     /* a batch written past the redo (no derived-writes record) is refused by name */
-    clog_options_t co = { dir, SEG, 0, 0, 0 };
+    clog_options_t co = { dir, SEG, 0, 0, 0, 0 };
     clog_t *c = NULL;
     leveldb_close(db);
     tu_rmtree(dir);
