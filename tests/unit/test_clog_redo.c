@@ -813,6 +813,40 @@ static void test_damage(void)
     leveldb_close(db);
 }
 
+static void test_bad_inputs(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    redo_options_t none = { dir, SEG, 0, NULL, dir, bounds_from_db, NULL };
+    TU_CHECK(redo_open(&none, &r, NULL, err, sizeof err) == -1 && strstr(err, "LevelDB handle") != NULL, "%s", err);
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    redo_batch_t b = { 0 };
+    /* a CQ write past the queue's tail (the caller's records say the queue is empty) */
+    redo_cq_write(&b, 2, 5, &(cq_entry_t){ 64, 1 });
+    TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(clog_sync(redo_log(r), err, sizeof err) == 0, "%s", err);
+    TU_CHECK(redo_apply_durable(r, err, sizeof err) == -1 && strstr(err, "CQ 2 index 5 lies past its tail 0") != NULL,
+             "%s", err);
+    TU_CHECK(redo_held(r) == 1, "the batch stays held");
+    /* derived writes larger than a segment */
+    static char big[SEG];
+    redo_db_put(&b, "big", 3, big, sizeof big);
+    TU_CHECK(redo_commit(r, &b, NULL, err, sizeof err) == -1 && strstr(err, "cannot fit in a segment") != NULL, "%s",
+             err);
+    /* a message too large to leave room for its derived writes */
+    redo_batch_free(&b);
+    uint64_t id;
+    TU_CHECK(redo_add_message(r, &b, big, SEG - 200, &id, err, sizeof err) == -1 &&
+                 strstr(err, "with its derived writes") != NULL,
+             "%s", err);
+    redo_batch_free(&b);
+    char e2[256];
+    TU_CHECK(redo_close(r, e2, sizeof e2) == -1 && strstr(e2, "lies past its tail") != NULL,
+             "the close reports the batch it cannot apply: %s", e2);
+    leveldb_close(db);
+}
+
 /* The replay time of 64 MiB of log (design §6: target <= 300 ms). */
 static void test_replay_time(void)
 {
@@ -1087,6 +1121,7 @@ static const tu_test_t redo_tests[] = {
     { "a LevelDB batch made once, when its sync returns", test_db_batch_once },
     { "LevelDB kept a later batch and lost an earlier one: redone in order", test_db_hole_redone_in_order },
     { "damage: the log below the applied mark; a batch without its record", test_damage },
+    { "bad inputs: a CQ write past its tail, writes too big for a segment", test_bad_inputs },
     { "replay time of 64 MiB of log", test_replay_time },
     { NULL, NULL },
 };
