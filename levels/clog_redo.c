@@ -598,7 +598,8 @@ static int read_mark(redo_t *r, const char *name, uint64_t *v, char *err, size_t
     return rc;
 }
 
-/* The redo walk: keeps the batch's last data record; at its COMMIT, applies it. */
+/* The redo walk: keeps the batch's last data record when it is a derived-writes
+ * record; at its COMMIT, applies it (none kept: the batch is refused). */
 typedef struct redo_walk {
     redo_t *r;
     char *last;
@@ -611,6 +612,12 @@ static int redo_one(const clog_record_t *rec, void *ctx)
 {
     redo_walk_t *w = ctx;
     if (rec->type == CLOG_DATA) {
+        /* only a derived-writes record is kept: a message (no magic, or one that happens to start with it and
+           is followed by the batch's derived record) need not be copied */
+        if (rec->len < DERIVED_HEAD || memcmp(rec->data, DERIVED_MAGIC, 4) != 0) {
+            w->len = 0;
+            return 0;
+        }
         if (rec->len > w->cap) {
             w->cap = rec->len * 2;
             w->last = xrealloc(w->last, w->cap);
