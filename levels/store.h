@@ -388,7 +388,10 @@ void store_groups_deleting(const store_t *s, uint64_t *groups, uint64_t *entries
  * first retained message (unless that passes max_topics or max_groups: an error naming the limit); a group
  * bound to another topic is an error naming it.
  * out[] gets *n owned messages (free each with msg_owned_free); their due_ms is
- * the time they became due. */
+ * the time they became due. A read error or damage met after it took some
+ * messages ends the call there and returns 0 with those (each leased whole:
+ * nothing is left taken and not handed out); the next call then fails at the
+ * damage before it takes anything (-1, *n 0, the store as it was). */
 int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
                 uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen);
 

@@ -1085,6 +1085,106 @@ static void test_lease_late_bound(void)
     CLOSE(&s);
 }
 
+/* The topic-log seq of message id (committed data), 0 when it is not there. */
+typedef struct seq_of {
+    uint64_t id, seq;
+} seq_of_t;
+
+static int find_topic_seq(void *ctx, const store_entry_t *e)
+{
+    seq_of_t *f = ctx;
+    if (e->range == STORE_TOPIC && e->m->id == f->id) {
+        f->seq = e->seq;
+        return 1;
+    }
+    return 0;
+}
+
+/* The key 't' 0x00 seq of topic t's log into k: its length. */
+static size_t topic_log_key(char k[11], uint64_t seq)
+{
+    k[0] = 'T';
+    k[1] = 't';
+    k[2] = '\0';
+    be64_to(k + 3, seq);
+    return 11;
+}
+
+/* A PULL that meets damage after it took messages (two retries, then a
+ * topic-log entry, then a damaged one) hands out what it took: before, it
+ * returned -1 with those leases in the pending batch, so the next commit wrote
+ * leases nobody got (redelivered only when they expired) with the cursor not
+ * moved past them. The next PULL fails at the damage, taking nothing, the
+ * store usable; with the entry put back the store checks clean and the rest
+ * is leased once. */
+static void test_lease_damage_after_taken(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
+    TU_REQUIRE(n == 2, "lease a and b: %d", n);
+    free_msgs(m, n);
+    FAIL_LEVEL(s, "g", a, 1, "again", T0, NULL);
+    FAIL_LEVEL(s, "g", b, 1, "again", T0, NULL);
+    TU_REQUIRE(MOVE(s, T0 + SEC, 10, NULL) == 2, "the retries are not ready");
+    uint64_t c = SEND(s, "t", "c", 0, 0, T0 + SEC, NULL);
+    uint64_t d = SEND(s, "t", "d", 0, 0, T0 + SEC, NULL);
+    uint64_t e = SEND(s, "t", "e", 0, 0, T0 + SEC, NULL);
+    CHECK_COUNTS(s, "g", 5, 3, 2, 0, 0, 0);
+    seq_of_t f = { d, 0 };
+    char err[1024] = "";
+    REQUIRE_OK(store_scan(s, find_topic_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
+    TU_REQUIRE(f.seq != 0, "d is not in the topic log");
+    CLOSE(&s);
+
+    char key[11];
+    size_t klen = topic_log_key(key, f.seq);
+    leveldb_t *db = raw_open(__LINE__);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    size_t vlen = 0;
+    char *good = leveldb_get(db, ro, key, klen, &vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    TU_REQUIRE(dberr == NULL && good != NULL, "d's topic-log entry: %s", dberr ? dberr : "absent");
+    raw_put(key, klen, "damaged", 7, __LINE__);
+
+    s = OPEN_DEFAULT();
+    n = -1;
+    int rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + 2 * SEC, m, &n, err, sizeof err);
+    TU_CHECK(rc == 0 && n == 3, "a PULL that met damage after 3 messages: rc %d, n %d \"%s\"", rc, n, err);
+    uint64_t got[3];
+    for (int i = 0; i < n && i < 3; i++) {
+        got[i] = m[i].m.id;
+    }
+    TU_CHECK(n == 3 && got[0] == a && got[1] == b && got[2] == c, "the messages handed out are not a, b, c");
+    free_msgs(m, rc == 0 ? n : 0);
+    TU_CHECK(!store_broken(s), "the store broke");
+    err[0] = '\0';
+    n = -1;
+    rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + 2 * SEC, m, &n, err, sizeof err);
+    TU_CHECK(rc == -1 && n == 0 && strstr(err, "a topic log") != NULL, "the PULL at the damage: rc %d, n %d \"%s\"", rc,
+             n, err);
+    TU_CHECK(!store_broken(s), "a PULL that failed before it took anything broke the store");
+    COMMIT(s);
+    CLOSE(&s);
+
+    raw_put(key, klen, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 2, 2, 0, 0, 3, 0);
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 3 * SEC, m);
+    TU_CHECK(n == 2 && m[0].m.id == d && m[1].m.id == e, "after the repair: %d leased, not d and e", n);
+    free_msgs(m, n);
+    uint64_t taken[] = { a, b, c };
+    TU_CHECK(ACK(s, "g", taken, 3) == 3, "the leases of a, b, c handed out are not held");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t lease_tests[] = {
     { "retry first", test_lease_retry_first },
     { "byte budget", test_lease_byte_budget },
@@ -1098,6 +1198,7 @@ static const tu_test_t lease_tests[] = {
     { "written late: a crash", test_lease_late_crash },
     { "written late: when and by what", test_lease_late_written },
     { "written late: NACK and TOUCH", test_lease_late_nack_touch },
+    { "damage met after some were taken: those handed out", test_lease_damage_after_taken },
     { "written late: over groups", test_lease_late_groups },
     { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
     { "written late: at most so many held", test_lease_late_bound },
