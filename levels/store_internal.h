@@ -427,8 +427,18 @@ void store_lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline, 
  * (idx_copy_gone). */
 void store_lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline);
 
-/* A lease of g, being deleted (GROUP DEL), goes: store_lease_delete and its copy
- * index entry. Nobody is told. */
+/* g's lease of id at deadline (leased from topic-log seq log_seq, 0 when
+ * unknown) is released (ACK): store_lease_delete and its copy index entry
+ * (idx_copy_gone). Both or neither: when idx_copy_gone fails (a read error,
+ * a damaged message index record) after the lease's delete is in the batch,
+ * the store is broken (store_fail_half_way, "lease release"), so the half is
+ * never written (a copy index entry naming a lease gone, or a message index
+ * record nothing holds). 0, or -1. */
+int store_lease_release(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline, uint64_t log_seq, char *err,
+                        size_t errlen);
+
+/* A lease of g, being deleted (GROUP DEL), goes: store_lease_release with
+ * its topic-log seq unknown. Nobody is told. */
 int store_lease_drop(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline, char *err, size_t errlen);
 
 /* An iterator at the lease floor: every lease's deadline is at or after it. */
