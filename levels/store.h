@@ -498,9 +498,10 @@ int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id,
  * between steps: an entry parked meanwhile is taken if its id is past the
  * walk's place, and the walk ends (done) at the DLQ's end or when the group
  * it started on is gone (deleted, or deleted and created again). On -1
- * (err set) count still says what earlier steps took; the failed step's
- * moves may be in the pending batch (the store is broken if its commit
- * failed). */
+ * (err set: a read error, damage; the walk stops there) count says what was
+ * taken, the failed step's moves before the failure included (committed);
+ * the store is broken if that commit failed or a drop failed half-way
+ * ("DLQ drop failed half-way": its index entry gone, its DLQ entry not). */
 typedef struct store_dlq_walk {
     int requeue;      /* 1: requeue, 0: drop */
     int started;      /* the first step found the group ... */

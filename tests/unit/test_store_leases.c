@@ -1085,6 +1085,22 @@ static void test_lease_late_bound(void)
     CLOSE(&s);
 }
 
+/* Replace the value under key in the closed data directory with `with`
+ * (damage): the value it held, for raw_put to put back (leveldb_free it). */
+static char *raw_replace_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line)
+{
+    leveldb_t *db = raw_open(line);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    char *good = leveldb_get(db, ro, key, klen, vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    TU_REQUIRE_AT(dberr == NULL && good != NULL, line, "no value to replace: %s", dberr ? dberr : "absent");
+    raw_put(key, klen, with, wlen, line);
+    return good;
+}
+#define RAW_REPLACE(key, klen, with, wlen, vlen) raw_replace_at((key), (klen), (with), (wlen), (vlen), __LINE__)
+
 /* The topic-log seq of message id (committed data), 0 when it is not there. */
 typedef struct seq_of {
     uint64_t id, seq;
@@ -1141,15 +1157,8 @@ static void test_lease_damage_after_taken(void)
 
     char key[11];
     size_t klen = topic_log_key(key, f.seq);
-    leveldb_t *db = raw_open(__LINE__);
-    leveldb_readoptions_t *ro = leveldb_readoptions_create();
-    char *dberr = NULL;
     size_t vlen = 0;
-    char *good = leveldb_get(db, ro, key, klen, &vlen, &dberr);
-    leveldb_readoptions_destroy(ro);
-    leveldb_close(db);
-    TU_REQUIRE(dberr == NULL && good != NULL, "d's topic-log entry: %s", dberr ? dberr : "absent");
-    raw_put(key, klen, "damaged", 7, __LINE__);
+    char *good = RAW_REPLACE(key, klen, "damaged", 7, &vlen);
 
     s = OPEN_DEFAULT();
     n = -1;
@@ -1224,15 +1233,8 @@ static void test_ack_half_way_breaks_store(void)
     char key[9];
     key[0] = 'X';
     be64_to(key + 1, a);
-    leveldb_t *db = raw_open(__LINE__);
-    leveldb_readoptions_t *ro = leveldb_readoptions_create();
-    char *dberr = NULL;
     size_t vlen = 0;
-    char *good = leveldb_get(db, ro, key, sizeof key, &vlen, &dberr);
-    leveldb_readoptions_destroy(ro);
-    leveldb_close(db);
-    TU_REQUIRE(dberr == NULL && good != NULL, "a's message index record: %s", dberr ? dberr : "absent");
-    raw_put(key, sizeof key, "?", 1, __LINE__);
+    char *good = RAW_REPLACE(key, sizeof key, "?", 1, &vlen);
 
     s = OPEN_DEFAULT();
     int released = -1;
@@ -1254,6 +1256,62 @@ static void test_ack_half_way_breaks_store(void)
     CHECK_STORE(s);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
     TU_CHECK(ACK(s, "g", &a, 1) == 1, "the lease is not there after the repair");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A DLQ walk that meets damage after it moved entries: the requeue commits
+ * and counts the moves before it (before, they stayed in the pending batch,
+ * written by the next command's commit while the count said 0); a drop whose
+ * index update fails after its first write breaks the store ("DLQ drop failed
+ * half-way"), so nothing of it is written. */
+static void test_dlq_walk_damage(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[3];
+    fill_dlq(s, 3, ids);
+    COMMIT(s);
+    CLOSE(&s);
+    char dk[11] = { 'D', 'g', '\0' };
+    be64_to(dk + 3, ids[1]);
+    size_t vlen = 0;
+    char *good = RAW_REPLACE(dk, sizeof dk, "damaged", 7, &vlen);
+    s = OPEN_DEFAULT();
+    char err[1024] = "";
+    store_dlq_walk_t walk = { .requeue = 1 };
+    int rc = store_dlq_walk_step(s, "g", 1, &walk, 10, T0 + 10, err, sizeof err);
+    TU_CHECK(rc == -1 && walk.count == 1 && strstr(err, "the DLQ") != NULL,
+             "requeue over a damaged DLQ entry: rc %d, count %" PRIu64 " \"%s\"", rc, walk.count, err);
+    TU_CHECK(!store_broken(s) && store_pending_bytes(s) == 0, "the requeue before the damage is not committed");
+    CLOSE(&s);
+    raw_put(dk, sizeof dk, good, vlen, __LINE__);
+    leveldb_free(good);
+
+    char xk[9] = { 'X' };
+    be64_to(xk + 1, ids[2]);
+    good = RAW_REPLACE(xk, sizeof xk, "?", 1, &vlen);
+    s = OPEN_DEFAULT();
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 0, 2);
+    store_dlq_walk_t drop = { .requeue = 0 };
+    err[0] = '\0';
+    rc = store_dlq_walk_step(s, "g", 1, &drop, 10, T0 + 10, err, sizeof err);
+    TU_CHECK(rc == -1 && drop.count == 0 && strstr(err, "DLQ drop failed half-way") != NULL &&
+                 strstr(err, "corrupt message index record") != NULL,
+             "drop over a damaged index record: rc %d, count %" PRIu64 " \"%s\"", rc, drop.count, err);
+    TU_CHECK(store_broken(s), "the drop failed half-way but the store is usable: its half would be written");
+    if (store_broken(s)) {
+        close_broken(&s, "failed half-way");
+    } else {
+        CLOSE(&s);
+    }
+    raw_put(xk, sizeof xk, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 0, 2);
+    uint64_t cnt = 0;
+    REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 2);
     CHECK_STORE(s);
     CLOSE(&s);
 }
@@ -1281,8 +1339,13 @@ static const tu_test_t lease_tests[] = {
 };
 
 static const tu_test_t dlq_tests[] = {
-    { "list", test_dlq_list }, { "list byte budget", test_dlq_list_byte_budget }, { "requeue", test_dlq_requeue },
-    { "drop", test_dlq_drop }, { "requeue or drop all in steps", test_dlq_walk }, { NULL, NULL },
+    { "list", test_dlq_list },
+    { "list byte budget", test_dlq_list_byte_budget },
+    { "requeue", test_dlq_requeue },
+    { "drop", test_dlq_drop },
+    { "requeue or drop all in steps", test_dlq_walk },
+    { "a walk that meets damage", test_dlq_walk_damage },
+    { NULL, NULL },
 };
 
 static const tu_suite_t suites[] = {
