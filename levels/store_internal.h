@@ -77,6 +77,12 @@ typedef struct level_state {
     uint64_t pops_since_compact;
     uint64_t inserted_due, inserted_seq; /* smallest key inserted during a move_due call */
     int dirty;
+    /* Its due move failed at its head before it took anything (damage, a
+     * read error): store_move_due skips it, and it bounds no other level,
+     * until damaged_until (the store's clock), then tries it again. */
+    int damaged;
+    uint64_t damaged_until;
+    char damage[256]; /* why, as the due move said it */
 } level_state_t;
 
 typedef struct group_state group_state_t;
@@ -177,9 +183,10 @@ struct store {
     leveldb_writeoptions_t *wopt_nosync;
     int unsynced; /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch;
-    int pending;          /* operations in the batch */
-    uint64_t npend;       /* leases not written yet, over all groups (lease_pend.c) */
-    uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
+    int pending;                  /* operations in the batch */
+    uint64_t level_damage_events; /* levels found damaged by the due move (store_level_damage_events) */
+    uint64_t npend;               /* leases not written yet, over all groups (lease_pend.c) */
+    uint64_t batch_bytes;         /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
     char open_note[1280]; /* what store_open repaired on its way ("" when nothing): store_open_note */

@@ -1085,22 +1085,6 @@ static void test_lease_late_bound(void)
     CLOSE(&s);
 }
 
-/* Replace the value under key in the closed data directory with `with`
- * (damage): the value it held, for raw_put to put back (leveldb_free it). */
-static char *raw_replace_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line)
-{
-    leveldb_t *db = raw_open(line);
-    leveldb_readoptions_t *ro = leveldb_readoptions_create();
-    char *dberr = NULL;
-    char *good = leveldb_get(db, ro, key, klen, vlen, &dberr);
-    leveldb_readoptions_destroy(ro);
-    leveldb_close(db);
-    TU_REQUIRE_AT(dberr == NULL && good != NULL, line, "no value to replace: %s", dberr ? dberr : "absent");
-    raw_put(key, klen, with, wlen, line);
-    return good;
-}
-#define RAW_REPLACE(key, klen, with, wlen, vlen) raw_replace_at((key), (klen), (with), (wlen), (vlen), __LINE__)
-
 /* The topic-log seq of message id (committed data), 0 when it is not there. */
 typedef struct seq_of {
     uint64_t id, seq;
