@@ -420,7 +420,11 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
                        size_t errlen);
 
 /* Release leases (ACK). Duplicate ids count once. *released gets how many
- * leases existed. An unknown group releases 0. */
+ * leases existed. An unknown group releases 0. -1 on a read error or damage:
+ * the leases released before it are released whole (*released counts them,
+ * an ACK again releases the rest); a release that fails after its lease's
+ * delete (its index update) breaks the store ("lease release failed
+ * half-way"), so none of the call is written. */
 int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n, int *released, char *err,
               size_t errlen);
 
