@@ -606,8 +606,10 @@ static int check_config(cli_t *cli, const char *config_path, const char *command
 
     if (command != NULL)
         return cli_usage_error("--check-config runs no command ('%s' given)", command);
-    if (DB_KEYS_CHECK(&cli->conf, err, sizeof err) < 0 || check_uri(cli, err, sizeof err) < 0)
+    if (DB_KEYS_CHECK(&cli->conf, err, sizeof err) < 0)
         return cli_usage_error("%s", err);
+    if (check_uri(cli, err, sizeof err) < 0)
+        return cli_fail(EXIT_USAGE, "%s", err); /* as a command says it, without connecting */
     /* The print shows the URI a command would use (the table's print takes its password out). */
     if (cfg_set(&cli_config_table, &cli->conf, "uri", cli->uri, CFG_SOURCE_FLAG, err, sizeof err) < 0)
         return cli_usage_error("%s", err);
