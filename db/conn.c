@@ -125,6 +125,10 @@ const char *db_setup_hint(unsigned code)
         return "mysql-user lacks a GRANT this statement needs (docs/getting-started.md lists each program's GRANTs)";
     case ER_NO_SUCH_TABLE: /* 1146 */
         return "the table does not exist: load the reference schema (sql/schema.sql) into mysql-database";
+    case CR_AUTH_PLUGIN_CANNOT_LOAD: /* 2059 */
+        return "the server asks for the account's authentication plugin and the client library cannot load its "
+               "client side (the message names it and the file tried): install it (Debian: libmariadb3 ships "
+               "client_ed25519, dialog for PAM, caching_sha2_password) or point MARIADB_PLUGIN_DIR at its directory";
     case ER_DISK_FULL:        /* 1021 */
     case ER_RECORD_FILE_FULL: /* 1114 */
         return "MariaDB cannot grow the table: the disk under its data directory is full (or a tablespace reached "
@@ -147,6 +151,18 @@ void db_error_set(hg_order_error_t *err, const char *fmt, ...)
     va_end(ap);
 }
 
+/* 1 when m's error text is Connector/C's "Plugin NAME could not be loaded"
+ * (CR_AUTH_PLUGIN_CANNOT_LOAD): the server switched the login to an
+ * authentication plugin whose client side is not there. Connector/C then
+ * answers the server with empty packets and keeps that text, but the
+ * number becomes the server's refusal (1045), which would blame the
+ * password. */
+static int client_plugin_unloadable(MYSQL *m)
+{
+    const char *msg = mysql_error(m);
+    return strncmp(msg, "Plugin ", 7) == 0 && strstr(msg, " could not be loaded") != NULL;
+}
+
 /* Fill err from st / m, with prefix ("relay: ") before what. */
 static void error_from(hg_order_error_t *err, const char *prefix, const char *what, MYSQL *m, MYSQL_STMT *st)
 {
@@ -155,6 +171,10 @@ static void error_from(hg_order_error_t *err, const char *prefix, const char *wh
     unsigned code = st != NULL ? mysql_stmt_errno(st) : m != NULL ? mysql_errno(m) : CR_SERVER_LOST;
     const char *msg = st != NULL ? mysql_stmt_error(st) : m != NULL ? mysql_error(m) : "not connected";
     const char *state = st != NULL ? mysql_stmt_sqlstate(st) : m != NULL ? mysql_sqlstate(m) : "HY000";
+    if (st == NULL && m != NULL && client_plugin_unloadable(m)) { /* the text's own number, not the server's */
+        code = CR_AUTH_PLUGIN_CANNOT_LOAD;
+        state = "HY000";
+    }
     if (code == 0) { /* a failure the library did not explain: never report "0 success" */
         code = CR_UNKNOWN_ERROR;
         msg = "unknown error (the client library gave no error number)";

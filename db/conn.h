@@ -92,9 +92,14 @@ db_class_t db_classify(unsigned code);
 /* For an error that waiting will not heal because the set-up is wrong — 1045
  * access denied (user or password), 1044 no rights on the database, 1049 no
  * such database, 1142/1143 a missing GRANT on a table or column, 1146 no such
- * table (the schema is not loaded), 1021/1114 a full disk — the fix, in a few words naming the
+ * table (the schema is not loaded), 1021/1114 a full disk, 2059 the client
+ * side of the account's authentication plugin cannot be loaded (db_connect
+ * reports Connector/C's "Plugin NAME could not be loaded" as 2059, not as
+ * the server's 1045 that follows it) — the fix, in a few words naming the
  * config keys ("check mysql-user and mysql-password …"); NULL for any other
- * code. Such an error is DB_TRANSIENT for db_classify. Pure; thread-safe. */
+ * code. Such an error is DB_TRANSIENT for db_classify (2059, a client
+ * error: DB_LOST, the failed connect has nothing to close). Pure;
+ * thread-safe. */
 const char *db_setup_hint(unsigned code);
 
 /* 1 when code is a client-side error (2000-2999): the server could not be

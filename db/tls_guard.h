@@ -18,6 +18,17 @@
  * (mysql_native_password, ed25519 …), which Connector/C then runs as
  * always. Cost: one more round trip per connect.
  *
+ * Tested behind it (tests/integration/test_db_tls.c, MariaDB 10.11):
+ * mysql_native_password, ed25519, ed25519 OR mysql_native_password,
+ * unix_socket over the socket, PAM (client plugin dialog); a wrong
+ * password stays the server's 1045.
+ *
+ * An option file read on the armed handle (MYSQL_READ_DEFAULT_FILE or
+ * _GROUP) is applied at the connect, after this, and its default-auth
+ * replaces the guard: the login then goes in plaintext. Hourglass reads
+ * none (test_db_tls's no_tls_stub suite checks it with a ~/.my.cnf naming
+ * mysql_clear_password); arming again after that option does not help.
+ *
  * A server that does not announce CLIENT_PLUGIN_AUTH (before MySQL 5.5)
  * ignores MYSQL_DEFAULT_AUTH: there the guard is not called, and the
  * caller's check after the connect (no cipher: refused) is the only one.

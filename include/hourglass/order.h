@@ -96,7 +96,9 @@ hg_order_outcome_t hg_order_classify(unsigned code);
 
 /* For an error that waiting will not heal because the set-up is wrong —
  * 1045 access denied (user or password), 1044 no rights on the database,
- * 1049 no such database, 1142/1143 a missing GRANT, 1146 no such table —
+ * 1049 no such database, 1142/1143 a missing GRANT, 1146 no such table,
+ * 2059 the client side of the account's authentication plugin (ed25519,
+ * PAM's dialog …) cannot be loaded —
  * a static string saying the fix in terms of the mysql-* config keys; NULL
  * for any other code. A daemon stops at start-up on such an error and
  * reports it as unhealthy at run time. Thread-safe. */

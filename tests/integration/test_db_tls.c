@@ -24,6 +24,18 @@
  *                 error names the field, hourglass-consumer
  *                 --check-config's names the key (exit 2); a bundle of CAs
  *                 and an "EC PRIVATE KEY" are taken (verify, client cert)
+ *   accounts      the account's own plugin after the guard's empty login,
+ *                 tls on/verify: ed25519 (TCP and socket), ed25519 OR
+ *                 mysql_native_password (either password), unix_socket over
+ *                 the socket (a TLS session; a wrong password still gets in),
+ *                 a wrong password (native, ed25519): the server's 1045
+ *                 "Access denied for user …", never the guard's refusal
+ *   PAM           auth_pam accounts on the host's PAM services (root):
+ *                 runuser (pam_rootok) logs in over TLS, other (pam_unix,
+ *                 a locked account) is the server's 1045, dialog not
+ *                 loadable is 2059 naming it
+ *   plugin gone   client_ed25519 not loadable (MARIADB_PLUGIN_DIR an empty
+ *                 dir, hourglass-cli): 2059 naming the plugin, on and off
  *   wrong name    a certificate of the right CA for db.example: on takes it,
  *                 verify refuses it (2026), over TCP and the socket
  *   tls12         a server limited to TLS 1.2: an ECDHE AEAD suite
@@ -37,7 +49,9 @@
  * greeting_stub.h) plays a server without TLS and records what the client
  * sends after its greeting: on and verify, over TCP and a unix socket,
  * send nothing (Connector/C 3.3 alone sends its login, user name and
- * password scramble, in plaintext for on).
+ * password scramble, in plaintext for on); nor with option files
+ * ($HOME/.my.cnf …) naming default-auth=mysql_clear_password: Hourglass
+ * reads none, the guard stays the first plugin.
  *
  * Run one suite: ./tests/integration/test_db_tls db_tls (or no_tls_stub)
  */
@@ -51,6 +65,7 @@
 #include "tests/helpers/testutil.h"
 #include "tests/helpers/tls_certs.h"
 
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +120,12 @@ static int suite_init(void)
         sql_query(m, "CREATE USER 'app'@'%' IDENTIFIED BY 'pw'") != 0 ||
         sql_query(m, "GRANT ALL ON shop.* TO 'app'@'%'") != 0 ||
         sql_query(m, "CREATE USER 'cert'@'%' IDENTIFIED BY 'pw' REQUIRE X509") != 0 ||
-        sql_query(m, "GRANT ALL ON shop.* TO 'cert'@'%'") != 0) {
+        sql_query(m, "GRANT ALL ON shop.* TO 'cert'@'%'") != 0 || sql_query(m, "INSTALL SONAME 'auth_ed25519'") != 0 ||
+        sql_query(m, "CREATE USER 'ed'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('edpw')") != 0 ||
+        sql_query(m, "GRANT ALL ON shop.* TO 'ed'@'%'") != 0 ||
+        sql_query(m, "CREATE USER 'either'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('edpw')"
+                     " OR mysql_native_password USING PASSWORD('nativepw')") != 0 ||
+        sql_query(m, "GRANT ALL ON shop.* TO 'either'@'%'") != 0) {
         if (m != NULL)
             mysql_close(m);
         return -1;
@@ -628,6 +648,216 @@ static void test_socket(void)
     TU_CHECK(code == 2026, "verify over the socket, another CA: code %u, want 2026", code);
 }
 
+/* An environment variable's value before env_set, for env_restore. */
+typedef struct saved_env {
+    const char *name;
+    int had;
+    char value[600];
+} saved_env_t;
+
+/* Set name to value for what follows (children inherit it), saving the old one into old. */
+static void env_set(const char *name, const char *value, saved_env_t *old)
+{
+    const char *v = getenv(name);
+    old->name = name;
+    old->had = v != NULL;
+    snprintf(old->value, sizeof old->value, "%s", v != NULL ? v : "");
+    setenv(name, value, 1);
+}
+
+static void env_restore(const saved_env_t *old)
+{
+    if (old->had)
+        setenv(old->name, old->value, 1);
+    else
+        unsetenv(old->name);
+}
+
+/* Open with p must fail as the server refuses user's login: 1045 and the
+ * server's own "Access denied for user 'USER'", nothing of the guard (its
+ * plugin's name, its refusal) in the message. */
+static void expect_access_denied(const hg_order_db_params_t *p, const char *user)
+{
+    char msg[600], denied[128];
+    unsigned code = 0;
+    expect_refused(p, &code, msg, sizeof msg);
+    snprintf(denied, sizeof denied, "Access denied for user '%s'", user);
+    TU_CHECK(code == 1045, "%s: code %u, want 1045 (access denied): %s", user, code, msg);
+    TU_CHECK(strstr(msg, denied) != NULL, "'%s' is not the server's \"%s\"", msg, denied);
+    TU_CHECK(strstr(msg, "hourglass_tls_guard") == NULL && strstr(msg, "does not offer TLS") == NULL,
+             "'%s' blames the TLS guard for a wrong password", msg);
+}
+
+/* A native account with a wrong password: the server's 1045, on and verify,
+ * over TCP and the socket. */
+static void test_native_wrong_password(void)
+{
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, NULL);
+    p.password = "not-pw";
+    expect_access_denied(&p, "app");
+    p = params(HG_ORDER_TLS_VERIFY, pki.ca);
+    p.password = "not-pw";
+    expect_access_denied(&p, "app");
+    p = socket_params(HG_ORDER_TLS_ON, NULL);
+    p.password = "not-pw";
+    expect_access_denied(&p, "app");
+}
+
+/* An ed25519 account (the server switches the guard's empty login to
+ * client_ed25519): in over TLS with its password, on and verify, TCP and
+ * the socket; a wrong password is the server's 1045. */
+static void test_ed25519(void)
+{
+    char version[32];
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, NULL);
+    p.user = "ed";
+    p.password = "edpw";
+    expect_tls(&p, version, sizeof version);
+    p.tls = HG_ORDER_TLS_VERIFY;
+    p.tls_ca_file = pki.ca;
+    expect_tls(&p, version, sizeof version);
+    p = socket_params(HG_ORDER_TLS_ON, NULL);
+    p.user = "ed";
+    p.password = "edpw";
+    expect_tls(&p, version, sizeof version);
+    p = params(HG_ORDER_TLS_ON, NULL);
+    p.user = "ed";
+    p.password = "pw";
+    expect_access_denied(&p, "ed");
+}
+
+/* IDENTIFIED VIA ed25519 OR mysql_native_password: the ed25519 password
+ * passes the first plugin, the native one the second (the server switches
+ * twice after the guard), neither is the server's 1045. */
+static void test_ed25519_or_native(void)
+{
+    char version[32];
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, NULL);
+    p.user = "either";
+    p.password = "edpw";
+    expect_tls(&p, version, sizeof version);
+    p.password = "nativepw";
+    expect_tls(&p, version, sizeof version);
+    p.password = "neither";
+    expect_access_denied(&p, "either");
+}
+
+/* A unix_socket account (named after the user this test runs as) over the
+ * socket with tls on and verify: a TLS session (MariaDB speaks TLS on its
+ * socket too), and the password is not looked at — a wrong one logs in,
+ * so it was unix_socket that let the client in. */
+static void test_unix_socket_account(void)
+{
+    char version[32], sql[256];
+    const struct passwd *pw = getpwuid(geteuid());
+    TU_REQUIRE(pw != NULL, "who am I (uid %u)?", (unsigned)geteuid());
+    MYSQL *m = sql_connect_root(&server, NULL);
+    TU_REQUIRE(m != NULL, "root over the socket");
+    snprintf(sql, sizeof sql, "CREATE USER IF NOT EXISTS '%s'@'localhost'", pw->pw_name);
+    TU_REQUIRE(sql_query(m, sql) == 0, "%s", sql);
+    /* as root: root itself (sql_connect_root still gets in: the same OS user) */
+    snprintf(sql, sizeof sql, "ALTER USER '%s'@'localhost' IDENTIFIED VIA unix_socket", pw->pw_name);
+    TU_REQUIRE(sql_query(m, sql) == 0, "%s", sql);
+    snprintf(sql, sizeof sql, "GRANT ALL ON shop.* TO '%s'@'localhost'", pw->pw_name);
+    TU_REQUIRE(sql_query(m, sql) == 0, "%s", sql);
+    mysql_close(m);
+    hg_order_db_params_t p = socket_params(HG_ORDER_TLS_ON, NULL);
+    p.user = pw->pw_name;
+    p.password = "not-the-password";
+    expect_tls(&p, version, sizeof version);
+    p.tls = HG_ORDER_TLS_VERIFY;
+    p.tls_ca_file = pki.ca;
+    expect_tls(&p, version, sizeof version);
+}
+
+/* hourglass-cli orders show 1 as user/password over TCP with this
+ * mysql-tls mode and MARIADB_PLUGIN_DIR set to plugin_dir for the child;
+ * exit code, output into out. */
+static int cli_as(const char *user, const char *password, const char *tls, const char *plugin_dir, char *out,
+                  size_t len)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", server.tcp_port);
+    const char *argv[] = { CLI_PATH,
+                           "orders",
+                           "show",
+                           "1",
+                           "--mysql-host",
+                           "127.0.0.1",
+                           "--mysql-port",
+                           port,
+                           "--mysql-user",
+                           user,
+                           "--mysql-password",
+                           password,
+                           "--mysql-database",
+                           "shop",
+                           "--mysql-tls",
+                           tls,
+                           NULL };
+    saved_env_t saved;
+    env_set("MARIADB_PLUGIN_DIR", plugin_dir, &saved);
+    int rc = tu_run_capture(argv, out, len);
+    env_restore(&saved);
+    printf("\n  mysql-tls %s, MARIADB_PLUGIN_DIR=%s: exit %d: %s", tls, plugin_dir, rc, out);
+    return rc;
+}
+
+/* The server switches the login to client_ed25519, which Connector/C
+ * cannot load (an empty plugin directory): the error is 2059 and names the
+ * plugin — not the server's 1045 (which Connector/C's number says after it
+ * answered the server with empty packets) nor the guard; the same with
+ * mysql-tls off, where the guard is not armed. */
+static void test_client_plugin_missing(void)
+{
+    char dir[512], out[4096];
+    TU_REQUIRE(tu_mkdtemp("dbtls-plugins", dir, sizeof dir) == 0, "cannot make a temp dir");
+    const char *modes[] = { "on", "off" };
+    for (size_t i = 0; i < 2; i++) {
+        int rc = cli_as("ed", "edpw", modes[i], dir, out, sizeof out);
+        TU_CHECK(rc == 3, "mysql-tls %s: exit %d, want 3 (a database error)", modes[i], rc);
+        TU_CHECK(strstr(out, "2059 Plugin client_ed25519 could not be loaded") != NULL,
+                 "mysql-tls %s: '%s' is not 2059 naming the client plugin client_ed25519", modes[i], out);
+        TU_CHECK(strstr(out, "hourglass_tls_guard") == NULL, "mysql-tls %s: '%s' names the guard", modes[i], out);
+    }
+    tu_rmtree(dir);
+    const char *hint = hg_order_setup_hint(2059);
+    TU_CHECK(hint != NULL && strstr(hint, "MARIADB_PLUGIN_DIR") != NULL, "the set-up hint of 2059: %s",
+             hint != NULL ? hint : "(none)");
+}
+
+/* PAM accounts (auth_pam; the server switches the guard's login to the
+ * client plugin dialog), on this host's PAM services: daemon through
+ * "runuser" (pam_rootok: mariadbd runs as root, no password asked) logs in
+ * over TLS; bin through "other" (pam_unix: a locked account) is the
+ * server's 1045; with dialog not loadable the error is 2059 naming it. */
+static void test_pam_account(void)
+{
+    char version[32], dir[512], out[4096];
+    TU_REQUIRE(geteuid() == 0, "the PAM accounts need mariadbd running as root (pam_rootok), as CI runs it");
+    TU_REQUIRE(access("/etc/pam.d/runuser", R_OK) == 0 && access("/etc/pam.d/other", R_OK) == 0,
+               "this host lacks the PAM services runuser and other (util-linux, libpam-runtime)");
+    MYSQL *m = sql_connect_root(&server, NULL);
+    TU_REQUIRE(m != NULL, "root over the socket");
+    TU_REQUIRE(sql_query(m, "INSTALL SONAME 'auth_pam'") == 0 &&
+                   sql_query(m, "CREATE USER 'daemon'@'%' IDENTIFIED VIA pam USING 'runuser'") == 0 &&
+                   sql_query(m, "CREATE USER 'bin'@'%' IDENTIFIED VIA pam USING 'other'") == 0 &&
+                   sql_query(m, "GRANT ALL ON shop.* TO 'daemon'@'%', 'bin'@'%'") == 0,
+               "cannot create the PAM accounts");
+    mysql_close(m);
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, NULL);
+    p.user = "daemon";
+    p.password = "unused";
+    expect_tls(&p, version, sizeof version);
+    p.user = "bin";
+    expect_access_denied(&p, "bin");
+    TU_REQUIRE(tu_mkdtemp("dbtls-plugins", dir, sizeof dir) == 0, "cannot make a temp dir");
+    int rc = cli_as("daemon", "unused", "on", dir, out, sizeof out);
+    tu_rmtree(dir);
+    TU_CHECK(rc == 3 && strstr(out, "2059 Plugin dialog could not be loaded") != NULL,
+             "dialog not loadable: exit %d, want 3 and 2059 naming dialog: %s", rc, out);
+}
+
 /* Suite "no_tls_stub": no MariaDB, a greeting stub instead, and a CA of
  * its own for verify. */
 static tc_certs_t stub_pki;
@@ -708,12 +938,45 @@ static void test_no_tls_nothing_sent(void)
     tu_rmtree(dir);
 }
 
+/* The MariaDB option files a client may read ($HOME/.my.cnf,
+ * $MYSQL_HOME/my.cnf, $MARIADB_HOME/my.cnf) name another first plugin,
+ * mysql_clear_password (the password itself on the wire): Hourglass reads
+ * no option file, so the guard stays first and nothing is sent. Were one
+ * read (MYSQL_READ_DEFAULT_GROUP), its default-auth would replace the guard
+ * at the connect, after the options were set, and the stub would receive
+ * the login. */
+static void test_option_file_ignored(void)
+{
+    static const char *const vars[] = { "HOME", "MYSQL_HOME", "MARIADB_HOME" };
+    char dir[512], path[600];
+    saved_env_t saved[3];
+    TU_REQUIRE(tu_mkdtemp("dbtls-mycnf", dir, sizeof dir) == 0, "cannot make a temp dir");
+    static const char cnf[] = "[client]\ndefault-auth=mysql_clear_password\n"
+                              "[client-mariadb]\ndefault-auth=mysql_clear_password\n";
+    snprintf(path, sizeof path, "%s/.my.cnf", dir);
+    TU_REQUIRE(tu_write_file(path, cnf) == 0, "cannot write %s", path);
+    snprintf(path, sizeof path, "%s/my.cnf", dir);
+    TU_REQUIRE(tu_write_file(path, cnf) == 0, "cannot write %s", path);
+    for (size_t i = 0; i < 3; i++)
+        env_set(vars[i], dir, &saved[i]);
+    expect_refused_before_login(HG_ORDER_TLS_ON, NULL, NULL, "on, TCP, an option file naming mysql_clear_password");
+    for (size_t i = 0; i < 3; i++)
+        env_restore(&saved[i]);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t tests[] = {
     { "tls on: encrypted, TLS 1.2+, AEAD", test_on },
     { "verify: the right CA connects, another is refused", test_verify },
     { "a client certificate for a user REQUIRE X509", test_client_certificate },
     { "plaintext against require_secure_transport: points at mysql-tls", test_plaintext_refused },
     { "the unix socket: on and verify are TLS there too", test_socket },
+    { "a native account, wrong password: the server's 1045", test_native_wrong_password },
+    { "an ed25519 account over TLS; wrong password: 1045", test_ed25519 },
+    { "ed25519 OR mysql_native_password: either password, TLS", test_ed25519_or_native },
+    { "a unix_socket account over the socket with TLS", test_unix_socket_account },
+    { "client_ed25519 not loadable: the error names it", test_client_plugin_missing },
+    { "a PAM account (client plugin dialog) over TLS", test_pam_account },
     { "bad inputs name the field and the key", test_inputs },
     { "verify: a certificate for another name is refused, on takes it", test_wrong_name },
     { "a TLS 1.2 server: an ECDHE AEAD suite", test_tls12 },
@@ -724,6 +987,7 @@ static const tu_test_t tests[] = {
 
 static const tu_test_t stub_tests[] = {
     { "a server without TLS: on and verify send no login, TCP and socket", test_no_tls_nothing_sent },
+    { "an option file's default-auth does not replace the guard", test_option_file_ignored },
     { NULL, NULL },
 };
 
