@@ -5,7 +5,7 @@
  * monitor work unchanged.
  *
  * Depths come from a passive queue.declare (message_count: ready messages);
- * a DLQ declared empty is counted by a browse (dlq_depth).
+ * a DLQ declared empty is looked into with one get (dlq_depth).
  * What RabbitMQ does not tell an AMQP client is left out rather than
  * invented: LEVELS answers next_due_ms 0; GROUP LIST sends group, topic,
  * ready, dlq, max-reconsume and created-ms (the CLI shows "-" for the rest).
@@ -84,22 +84,24 @@ static void pair_int(buf_t *b, const char *name, long long v)
 /* The depth of DLQ queue q: -1 when it does not exist. A passive declare
  * answers the count the queue's leader gave within 250 ms, and 0 when it
  * gave none (RabbitMQ 3.10's quorum-queue stat: a busy, stale or
- * unreachable leader reads as an empty queue), so a DLQ said to be empty is
- * counted by a browse, which the leader must answer (or the call fails). */
+ * unreachable leader reads as an empty queue). So a DLQ said to be empty is
+ * looked into with one get, which the leader must answer (or the call
+ * fails): empty, 0; a message there, the count is not known and the call
+ * fails saying so, rather than browse a DLQ that may hold millions. */
 static hg_err_t dlq_depth(rmq_t *r, const char *q, long long *depth)
 {
-    rmq_msg_t *all = NULL;
+    int nonempty = 0;
     hg_err_t e;
 
     if ((e = rmq_queue_depth(r, q, depth)) != HG_OK || *depth != 0)
         return e;
-    if ((e = rmq_browse(r, q, &all)) != HG_OK)
+    if ((e = rmq_queue_peek(r, q, &nonempty)) != HG_OK)
         return e;
-    for (rmq_msg_t *m = all; m != NULL; m = m->next) {
-        rmq_browse_return(r, m);
-        (*depth)++;
-    }
-    rmq_msg_list_free(all);
+    if (nonempty)
+        return client_fail(r->client, HG_ERR_SERVER,
+                           "RabbitMQ gave no count for queue %s (its leader did not answer within 250 ms) and it "
+                           "is not empty: ask again",
+                           q);
     return HG_OK;
 }
 

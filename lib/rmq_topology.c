@@ -425,6 +425,34 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
     return HG_OK;
 }
 
+hg_err_t rmq_queue_peek(rmq_t *r, const char *queue, int *nonempty)
+{
+    char what[RMQ_QUEUE_NAME_MAX + 32];
+    amqp_rpc_reply_t x;
+    amqp_message_t msg;
+    uint64_t tag;
+    hg_err_t e;
+
+    *nonempty = 0;
+    if ((e = rmq_admin(r)) != HG_OK)
+        return e;
+    snprintf(what, sizeof(what), "looking into queue %s", queue);
+    x = amqp_basic_get(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), 0);
+    if (x.reply_type != AMQP_RESPONSE_NORMAL)
+        return rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+    if (x.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
+        return HG_OK;
+    tag = ((amqp_basic_get_ok_t *)x.reply.decoded)->delivery_tag;
+    x = amqp_read_message(r->st, RMQ_ADMIN_CHANNEL, &msg, 0);
+    if (x.reply_type != AMQP_RESPONSE_NORMAL) /* the channel is gone: RabbitMQ returns the message */
+        return rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+    rmq_guard_step(r);
+    amqp_destroy_message(&msg);
+    amqp_maybe_release_buffers_on_channel(r->st, RMQ_ADMIN_CHANNEL);
+    *nonempty = 1;
+    return rmq_settle(r, RMQ_ADMIN_CHANNEL, tag, 0);
+}
+
 void rmq_browse_return(rmq_t *r, const rmq_msg_t *m)
 {
     if (m->tag != 0 && r->st != NULL && r->admin_open)
