@@ -1357,7 +1357,7 @@ static void part_clog(bench_t *b)
     if (mkdir(path, 0700) != 0) {
         bench_die("mkdir %s: %s", path, strerror(errno));
     }
-    clog_options_t o = { path, segment, 0 };
+    clog_options_t o = { path, segment, 0, 0, 0, 0 };
     clog_t *c = NULL;
     if (clog_open(&o, &c, NULL, err, sizeof err) != 0 ||
         clog_prepare(c, (unsigned)((uint64_t)n * (RECORD + 40) / segment + 1), err, sizeof err) != 0) {

@@ -13,6 +13,7 @@
 #include "broker/backup.h"
 #include "broker/fairq.h"
 #include "broker/joblist.h"
+#include "broker/logrepeat.h"
 #include "broker/parked.h"
 #include "broker/syncer.h"
 #include "broker/writer.h"
@@ -71,17 +72,20 @@ struct writer {
     uint64_t last_job_mono;
     uint64_t next_periodic_mono;
     uint64_t next_reopen_mono;
-    uint64_t reopen_failures;      /* failed reopens in a row (a reopen that succeeds says how many) */
-    uint64_t next_reopen_log_mono; /* a failure repeating the last one is logged again from then on */
-    char reopen_last_err[512];     /* the last failure logged */
-    /* A scheduler run that failed (damage met by a due move, a lease expiry)
-     * fails again at once while its work is due: it is retried at most once
-     * a SCHED_RETRY_MS, and the same cause logged again at most once a
-     * REOPEN_LOG_MS, not once per iteration of a spinning loop. */
-    uint64_t sched_retry_mono;    /* no scheduler run before this */
-    uint64_t sched_failures;      /* failed runs in a row */
-    uint64_t next_sched_log_mono; /* a failure repeating the last one is logged again from then on */
-    char sched_last_err[512];     /* the last scheduler failure logged */
+    /* Failures the storage thread retries about once a second while their
+     * cause lasts, logged by broker/logrepeat.h's rule (a new cause at once,
+     * the same again once a LOG_REPEAT_PERIOD_MS with how many times): */
+    log_repeat_t reopen_log; /* a reopen that fails */
+    log_repeat_t break_log;  /* the store broken again after a reopen (e.g. damage a due move meets half-way) */
+    int reopen_quiet;        /* the break that closed the store was not logged: neither is its reopen */
+    /* A scheduler run that failed (damage met by a lease expiry, a read
+     * error) fails again at once while its work is due: it is retried at
+     * most once a SCHED_RETRY_MS. */
+    uint64_t sched_retry_mono; /* no scheduler run before this */
+    log_repeat_t sched_log;
+    uint64_t level_damage_seen;                   /* store_level_damage_events already reported */
+    char level_damage_logged[LVL_MAX_LEVELS + 1]; /* 1: the level's damage is logged, its recovery is not yet */
+    int levels_damaged_logged;                    /* how many are 1 */
     int maintain_needed;
     uint64_t next_trim_mono;    /* idle after work: the next release_free_memory (0: none pending) */
     uint64_t trim_gap_ms;       /* ...and the wait before the one after it, doubled each time */

@@ -75,8 +75,7 @@
 #define COLLECT_BEHIND_MS  5     /* ...and this often, busy or not, while its steps come back full */
 #define COLLECT_BUDGET_MAX 1024  /* ...doubled per full step up to this (~1.5 ms), so a backlog drains */
 #define COLLECT_GRACE_MS   1000  /* a consumed topic-log entry stays readable at least this long (store_collect) */
-#define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
-#define REOPEN_LOG_MS      60000 /* and the same failure logged again at most this often */
+#define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often (its log: broker/logrepeat.h) */
 #define SCHED_RETRY_MS     1000  /* a failed scheduler run is retried this often */
 #define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
 #define TRIM_FIRST_GAP_MS  2000  /* idle after work: memory given back again this long after the first time... */
@@ -203,7 +202,16 @@ static void set_broken(writer_t *w, const char *msg)
 static void reopen_store(writer_t *w, const char *why, int sync_failed)
 {
     if (w->store != NULL) {
-        log_error("storage failure: %s; reopening %s", why, w->opts->path);
+        uint64_t repeats = 0;
+        log_repeat_say_t say = log_repeat_fail(&w->break_log, why, clock_mono_ms(), &repeats);
+        if (say == LOG_REPEAT_FIRST) {
+            log_error("storage failure: %s; reopening %s", why, w->opts->path);
+        } else if (say == LOG_REPEAT_SUMMARY) {
+            log_error("storage failure again (%llu times since its last line, the store reopened after each): %s; "
+                      "reopening %s",
+                      (unsigned long long)repeats, why, w->opts->path);
+        }
+        w->reopen_quiet = say == LOG_REPEAT_QUIET;
         set_broken(w, why);
         sched_free(w->sched);
         w->sched = NULL;
@@ -229,20 +237,22 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
     o.create_if_missing = 0;
     if (store_open(&o, writer_now(w), &w->store, err, sizeof err) != 0) {
         w->store = NULL;
-        w->reopen_failures++;
+        uint64_t repeats = 0;
         /* Retried every second, for as long as it takes (a damaged directory:
          * until someone restores it): one line per new cause, then one a
          * minute, not 86 400 a day. */
-        if (strcmp(err, w->reopen_last_err) != 0 || now >= w->next_reopen_log_mono) {
-            if (w->reopen_failures > 1 && strcmp(err, w->reopen_last_err) == 0) {
-                log_error("still cannot reopen the store (%llu attempts, one a second): %s",
-                          (unsigned long long)w->reopen_failures, err);
-            } else {
-                log_error("cannot reopen the store: %s", err);
-            }
-            snprintf(w->reopen_last_err, sizeof w->reopen_last_err, "%s", err);
-            w->next_reopen_log_mono = now + REOPEN_LOG_MS;
+        switch (log_repeat_fail(&w->reopen_log, err, now, &repeats)) {
+        case LOG_REPEAT_FIRST:
+            log_error("cannot reopen the store: %s", err);
+            break;
+        case LOG_REPEAT_SUMMARY:
+            log_error("still cannot reopen the store (%llu attempts, one a second): %s",
+                      (unsigned long long)w->reopen_log.failures, err);
+            break;
+        case LOG_REPEAT_QUIET:
+            break;
         }
+        w->reopen_quiet = 0; /* the reopen that succeeds after this says so */
         set_broken(w, err);
         if (diskguard_is_full_error(err)) {
             w->reopen_failed_free = free_bytes == UINT64_MAX ? 1 : free_bytes + 1;
@@ -254,13 +264,15 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
     w->sched = sched_new(w->store, NULL, NULL);
     w->stats.reopens++;
     atomic_store(&w->broken, 0);
-    if (w->reopen_failures > 0) {
-        log_info("store %s reopened after %llu failed attempts", w->opts->path, (unsigned long long)w->reopen_failures);
-    } else {
+    uint64_t failed = log_repeat_ok(&w->reopen_log);
+    if (failed > 0) {
+        log_info("store %s reopened after %llu failed attempts", w->opts->path, (unsigned long long)failed);
+    } else if (!w->reopen_quiet) { /* a break not logged (the same again within the period): nor its reopen */
         log_info("store %s reopened", w->opts->path);
     }
-    w->reopen_failures = 0;
-    w->reopen_last_err[0] = '\0';
+    w->level_damage_seen = 0; /* a new store: its levels are found damaged again */
+    memset(w->level_damage_logged, 0, sizeof w->level_damage_logged);
+    w->levels_damaged_logged = 0;
     if (store_open_note(w->store)[0] != '\0') {
         log_warn("%s", store_open_note(w->store));
     }
@@ -546,34 +558,60 @@ static void check_disk(writer_t *w, uint64_t now_mono)
 
 /* A scheduler run failed with err: retry it SCHED_RETRY_MS later (its work
  * is still due, so the loop would run it again at once), and log a cause
- * once, then once a REOPEN_LOG_MS while it repeats. */
+ * once, then once a LOG_REPEAT_PERIOD_MS while it repeats. */
 static void sched_failed(writer_t *w, const char *err, uint64_t now_mono)
 {
     w->sched_retry_mono = now_mono + SCHED_RETRY_MS;
-    w->sched_failures++;
-    int same = strcmp(err, w->sched_last_err) == 0;
-    if (same && now_mono < w->next_sched_log_mono) {
-        return;
-    }
-    if (same) {
-        log_error("scheduler: still failing (%llu attempts, one a second): %s", (unsigned long long)w->sched_failures,
-                  err);
-    } else {
+    uint64_t repeats = 0;
+    switch (log_repeat_fail(&w->sched_log, err, now_mono, &repeats)) {
+    case LOG_REPEAT_FIRST:
         log_error("scheduler: %s", err);
+        break;
+    case LOG_REPEAT_SUMMARY:
+        log_error("scheduler: still failing (%llu attempts, one a second): %s",
+                  (unsigned long long)w->sched_log.failures, err);
+        break;
+    case LOG_REPEAT_QUIET:
+        break;
     }
-    snprintf(w->sched_last_err, sizeof w->sched_last_err, "%s", err);
-    w->next_sched_log_mono = now_mono + REOPEN_LOG_MS;
 }
 
 /* A scheduler run succeeded: after failures, say so once. */
 static void sched_succeeded(writer_t *w)
 {
-    if (w->sched_failures > 0) {
-        log_info("scheduler: due work runs again after %llu failed attempts", (unsigned long long)w->sched_failures);
+    uint64_t failed = log_repeat_ok(&w->sched_log);
+    if (failed > 0) {
+        log_info("scheduler: due work runs again after %llu failed attempts", (unsigned long long)failed);
     }
-    w->sched_failures = 0;
     w->sched_retry_mono = 0;
-    w->sched_last_err[0] = '\0';
+}
+
+/* Levels the due move found damaged (store_move_due skips them and moves the
+ * others): each logged once, and once when it moves again. */
+static void report_level_damage(writer_t *w)
+{
+    uint64_t events = store_level_damage_events(w->store);
+    if (events == w->level_damage_seen && w->levels_damaged_logged == 0) {
+        return; /* nothing new, and no logged level to watch for its recovery */
+    }
+    w->level_damage_seen = events;
+    for (int l = 1; l <= store_levels(w->store)->count; l++) {
+        store_level_info_t li;
+        if (store_level_info(w->store, l, &li) != 0) {
+            continue;
+        }
+        if (li.damaged && !w->level_damage_logged[l]) {
+            log_error("level %d: its due move fails at its head, so its %llu messages wait (tried again every %d s; "
+                      "the other levels move): %s",
+                      l, (unsigned long long)li.depth, STORE_LEVEL_DAMAGE_RETRY_MS / 1000, li.damage);
+            w->level_damage_logged[l] = 1;
+            w->levels_damaged_logged++;
+        } else if (!li.damaged && w->level_damage_logged[l]) {
+            log_info("level %d: due messages move again", l);
+            w->level_damage_logged[l] = 0;
+            w->levels_damaged_logged--;
+        }
+    }
 }
 
 void *writer_main(void *arg)
@@ -652,6 +690,7 @@ void *writer_main(void *arg)
             } else {
                 sched_succeeded(w);
             }
+            report_level_damage(w);
             w->stats.moved += st.moved;
             w->stats.made_ready += st.ready;
             w->stats.lease_expiries += st.expired;

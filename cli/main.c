@@ -57,38 +57,54 @@ static int uri_has_password(const char *uri)
     return at != NULL && memchr(p, ':', (size_t)(at - p)) != NULL;
 }
 
-int cli_open_client(cli_t *cli, char *why, size_t whylen)
-{
-    hg_client_opts_t opts;
-    hg_error_t err;
-    hg_err_t e;
-    char password[PASSWD_FILE_MAX + 1];
+/* What the library's "no password given for user 'u'" lacks: where this
+ * program takes a password. */
+#define NO_PASSWORD_HINT "give it with --password-file F, or as user:pass@ in --uri or $HOURGLASS_URI"
 
-    why[0] = '\0';
-    if (cli->client != NULL)
-        return 0;
-    hg_client_opts_init(&opts);
+/* The client options of cli's flags into *opts: the credentials (--user;
+ * --password-file read into password[PASSWD_FILE_MAX + 1], which the caller
+ * wipes), the timeouts, the TLS files. Returns 0, or EXIT_USAGE with why
+ * (--user without a password anywhere, an unreadable password file). */
+static int client_opts(const cli_t *cli, hg_client_opts_t *opts, char *password, char *why, size_t whylen)
+{
+    hg_client_opts_init(opts);
     if (cli->user != NULL && cli->password_file == NULL && !uri_has_password(cli->uri)) {
         snprintf(why, whylen,
                  "--user '%s' needs --password-file F (or the URI's user:pass@) (see hourglass-cli --help)", cli->user);
         return EXIT_USAGE;
     }
     if (cli->password_file != NULL) {
-        if (passwd_read_file(cli->password_file, password, sizeof(password), why, whylen) != 0)
+        if (passwd_read_file(cli->password_file, password, PASSWD_FILE_MAX + 1, why, whylen) != 0)
             return EXIT_USAGE;
-        opts.password = password;
+        opts->password = password;
     }
-    opts.user = cli->user;
+    opts->user = cli->user;
     /* --timeout 0 waits for replies forever; a connection attempt still
      * gives up after the default 5 s (the library refuses 0 there). */
-    opts.connect_timeout_ms = cli->timeout_ms != 0 ? cli->timeout_ms : CLI_DEFAULT_TIMEOUT_MS;
-    opts.read_timeout_ms = cli->timeout_ms;
-    opts.reconnect_backoff.attempts = 1; /* an operator wants an answer now */
-    opts.resend_sends = 0;               /* `send` once, as typed */
-    opts.tls_ca_file = cli->tls_ca_cert_file;
-    opts.tls_cert_file = cli->tls_cert_file;
-    opts.tls_key_file = cli->tls_key_file;
-    opts.tls_server_name = cli->tls_server_name;
+    opts->connect_timeout_ms = cli->timeout_ms != 0 ? cli->timeout_ms : CLI_DEFAULT_TIMEOUT_MS;
+    opts->read_timeout_ms = cli->timeout_ms;
+    opts->reconnect_backoff.attempts = 1; /* an operator wants an answer now */
+    opts->resend_sends = 0;               /* `send` once, as typed */
+    opts->tls_ca_file = cli->tls_ca_cert_file;
+    opts->tls_cert_file = cli->tls_cert_file;
+    opts->tls_key_file = cli->tls_key_file;
+    opts->tls_server_name = cli->tls_server_name;
+    return 0;
+}
+
+int cli_open_client(cli_t *cli, char *why, size_t whylen)
+{
+    hg_client_opts_t opts;
+    hg_error_t err;
+    hg_err_t e;
+    char password[PASSWD_FILE_MAX + 1];
+    int rc;
+
+    why[0] = '\0';
+    if (cli->client != NULL)
+        return 0;
+    if ((rc = client_opts(cli, &opts, password, why, whylen)) != 0)
+        return rc;
     e = hg_client_open(cli->uri, &opts, &cli->client, &err);
     memset(password, 0, sizeof(password));
     if (e != HG_OK) {
@@ -103,8 +119,7 @@ int cli_open_client(cli_t *cli, char *why, size_t whylen)
         /* The library does not know where this program takes a password:
          * say it (the URI names a user, and no --password-file was given). */
         else if (e == HG_ERR_ARG && strncmp(err.message, "no password given for user", 26) == 0)
-            snprintf(why, whylen, "%s: give it with --password-file F, or as user:pass@ in --uri or $HOURGLASS_URI",
-                     err.message);
+            snprintf(why, whylen, "%s: " NO_PASSWORD_HINT, err.message);
         else
             snprintf(why, whylen, "%s", err.message);
         return cli_exit_code(e);
@@ -302,8 +317,9 @@ static void print_help(FILE *f)
             "  --timeout D    connect and reply timeout, a duration: 500ms, 5s, 2m (a bare number is\n"
             "                 milliseconds; at most 1d; 0: wait for replies forever) (default 5s)\n"
             "  -c, --config FILE  an INI file of the keys below (and uri)\n"
-            "  --check-config check the file and flags without connecting, print the effective\n"
-            "                 configuration; exit 0 if valid, 2 if not (no COMMAND)\n"
+            "  --check-config check the file, the flags and the URI without connecting, print the\n"
+            "                 effective configuration (the URI without its password); exit 0 if\n"
+            "                 valid, 2 if not (no COMMAND)\n"
             "  --help         this text; COMMAND --help describes one command\n"
             "  --version      print the version\n"
             "\n"
@@ -530,8 +546,60 @@ static int load_config(cli_t *cli, const char *config_path, const char **db_flag
     return 0;
 }
 
+/* The broker URI a command uses: --uri/-u, else $HOURGLASS_URI (when not
+ * empty), else the --config file's uri, else the default. */
+static const char *effective_uri(const cli_t *cli)
+{
+    const char *env = getenv("HOURGLASS_URI");
+
+    if (cli->uri != NULL)
+        return cli->uri;
+    if (env != NULL && env[0] != '\0')
+        return env;
+    return cli->conf.uri != NULL ? cli->conf.uri : CLI_DEFAULT_URI;
+}
+
+/* The --tls-* flags act on a TLS URI only: refuse them with another, so a
+ * forgotten "+tls" is not plaintext. Returns 0, or EXIT_USAGE with the
+ * message printed. */
+static int check_tls_flags(const cli_t *cli)
+{
+    if ((cli->tls_ca_cert_file || cli->tls_cert_file || cli->tls_key_file || cli->tls_server_name) &&
+        !tls_uri(cli->uri))
+        return cli_usage_error(
+            "--tls-* given but the URI is neither hourglass+tls:// nor amqps:// (it would not be used)");
+    return 0;
+}
+
+/* cli->uri and the flags a client takes from (credentials, TLS files),
+ * checked by libhourglass without connecting (common/tls_keys.h), with
+ * order-topic, the topic the order commands read. Returns 0, or -1 with err
+ * ("uri: bad URI: bad port '0': …", "--password-file: …"). */
+static int check_uri(const cli_t *cli, char *err, size_t errlen)
+{
+    hg_client_opts_t client;
+    hg_consumer_opts_t o;
+    char password[PASSWD_FILE_MAX + 1];
+
+    if (cli->uri[0] == '\0') {
+        snprintf(err, errlen, "uri: empty (give --uri URI, $HOURGLASS_URI or uri in the --config file)");
+        return -1;
+    }
+    if (client_opts(cli, &client, password, err, errlen) != 0)
+        return -1;
+    hg_consumer_opts_init(&o);
+    o.client = &client;
+    o.uri = cli->uri;
+    o.group = "check";
+    o.topic = cli->conf.order_topic;
+    int rc = tls_keys_check_uri(&o, "order-topic", NO_PASSWORD_HINT, err, errlen);
+    memset(password, 0, sizeof password);
+    return rc;
+}
+
 /* --check-config: what the file and the flags make (the daemons' --check-config: the checks that need no
- * connection, then the effective keys and "configuration OK"). Returns 0, or EXIT_USAGE with the message. */
+ * connection, then the effective keys, the URI used among them without its password, and "configuration OK").
+ * Returns 0, or EXIT_USAGE with the message. */
 static int check_config(cli_t *cli, const char *config_path, const char *command)
 {
     char err[512];
@@ -539,6 +607,11 @@ static int check_config(cli_t *cli, const char *config_path, const char *command
     if (command != NULL)
         return cli_usage_error("--check-config runs no command ('%s' given)", command);
     if (DB_KEYS_CHECK(&cli->conf, err, sizeof err) < 0)
+        return cli_usage_error("%s", err);
+    if (check_uri(cli, err, sizeof err) < 0)
+        return cli_fail(EXIT_USAGE, "%s", err); /* as a command says it, without connecting */
+    /* The print shows the URI a command would use (the table's print takes its password out). */
+    if (cfg_set(&cli_config_table, &cli->conf, "uri", cli->uri, CFG_SOURCE_FLAG, err, sizeof err) < 0)
         return cli_usage_error("%s", err);
     cfg_print_check(&cli_config_table, &cli->conf, HG_VERSION_STRING, NULL, config_path, stdout, stderr);
     return 0; /* a value not printable is said on stderr; the configuration is still valid */
@@ -550,7 +623,7 @@ int main(int argc, char **argv_shown)
     char **argv = argv_secret_protect(argc, argv_shown, "--password-file (or $HOURGLASS_URI)");
     cli_t cli;
     const command_t *cmd;
-    const char *env = getenv("HOURGLASS_URI"), *config_path = NULL;
+    const char *config_path = NULL;
     char **rest = xcalloc((size_t)argc + 1, sizeof *rest);
     const char **db_flags = xcalloc((size_t)argc * 2 + 2, sizeof *db_flags);
     int nrest, ndb, rc;
@@ -563,18 +636,16 @@ int main(int argc, char **argv_shown)
         rc = load_config(&cli, config_path, db_flags, ndb);
     else
         nrest = -1; /* help, version or a usage error: done */
+    if (rc == 0 && nrest >= 0) {
+        cli.uri = effective_uri(&cli);
+        rc = check_tls_flags(&cli);
+    }
     if (rc == 0 && nrest >= 0 && cli.check_config) {
         rc = check_config(&cli, config_path, nrest > 0 ? rest[0] : NULL);
         nrest = -1;
     }
     if (rc == 0 && nrest >= 0) {
-        if (cli.uri == NULL)
-            cli.uri = env != NULL && env[0] != '\0' ? env : cli.conf.uri != NULL ? cli.conf.uri : CLI_DEFAULT_URI;
-        if ((cli.tls_ca_cert_file || cli.tls_cert_file || cli.tls_key_file || cli.tls_server_name) &&
-            !tls_uri(cli.uri)) {
-            rc = cli_usage_error(
-                "--tls-* given but the URI is neither hourglass+tls:// nor amqps:// (it would not be used)");
-        } else if (nrest == 0) {
+        if (nrest == 0) {
             print_help(stderr);
             rc = EXIT_USAGE;
         } else if ((cmd = cli_find_command(rest[0])) == NULL || strchr(rest[0], ' ') != NULL) {

@@ -110,12 +110,12 @@ static inline hg_outcome_t tls_keys_noop_handler(const hg_message_t *m, char *r,
  * frees it. Returns 0, or -1 with err "uri: <the library's message>" for a
  * bad or unsupported URI and for the library's TLS file errors ("TLS CA file
  * x: ...", which belong to the uri and its tls-* keys), "uri: no password
- * given for user …: set password-file (…)" when the URI names a user and no
- * password came (the library does not know this program's key; every daemon
- * that calls this takes it from password-file), and "<other_key>: <the
+ * given for user …: <password_hint>" when the URI names a user and no
+ * password came (the library does not know where this program takes one:
+ * password_hint says, e.g. "set password-file (…)"), and "<other_key>: <the
  * library's message>" for any other refusal. */
-static inline int tls_keys_check_consumer(const hg_consumer_opts_t *opts, const char *other_key, char *err,
-                                          size_t errlen)
+static inline int tls_keys_check_uri(const hg_consumer_opts_t *opts, const char *other_key, const char *password_hint,
+                                     char *err, size_t errlen)
 {
     hg_consumer_opts_t o = *opts;
     o.handler = tls_keys_noop_handler;
@@ -126,7 +126,7 @@ static inline int tls_keys_check_consumer(const hg_consumer_opts_t *opts, const 
     if (rc != HG_OK) {
         static const char no_password[] = "no password given for user";
         if (strncmp(e.message, no_password, sizeof no_password - 1) == 0) {
-            snprintf(err, errlen, "uri: %s: set password-file (or put user:password in the uri)", e.message);
+            snprintf(err, errlen, "uri: %s: %s", e.message, password_hint);
             return -1;
         }
         int uri_part = rc == HG_ERR_URI || rc == HG_ERR_UNSUPPORTED || strncmp(e.message, "TLS ", 4) == 0;
@@ -134,6 +134,14 @@ static inline int tls_keys_check_consumer(const hg_consumer_opts_t *opts, const 
         return -1;
     }
     return 0;
+}
+
+/* tls_keys_check_uri for a daemon, whose URI's password comes from its
+ * password-file key. */
+static inline int tls_keys_check_consumer(const hg_consumer_opts_t *opts, const char *other_key, char *err,
+                                          size_t errlen)
+{
+    return tls_keys_check_uri(opts, other_key, "set password-file (or put user:password in the uri)", err, errlen);
 }
 
 #endif

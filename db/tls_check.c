@@ -5,7 +5,9 @@
  * readers from memory, so a file that cannot be read reads as the system's
  * reason ("No such file or directory", "Is a directory") and a file that
  * OpenSSL refuses reads as OpenSSL's reason, both after the key's name and
- * the path.
+ * the path. Only a regular file is read: anything else (a FIFO, whose open
+ * would wait for a writer for ever; a socket; a device) is refused before a
+ * byte is read, the file opened without waiting.
  *
  * No passphrase is ever asked: the key is read with a callback that refuses
  * and records that it was asked (without one OpenSSL would prompt on the
@@ -20,10 +22,12 @@
 #include "db/tls_check.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -42,6 +46,20 @@ typedef struct file_bytes {
     size_t len;
 } file_bytes_t;
 
+/* What a file that is not regular nor a directory is, for an error. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    return "not a plain file";
+}
+
 /* Read the file at path into *out (freed with free(out->data)). 0, or -1
  * with err naming name, the path and the problem. */
 static int file_read(const char *name, const char *path, file_bytes_t *out, char *err, size_t errlen)
@@ -50,18 +68,37 @@ static int file_read(const char *name, const char *path, file_bytes_t *out, char
     out->len = 0;
     if (path[0] == '\0')
         return err_set(err, errlen, "%s is empty: give a PEM file", name);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
+    /* Opened without waiting (a FIFO's open waits for a writer) and refused
+     * unless regular (a FIFO, a socket, a device: no PEM file, and reading
+     * one may wait for ever), before any byte is read. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
         return err_set(err, errlen, "%s: cannot read %s: %s", name, path, strerror(errno));
     struct stat st = { 0 };
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &st) != 0) {
+        int saved = errno;
+        close(fd);
+        return err_set(err, errlen, "%s: cannot read %s: %s", name, path, strerror(saved));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
         return err_set(err, errlen, "%s: cannot read %s: %s", name, path, strerror(EISDIR));
     }
-    if (S_ISREG(st.st_mode) && st.st_size > DB_TLS_FILE_MAX) {
-        fclose(f);
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(err, errlen, "%s: %s is not a regular file (%s): give a PEM file", name, path,
+                       file_kind(st.st_mode));
+    }
+    if (st.st_size > DB_TLS_FILE_MAX) {
+        close(fd);
         return err_set(err, errlen, "%s: %s is larger than %d MiB: not a PEM certificate or key file", name, path,
                        DB_TLS_FILE_MAX / (1024 * 1024));
+    }
+    FILE *f = fdopen(fd, "r");
+    if (f == NULL) {
+        int saved = errno;
+        close(fd);
+        return err_set(err, errlen, "%s: cannot read %s: %s", name, path, strerror(saved));
     }
     size_t cap = 64 * 1024;
     char *data = xmalloc(cap);
@@ -84,7 +121,7 @@ static int file_read(const char *name, const char *path, file_bytes_t *out, char
         free(data);
         return err_set(err, errlen, "%s: cannot read %s: %s", name, path, strerror(saved));
     }
-    if (len > DB_TLS_FILE_MAX) { /* not a regular file (a pipe) that went on past the limit */
+    if (len > DB_TLS_FILE_MAX) { /* a file that grew past the limit while it was read */
         free(data);
         return err_set(err, errlen, "%s: %s is larger than %d MiB: not a PEM certificate or key file", name, path,
                        DB_TLS_FILE_MAX / (1024 * 1024));

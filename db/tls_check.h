@@ -34,7 +34,8 @@ typedef struct db_tls_names {
  * verify needs the CA file; the client certificate and its key come
  * together; no file is given with the mode off (it would not be used: a
  * plaintext connection the operator thought was TLS); each file given is
- * checked by OpenSSL:
+ * a regular file (a FIFO, a socket or a device is refused, "… is not a
+ * regular file (a FIFO)", without waiting on it) and checked by OpenSSL:
  * - the CA file: readable, PEM (a DER file is named as such), at least one
  *   certificate, each certificate of a bundle well formed (a damaged one is
  *   named by its position);

@@ -229,38 +229,79 @@ int clog_hdr_plausible(const clog_t *c, const seg_t *s, const char *p, uint64_t 
 /* Read and check the record at off of s into rd. 0 with *r; CLOG_NOT_RECORD;
  * RECORD_DAMAGED with err for a record of this life that fails its CRC; -1
  * with err on I/O. */
+/* The n bytes at off of s: into rd->buf at `into` (no window), or a pointer
+ * into rd's read-ahead window. 0 and *p; 1 when the file ends first; -1 with
+ * errno. */
+static int reader_get(const clog_t *c, const seg_t *s, clog_reader_t *rd, uint64_t off, size_t n, size_t into,
+                      const char **p)
+{
+    if (rd->window == 0) {
+        if (rd->cap < into + n) {
+            rd->cap = into + n > 4096 ? into + n : 4096;
+            rd->buf = xrealloc(rd->buf, rd->cap);
+        }
+        *p = rd->buf + into;
+        return n ? clog_pread_all(s->fd, rd->buf + into, n, off - s->base) : 0;
+    }
+    if (rd->win_len == 0 || rd->win_base != s->base || off < rd->win_at || off + n > rd->win_at + rd->win_len) {
+        uint64_t left = s->base + c->size - off;
+        size_t want = n > rd->window ? n : rd->window;
+        if (want > left) {
+            want = (size_t)left;
+        }
+        if (rd->cap < want) {
+            rd->cap = want;
+            rd->buf = xrealloc(rd->buf, rd->cap);
+        }
+        rd->win_len = 0;
+        int k = clog_pread_all(s->fd, rd->buf, want, off - s->base);
+        if (k != 0) {
+            return k;
+        }
+        rd->win = rd->buf;
+        rd->win_len = want;
+        rd->win_at = off;
+        rd->win_base = s->base;
+    }
+    *p = rd->win + (off - rd->win_at);
+    return 0;
+}
+
+/* Read and check the record at off of s into rd. 0 with *r; CLOG_NOT_RECORD;
+ * RECORD_DAMAGED with err for a record of this life that fails its CRC; -1
+ * with err on I/O. */
 int clog_record_read(clog_t *c, seg_t *s, uint64_t off, clog_reader_t *rd, clog_record_t *r, char *err, size_t errlen)
 {
     char path[PATH_MAX];
     if (off < first_pos(s->base) || off % 8 != 0 || off + CLOG_RECORD_HEADER > s->base + c->size) {
         return CLOG_NOT_RECORD;
     }
-    if (rd->cap < CLOG_RECORD_HEADER) {
-        rd->cap = 4096;
-        rd->buf = xrealloc(rd->buf, rd->cap);
-    }
-    int k = clog_pread_all(s->fd, rd->buf, CLOG_RECORD_HEADER, off - s->base);
+    const char *hp;
+    int k = reader_get(c, s, rd, off, CLOG_RECORD_HEADER, 0, &hp);
     if (k != 0) {
         clog_seg_path(c, s->base, path, sizeof path);
         return err_set(err, errlen, "%s: offset %" PRIu64 ": cannot read: %s", path, off,
                        k < 0 ? strerror(errno) : "file shorter than its segment");
     }
     hdr_t h;
-    if (!clog_hdr_plausible(c, s, rd->buf, off, &h)) {
+    if (!clog_hdr_plausible(c, s, hp, off, &h)) {
         return CLOG_NOT_RECORD;
     }
     size_t need = CLOG_RECORD_HEADER + (size_t)h.len;
-    if (rd->cap < need) {
-        rd->cap = need;
-        rd->buf = xrealloc(rd->buf, rd->cap);
+    const char *rec = hp;
+    if (rd->window > 0) {
+        k = reader_get(c, s, rd, off, need, 0, &rec); /* the whole record in the window */
+    } else {
+        const char *payload;
+        k = reader_get(c, s, rd, off + CLOG_RECORD_HEADER, h.len, CLOG_RECORD_HEADER, &payload);
+        rec = rd->buf;
     }
-    k = h.len ? clog_pread_all(s->fd, rd->buf + CLOG_RECORD_HEADER, h.len, off - s->base + CLOG_RECORD_HEADER) : 0;
     if (k != 0) {
         clog_seg_path(c, s->base, path, sizeof path);
         return err_set(err, errlen, "%s: offset %" PRIu64 ": cannot read %" PRIu32 " payload bytes: %s", path, off,
                        h.len, k < 0 ? strerror(errno) : "file shorter than its segment");
     }
-    if (store_crc32c(rd->buf + 4, need - 4) != h.crc) {
+    if (store_crc32c(rec + 4, need - 4) != h.crc) {
         clog_seg_path(c, s->base, path, sizeof path);
         err_set(err, errlen, "%s: offset %" PRIu64 ": record CRC mismatch (damaged)", path, off);
         return RECORD_DAMAGED;
@@ -269,7 +310,7 @@ int clog_record_read(clog_t *c, seg_t *s, uint64_t off, clog_reader_t *rd, clog_
     r->batch = off - h.delta;
     r->next = off + CLOG_RECORD_HEADER + pad8(h.len);
     r->type = h.type;
-    r->data = rd->buf + CLOG_RECORD_HEADER;
+    r->data = rec + CLOG_RECORD_HEADER;
     r->len = h.len;
     return 0;
 }
@@ -338,6 +379,23 @@ static void record_put(clog_batch_t *b, int type, const void *p, size_t n, uint6
 
 static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen);
 
+int clog_batch_room(clog_t *c, clog_batch_t *b, uint64_t bytes)
+{
+    if (!b->begun) {
+        clog_batch_begin(c, b);
+    }
+    if (b->first + b->len + bytes + COMMIT_FOOTPRINT <= b->limit) {
+        return 0;
+    }
+    if (b->records > 0) {
+        return CLOG_BATCH_FULL;
+    }
+    b->first = first_pos(b->limit);
+    b->limit += c->size;
+    b->life_known = 0;
+    return b->first + bytes + COMMIT_FOOTPRINT <= b->limit ? 0 : -1;
+}
+
 int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
 {
     uint64_t room = c->size - CLOG_SEGMENT_HEADER - COMMIT_FOOTPRINT - CLOG_RECORD_HEADER;
@@ -347,17 +405,8 @@ int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t
                        " payload bytes)",
                        n, c->size, room);
     }
-    if (!b->begun) {
-        clog_batch_begin(c, b);
-    }
-    uint64_t foot = CLOG_RECORD_HEADER + pad8(n);
-    if (b->first + b->len + foot + COMMIT_FOOTPRINT > b->limit) {
-        if (b->records > 0) {
-            return CLOG_BATCH_FULL;
-        }
-        b->first = first_pos(b->limit);
-        b->limit += c->size;
-        b->life_known = 0;
+    if (clog_batch_room(c, b, CLOG_RECORD_HEADER + pad8(n)) != 0) {
+        return CLOG_BATCH_FULL;
     }
     if (!b->life_known) {
         /* the segment is made (or a spare taken) now: its life goes into every record */
@@ -530,7 +579,7 @@ int clog_walk(clog_t *c, uint64_t from, clog_walk_fn fn, void *ctx, char *err, s
         return from == 0 ? 0 : CLOG_NOT_RECORD;
     }
     uint64_t pos = from == 0 ? first_pos(c->segs[i].base) : from;
-    clog_reader_t rd = { 0 };
+    clog_reader_t rd = { .window = 1u << 20 };
     int rc = 0, first = 1;
     while (pos < c->tail) {
         if (pos % c->size < CLOG_SEGMENT_HEADER) {
@@ -570,6 +619,29 @@ int clog_walk(clog_t *c, uint64_t from, clog_walk_fn fn, void *ctx, char *err, s
     }
     clog_reader_free(&rd);
     return rc;
+}
+
+int clog_walk_after(clog_t *c, uint64_t end, clog_walk_fn fn, void *ctx, char *err, size_t errlen)
+{
+    if (end == 0) {
+        return clog_walk(c, 0, fn, ctx, err, errlen);
+    }
+    if (end >= c->tail) {
+        return 0;
+    }
+    int rc = clog_walk(c, end, fn, ctx, err, errlen);
+    if (rc != CLOG_NOT_RECORD) {
+        return rc;
+    }
+    /* the rest of end's segment is unused: the chain goes on at the next segment in use */
+    uint64_t base = seg_base_of(c, end - 1);
+    for (size_t j = 0; j < c->nsegs; j++) {
+        if (!c->segs[j].spare && c->segs[j].base > base) {
+            return clog_walk(c, first_pos(c->segs[j].base), fn, ctx, err, errlen);
+        }
+    }
+    return err_set(err, errlen, "commit log in %s: no batch after offset %" PRIu64 " though the log ends at %" PRIu64,
+                   c->dir, end, c->tail);
 }
 
 /* ---- spares and recycling ---------------------------------------------------------- */
@@ -643,6 +715,6 @@ void clog_batch_free(clog_batch_t *b)
 void clog_reader_free(clog_reader_t *rd)
 {
     free(rd->buf);
-    rd->buf = NULL;
-    rd->cap = 0;
+    rd->buf = rd->win = NULL;
+    rd->cap = rd->win_len = 0;
 }

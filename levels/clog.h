@@ -70,12 +70,21 @@ typedef struct clog_options {
     uint64_t floor;         /* the next batch starts at or above this offset (the clock floor and the
                                highest id handed out elsewhere, design §2): a new segment at the first
                                boundary at or above it when the log's end is below */
+    uint64_t must_reach;    /* the log must hold whole batches up to at least this offset (0: no bound):
+                               something outside the log (the redo's applied mark) shows it was durable,
+                               so a chain ending below it is damage, refused before anything is cut */
+    uint64_t chain_from;    /* the end of a batch known durable and whole (the redo's checkpoint), or 0: the
+                               open follows the chain from there, not from the first segment, and trusts
+                               what lies below (its records are still checked when read) */
+    uint64_t clean_end;     /* where the log was closed cleanly (nothing appended past it since), or 0: a
+                               chain ending exactly there skips the scan past its end for whole batches */
 } clog_options_t;
 
 /* What clog_open found. */
 typedef struct clog_open_report {
     uint64_t end;                 /* the offset after the last whole batch (where the next batch goes) */
-    uint64_t batches;             /* whole batches walked */
+    uint64_t batches;             /* whole batches walked (from chain_from) */
+    int scanned;                  /* 1: the rest of the log past the chain's end was scanned (the D rule) */
     uint64_t cut_at;              /* a torn tail cut at this offset (0: nothing cut) */
     uint64_t cut_bytes;           /* its bytes, saved in cut_file */
     char cut_file[PATH_MAX + 32]; /* the segment's path + ".torn-<offset>" */
@@ -92,10 +101,18 @@ typedef struct clog_record {
     uint32_t len;
 } clog_record_t;
 
-/* A growable read buffer (zero-initialise; clog_reader_free releases it). */
+/* A growable read buffer (zero-initialise; clog_reader_free releases it).
+ * With `window` set, reads go through a read-ahead window of that many bytes
+ * (clog_walk's: one pread per window instead of two per record); the window
+ * is not refreshed by appends, so a reader with one must not read past an
+ * append made after its last read. */
 typedef struct clog_reader {
     char *buf;
     size_t cap;
+    size_t window; /* 0: no read-ahead */
+    char *win;     /* [win_at, win_at + win_len) of segment win_base, when win_len > 0 */
+    size_t win_len;
+    uint64_t win_at, win_base;
 } clog_reader_t;
 
 /* A batch being built (zero-initialise; clog_batch_free releases it). */
@@ -136,6 +153,13 @@ void clog_batch_begin(clog_t *c, clog_batch_t *b);
  * never fit in a segment. */
 int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen);
 
+/* Make room for `bytes` more bytes of records (headers included) in the
+ * batch: 0 when they fit (an empty batch moves to the next segment when they
+ * do not fit in the rest of this one); CLOG_BATCH_FULL when the batch holds
+ * records and they do not fit; -1 when they could not fit in any segment.
+ * clog_batch_add calls it for its record. */
+int clog_batch_room(clog_t *c, clog_batch_t *b, uint64_t bytes);
+
 /* Append the batch with its COMMIT (one pwrite; the segment is made or taken
  * from the spares first when the batch starts one) and reset it. Not durable
  * until clog_sync. An empty batch writes nothing. Returns 0, or -1 with err
@@ -158,8 +182,13 @@ int clog_read(clog_t *c, uint64_t offset, clog_reader_t *rd, clog_record_t *r, c
  * `from` (0: the log's first) to the end, in order, across segments. fn
  * returning non-zero stops the walk with that value. Returns 0, fn's value,
  * CLOG_NOT_RECORD when from is not a record, or -1 with err. */
-typedef int (*clog_walk_fn)(const clog_record_t *r, void *ctx);
+typedef int (*clog_walk_fn)(const clog_record_t *r, void *ctx); /* must not append to c */
 int clog_walk(clog_t *c, uint64_t from, clog_walk_fn fn, void *ctx, char *err, size_t errlen);
+
+/* clog_walk of the batches after the one that ends at `end` (a batch's end,
+ * or 0: the whole log): the next batch may start in a later segment (the rest
+ * of end's segment unused). Nothing to walk when end is the log's end. */
+int clog_walk_after(clog_t *c, uint64_t end, clog_walk_fn fn, void *ctx, char *err, size_t errlen);
 
 /* Pre-write segments until `spares` unused ones lie past the log's end (off
  * the hot path: a segment switch otherwise writes one). 0, or -1 with err. */

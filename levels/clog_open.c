@@ -72,7 +72,7 @@ static int batch_whole(clog_t *c, seg_t *s, uint64_t pos, clog_reader_t *rd, uin
             return 1;
         }
         /* the batch CRC over record CRCs, folded 256 at a time */
-        memcpy(crcs + ncrcs, rd->buf, 4);
+        memcpy(crcs + ncrcs, r.data - CLOG_RECORD_HEADER, 4); /* the record CRC heads its header */
         ncrcs += 4;
         if (ncrcs == sizeof crcs) {
             crc ^= store_crc32c(crcs, ncrcs);
@@ -109,7 +109,8 @@ static int seg_scan(clog_t *c, seg_t *s, uint64_t from, clog_reader_t *rd, scan_
         size_t i;
         for (i = 0; i + CLOG_RECORD_HEADER <= n; i += 8) {
             hdr_t h;
-            if (!clog_hdr_plausible(c, s, chunk + i, pos + i, &h)) {
+            if ((chunk[i + 4] != CLOG_DATA && chunk[i + 4] != CLOG_COMMIT) ||
+                !clog_hdr_plausible(c, s, chunk + i, pos + i, &h)) {
                 continue;
             }
             /* a header of this life counts even when its bytes fail the CRC (a write torn inside the
@@ -193,6 +194,15 @@ static int seg_in_use(clog_t *c, seg_t *s, clog_reader_t *rd)
 static int torn_at(clog_t *c, size_t i, uint64_t t, clog_reader_t *rd, clog_open_report_t *rep, char *err,
                    size_t errlen)
 {
+    if (t < c->must_reach) {
+        char path[PATH_MAX];
+        clog_seg_path(c, c->segs[i].base, path, sizeof path);
+        err_set(err, errlen,
+                "%s: offset %" PRIu64 ": the log ends here, below %" PRIu64
+                ", which the applied mark says was durable: damaged log (nothing cut)",
+                path, t, c->must_reach);
+        return CLOG_DAMAGED;
+    }
     size_t n = c->nsegs;
     scan_result_t *sr = xcalloc(n, sizeof *sr);
     int rc = 0;
@@ -240,6 +250,25 @@ static int recover(clog_t *c, clog_reader_t *rd, clog_open_report_t *rep, char *
     size_t i = 0;
     uint64_t e = first_pos(c->segs[0].base);
     int any = 0;
+    if (c->chain_from > 0) {
+        /* the chain below chain_from is trusted (durable and whole when it was named): follow it from there;
+           a segment below is in use when a record of its life starts it */
+        uint64_t base = seg_base_of(c, c->chain_from - 1);
+        while (i < c->nsegs && c->segs[i].base < base) {
+            c->segs[i].spare = !seg_in_use(c, &c->segs[i], rd);
+            i++;
+        }
+        if (i == c->nsegs || c->segs[i].base != base) {
+            char path[PATH_MAX];
+            clog_seg_path(c, base, path, sizeof path);
+            err_set(err, errlen, "%s: missing, though the log's checkpoint %" PRIu64 " lies in it", path,
+                    c->chain_from);
+            return CLOG_DAMAGED;
+        }
+        c->segs[i].spare = 0;
+        c->tail = e = c->chain_from;
+        any = 1;
+    }
     for (;;) {
         uint64_t bend;
         commit_info_t ci;
@@ -284,6 +313,12 @@ static int recover(clog_t *c, clog_reader_t *rd, clog_open_report_t *rep, char *
             i = j;
             e = first_pos(c->segs[j].base);
             continue;
+        }
+        if (c->clean_end != 0 && e == c->clean_end) {
+            return 0; /* closed cleanly here: nothing of this life was written past it, nothing to scan */
+        }
+        if (rep != NULL) {
+            rep->scanned = 1;
         }
         return torn_at(c, i, e, rd, rep, err, errlen);
     }
@@ -386,6 +421,9 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
     clog_t *c = xcalloc(1, sizeof *c);
     c->dir = xstrdup(o->dir);
     c->size = o->segment_bytes;
+    c->must_reach = o->must_reach;
+    c->chain_from = o->chain_from;
+    c->clean_end = o->clean_end;
     pthread_mutex_init(&c->lock, NULL);
     int rc = 0;
     struct dirent *de;
@@ -400,11 +438,18 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
         }
     }
     closedir(d);
-    clog_reader_t rd = { 0 };
+    clog_reader_t rd = { .window = 1u << 20 }; /* the open writes only after its last read (the cut) */
     if (rc == 0) {
         rc = recover(c, &rd, rep, err, errlen);
     }
     clog_reader_free(&rd);
+    if (rc == 0 && c->tail < c->must_reach) {
+        rc = err_set(err, errlen,
+                     "commit log in %s ends at offset %" PRIu64 ", below %" PRIu64
+                     ", which the applied mark says was durable: segments missing",
+                     o->dir, c->tail, c->must_reach);
+        rc = CLOG_DAMAGED;
+    }
     /* what a kill -9 left in the page cache is made durable before anything is built on it (design §3) */
     for (size_t i = 0; rc == 0 && i < c->nsegs; i++) {
         if (!c->segs[i].spare && fdatasync(c->segs[i].fd) != 0) {

@@ -63,7 +63,10 @@ int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t aft
  * (one = 1), or those from id `from` on until max are taken or the pending
  * batch is full (STORE_BATCH_MAX_BYTES). Adds them to *count; *next is the
  * id of the first entry left (where a next step starts), *end 1 once the
- * DLQ's end was reached. The moves are left in the pending batch. */
+ * DLQ's end was reached. The moves are left in the pending batch. Each
+ * move is whole: on -1 (a read error, damage) *count has the moves made
+ * before it, and a drop whose index update failed after its first write
+ * breaks the store (store_fail_half_way, "DLQ drop"). */
 static int dlq_take(store_t *s, group_state_t *g, uint64_t from, int one, int requeue, uint64_t now_ms, uint64_t max,
                     uint64_t *count, uint64_t *next, int *end, char *err, size_t errlen)
 {
@@ -100,9 +103,12 @@ static int dlq_take(store_t *s, group_state_t *g, uint64_t from, int one, int re
             }
             m.reconsume = 0;
             store_retry_append(s, g, &m, now_ms);
-        } else if (idx_copy_gone(s, g->topic, at, g->name, g->len, g->gen, 0, err, errlen) != 0) {
-            rc = -1;
-            break;
+        } else {
+            int pending_before = s->pending;
+            if (idx_copy_gone(s, g->topic, at, g->name, g->len, g->gen, 0, err, errlen) != 0) {
+                rc = store_fail_half_way(s, pending_before, "DLQ drop", err, errlen);
+                break;
+            }
         }
         store_del_raw(s, key, klen);
         g->dlq--;
@@ -141,6 +147,12 @@ int store_dlq_walk_step(store_t *s, const char *group, size_t group_len, store_d
     uint64_t taken = 0, next;
     int end;
     if (dlq_take(s, g, walk->next_id, 0, walk->requeue, now_ms, max, &taken, &next, &end, err, errlen) != 0) {
+        /* the whole moves before the failure are committed and counted, not
+         * left in the batch for another command's commit to write uncounted */
+        char commit_err[256];
+        if (taken > 0 && !store_broken(s) && store_commit(s, commit_err, sizeof commit_err) == 0) {
+            walk->count += taken;
+        }
         return -1;
     }
     if (taken > 0 && store_commit(s, err, errlen) != 0) {

@@ -98,10 +98,20 @@ void store_lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t dead
     s->lease_pops_since_compact++;
 }
 
+int store_lease_release(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline, uint64_t log_seq, char *err,
+                        size_t errlen)
+{
+    int pending_before = s->pending;
+    store_lease_delete(s, g, id, deadline);
+    if (idx_copy_gone(s, g->topic, id, g->name, g->len, g->gen, log_seq, err, errlen) != 0) {
+        return store_fail_half_way(s, pending_before, "lease release", err, errlen);
+    }
+    return 0;
+}
+
 int store_lease_drop(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline, char *err, size_t errlen)
 {
-    store_lease_delete(s, g, id, deadline);
-    return idx_copy_gone(s, g->topic, id, g->name, g->len, g->gen, 0, err, errlen);
+    return store_lease_release(s, g, id, deadline, 0, err, errlen);
 }
 
 leveldb_iterator_t *store_lease_iter_from_floor(store_t *s)

@@ -199,12 +199,11 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
             break;
         }
         if (found) {
-            store_lease_delete(s, g, sorted[i], deadline);
-            (*released)++;
-            if (idx_copy_gone(s, g->topic, sorted[i], g->name, g->len, g->gen, log_seq, err, errlen) != 0) {
+            if (store_lease_release(s, g, sorted[i], deadline, log_seq, err, errlen) != 0) {
                 rc = -1;
                 break;
             }
+            (*released)++;
         }
     }
     if (it != NULL) {

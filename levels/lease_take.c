@@ -19,14 +19,19 @@
 
 /* Read the queue range of tag ('R': g's retries, 'T': its topic's log) from
  * seq `from`, leasing up to want messages within *budget (msg.h). Returns
- * the count leased (owned copies in out[]), -1 on error. *last_seq gets the
- * last seq taken; delete_taken deletes each entry (a retry is consumed; the
- * topic log is shared and only the cursor moves). write_at (not 0): a lease
- * of a topic-log entry is held in memory until then, when there is room and
- * it would not expire before. */
+ * the count leased (owned copies in out[]); *last_seq gets the last seq
+ * taken; delete_taken deletes each entry (a retry is consumed; the topic log
+ * is shared and only the cursor moves). write_at (not 0): a lease of a
+ * topic-log entry is held in memory until then, when there is room and it
+ * would not expire before.
+ * An entry is taken whole or not at all (its lease written or held, counted
+ * and tracked), so a read error or damage met after some were taken ends
+ * the walk there and returns those: they are leases the caller must hand
+ * out, or they would stay taken, undelivered until they expire. *failed
+ * gets 1 then (err says why); a failure before the first entry is -1. */
 static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint64_t from, int want, uint64_t deadline,
                             uint64_t write_at, msg_budget_t *budget, msg_owned_t *out, uint64_t *last_seq,
-                            int delete_taken, char *err, size_t errlen)
+                            int delete_taken, int *failed, char *err, size_t errlen)
 {
     const char *src = tag == KEY_RETRY ? g->name : g->topic->name;
     size_t srclen = tag == KEY_RETRY ? g->len : g->topic->len;
@@ -39,7 +44,8 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
     size_t klen;
     int n = 0, rc = 0;
     for (; n < want && msg_budget_open(budget) && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
-        if (key_queue_parse(key, klen, plen, last_seq) != 0) {
+        uint64_t seq;
+        if (key_queue_parse(key, klen, plen, &seq) != 0) {
             rc = err_set(err, errlen, "corrupt queue key in %s", s->path);
             break;
         }
@@ -59,10 +65,11 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         }
         if (hold) {
             store_lease_stamp(g, &m);
-            store_pend_add(s, g, m.id, *last_seq, deadline, write_at);
+            store_pend_add(s, g, m.id, seq, deadline, write_at);
         } else {
-            store_lease_put(s, g, &m, deadline, tag == KEY_TOPIC_LOG ? *last_seq : 0);
+            store_lease_put(s, g, &m, deadline, tag == KEY_TOPIC_LOG ? seq : 0);
         }
+        *last_seq = seq;
         msg_owned_copy(&out[n], &m);
         n++;
         msg_budget_charge(budget, &m);
@@ -74,13 +81,8 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         rc = store_iter_error(it, "a queue", err, errlen);
     }
     leveldb_iter_destroy(it);
-    if (rc != 0) {
-        for (int i = 0; i < n; i++) {
-            msg_owned_free(&out[i]);
-        }
-        return -1;
-    }
-    return n;
+    *failed = rc != 0;
+    return rc != 0 && n == 0 ? -1 : n;
 }
 
 int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
@@ -125,10 +127,11 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
     uint64_t last = 0;
     msg_budget_t budget;
     msg_budget_init(&budget, max_bytes);
+    int failed = 0; /* after it took some: those are returned, the rest left to the next call */
     if (g->retry_ready > 0) {
         int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
-        int got = lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, 0, &budget, out, &last, 1, err,
-                                   errlen);
+        int got = lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, 0, &budget, out, &last, 1,
+                                   &failed, err, errlen);
         if (got < 0) {
             return -1;
         }
@@ -140,19 +143,17 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
         *n = got;
     }
     uint64_t backlog = g->topic->appended - g->position;
-    if (*n < count && backlog > 0 && msg_budget_open(&budget)) {
+    if (!failed && *n < count && backlog > 0 && msg_budget_open(&budget)) {
         int want = count - *n;
         if ((uint64_t)want > backlog) {
             want = (int)backlog;
         }
         int got = lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, write_at, &budget, out + *n, &last,
-                                   0, err, errlen);
+                                   0, &failed, err, errlen);
         if (got < 0) {
-            for (int i = 0; i < *n; i++) {
-                msg_owned_free(&out[i]);
-            }
-            *n = 0;
-            return -1;
+            /* the retries taken are leases: handed out, not dropped (the
+             * damage fails the next call before it takes anything) */
+            return *n > 0 ? 0 : -1;
         }
         if (got > 0) {
             g->cursor = last + 1;

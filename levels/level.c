@@ -29,6 +29,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -332,15 +333,31 @@ int store_topic_delayed_open(store_t *s, char *err, size_t errlen)
     return store_commit(s, err, errlen);
 }
 
+/* When level l's head may be served: its due time, or for a damaged level
+ * the time it is tried again (UINT64_MAX: no head). */
+static uint64_t level_serve_at(const level_state_t *ls)
+{
+    if (!ls->has_head) {
+        return UINT64_MAX;
+    }
+    return ls->damaged && ls->damaged_until > ls->head_due ? ls->damaged_until : ls->head_due;
+}
+
 uint64_t store_next_due(const store_t *s)
 {
     uint64_t best = UINT64_MAX;
     for (int l = 1; l <= s->opt.levels.count; l++) {
-        if (s->levels[l].has_head && s->levels[l].head_due < best) {
-            best = s->levels[l].head_due;
+        uint64_t at = level_serve_at(&s->levels[l]);
+        if (at < best) {
+            best = at;
         }
     }
     return best;
+}
+
+uint64_t store_level_damage_events(const store_t *s)
+{
+    return s->level_damage_events;
 }
 
 int store_level_info(const store_t *s, int level, store_level_info_t *out)
@@ -353,6 +370,8 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out)
     out->delay_ms = s->opt.levels.delay_ms[level];
     out->depth = ls->depth;
     out->head_due_ms = ls->has_head ? ls->head_due : 0;
+    out->damaged = ls->damaged;
+    out->damage = ls->damaged ? ls->damage : "";
     return 0;
 }
 
@@ -387,24 +406,40 @@ static int route_due(store_t *s, topic_state_t *topic, msg_t *m, uint64_t hop_du
 }
 
 /* The due level whose head comes first (0: none is due), and the bound up to
- * which it may be served: another level's head, or now. */
+ * which it may be served: another level's head, or now. A damaged level
+ * (level_state_t) is neither served nor a bound until it is tried again. */
 static int first_due_level(const store_t *s, uint64_t now_ms, uint64_t *bound)
 {
     const lvl_table_t *t = &s->opt.levels;
     int l = 0;
     for (int i = 1; i <= t->count; i++) {
         const level_state_t *x = &s->levels[i];
-        if (x->has_head && x->head_due <= now_ms && (l == 0 || x->head_due < s->levels[l].head_due)) {
+        if (level_serve_at(x) <= now_ms && (l == 0 || x->head_due < s->levels[l].head_due)) {
             l = i;
         }
     }
     *bound = now_ms;
     for (int i = 1; l != 0 && i <= t->count; i++) {
-        if (i != l && s->levels[i].has_head && s->levels[i].head_due < *bound) {
-            *bound = s->levels[i].head_due;
+        const level_state_t *x = &s->levels[i];
+        if (i != l && level_serve_at(x) <= now_ms && x->head_due < *bound) {
+            *bound = x->head_due;
         }
     }
     return l;
+}
+
+/* Level l's due move failed at its head, before it took anything (err says
+ * why): skipped until STORE_LEVEL_DAMAGE_RETRY_MS from now; counted once
+ * until it moves again. */
+static void level_mark_damaged(store_t *s, int l, uint64_t now_ms, const char *err)
+{
+    level_state_t *ls = &s->levels[l];
+    if (!ls->damaged) {
+        ls->damaged = 1;
+        s->level_damage_events++;
+    }
+    ls->damaged_until = now_ms + STORE_LEVEL_DAMAGE_RETRY_MS;
+    snprintf(ls->damage, sizeof ls->damage, "%s", err);
 }
 
 /* Serve level l from its head up to bound (or max moves in all). committed is
@@ -419,7 +454,7 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
     leveldb_iterator_t *it = store_iter_at(s, &k);
     const char *key;
     size_t klen;
-    int rc = 0, have_next = 0;
+    int rc = 0, have_next = 0, moved_before = *moved;
     uint64_t next_due = 0, next_seq = 0;
     while (store_iter_in(it, k.b, 2, &key, &klen)) {
         int level;
@@ -438,6 +473,12 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         }
         msg_t m;
         if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) {
+            if (*moved > moved_before) { /* the heads taken are whole: the damaged one is the head now */
+                have_next = 1;
+                next_due = due;
+                next_seq = seq;
+                break;
+            }
             rc = -1;
             break;
         }
@@ -471,6 +512,7 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
     if (rc != 0) {
         return -1;
     }
+    ls->damaged = 0; /* it moves (again) */
     ls->has_head = have_next;
     ls->head_due = next_due;
     ls->head_seq = next_seq;
@@ -509,7 +551,12 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
         if (l == 0) {
             break;
         }
+        int pending_at_serve = s->pending;
         if (serve_level(s, l, bound, now_ms, max, &committed[l], moved, ready_out, err, errlen) != 0) {
+            if (s->pending == pending_at_serve && !s->broken) { /* failed at its head: the others go on */
+                level_mark_damaged(s, l, now_ms, err);
+                continue;
+            }
             /* the heads taken are in the batch, the level's head not moved */
             return store_fail_half_way(s, pending_before, "due move", err, errlen);
         }

@@ -304,13 +304,19 @@ uint64_t store_next_due(const store_t *s);
  * heads left, once the pending batch holds STORE_BATCH_MAX_BYTES (it starts
  * with a commit of what was pending, so at least one head moves). *moved gets
  * the number moved, *ready_out (may be NULL) how many became ready for
- * consumers. -1 (a read error, damage: a level key or message that does not
- * decode) writes nothing of the call: failed before it took a message, the
- * store is as it was (the same call fails again until the damage is
- * repaired); failed after (the damage behind a head it moved), the store is
- * broken, naming "due move failed half-way" and the cause, and must be
- * reopened (store_break: a commit would write the heads taken with the
- * level's head not moved past them). */
+ * consumers. A level whose due move fails at its head before it takes
+ * anything (a read error, damage: a level key or message that does not
+ * decode) is marked damaged and skipped, and the other levels keep moving,
+ * no longer bounded by its head: it is tried again STORE_LEVEL_DAMAGE_RETRY_MS
+ * later (store_next_due says when), and store_level_info names it and why
+ * (store_level_damage_events counts such findings). A damaged message met
+ * behind heads the call moved ends that level's turn there (its head is then
+ * the damaged message). -1 (the store is broken, naming "due move failed
+ * half-way" and the cause, and must be reopened) when it fails after it took
+ * a message of that turn in a way it cannot stop at cleanly: a level key
+ * that does not parse behind a head it moved, or a failed index update; a
+ * commit would write the heads taken with the level's head not moved past
+ * them. */
 int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out, char *err, size_t errlen);
 
 typedef struct store_level_info {
@@ -318,10 +324,21 @@ typedef struct store_level_info {
     uint64_t delay_ms;
     uint64_t depth;       /* messages waiting on this level */
     uint64_t head_due_ms; /* 0 when empty */
+    int damaged;          /* 1: its due move fails at its head and is skipped (damage names why) */
+    const char *damage;   /* "" unless damaged; valid until the next store call */
 } store_level_info_t;
 
 /* Info on level 1..count; -1 for a bad level. */
 int store_level_info(const store_t *s, int level, store_level_info_t *out);
+
+/* How many times a level was found damaged by store_move_due since open (a
+ * level that recovers and fails again counts again): the owner compares it
+ * with what it saw last to report a damaged level once (store_level_info). */
+uint64_t store_level_damage_events(const store_t *s);
+
+/* A damaged level is tried again this long (the store's clock) after its
+ * due move last failed at its head. */
+#define STORE_LEVEL_DAMAGE_RETRY_MS 60000
 
 /* ---- groups and leases -------------------------------------------------- */
 
@@ -388,7 +405,10 @@ void store_groups_deleting(const store_t *s, uint64_t *groups, uint64_t *entries
  * first retained message (unless that passes max_topics or max_groups: an error naming the limit); a group
  * bound to another topic is an error naming it.
  * out[] gets *n owned messages (free each with msg_owned_free); their due_ms is
- * the time they became due. */
+ * the time they became due. A read error or damage met after it took some
+ * messages ends the call there and returns 0 with those (each leased whole:
+ * nothing is left taken and not handed out); the next call then fails at the
+ * damage before it takes anything (-1, *n 0, the store as it was). */
 int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
                 uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen);
 
@@ -400,7 +420,11 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
                        size_t errlen);
 
 /* Release leases (ACK). Duplicate ids count once. *released gets how many
- * leases existed. An unknown group releases 0. */
+ * leases existed. An unknown group releases 0. -1 on a read error or damage:
+ * the leases released before it are released whole (*released counts them,
+ * an ACK again releases the rest); a release that fails after its lease's
+ * delete (its index update) breaks the store ("lease release failed
+ * half-way"), so none of the call is written. */
 int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n, int *released, char *err,
               size_t errlen);
 
@@ -495,9 +519,10 @@ int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id,
  * between steps: an entry parked meanwhile is taken if its id is past the
  * walk's place, and the walk ends (done) at the DLQ's end or when the group
  * it started on is gone (deleted, or deleted and created again). On -1
- * (err set) count still says what earlier steps took; the failed step's
- * moves may be in the pending batch (the store is broken if its commit
- * failed). */
+ * (err set: a read error, damage; the walk stops there) count says what was
+ * taken, the failed step's moves before the failure included (committed);
+ * the store is broken if that commit failed or a drop failed half-way
+ * ("DLQ drop failed half-way": its index entry gone, its DLQ entry not). */
 typedef struct store_dlq_walk {
     int requeue;      /* 1: requeue, 0: drop */
     int started;      /* the first step found the group ... */

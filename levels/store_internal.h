@@ -77,6 +77,12 @@ typedef struct level_state {
     uint64_t pops_since_compact;
     uint64_t inserted_due, inserted_seq; /* smallest key inserted during a move_due call */
     int dirty;
+    /* Its due move failed at its head before it took anything (damage, a
+     * read error): store_move_due skips it, and it bounds no other level,
+     * until damaged_until (the store's clock), then tries it again. */
+    int damaged;
+    uint64_t damaged_until;
+    char damage[256]; /* why, as the due move said it */
 } level_state_t;
 
 typedef struct group_state group_state_t;
@@ -177,9 +183,10 @@ struct store {
     leveldb_writeoptions_t *wopt_nosync;
     int unsynced; /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch;
-    int pending;          /* operations in the batch */
-    uint64_t npend;       /* leases not written yet, over all groups (lease_pend.c) */
-    uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
+    int pending;                  /* operations in the batch */
+    uint64_t level_damage_events; /* levels found damaged by the due move (store_level_damage_events) */
+    uint64_t npend;               /* leases not written yet, over all groups (lease_pend.c) */
+    uint64_t batch_bytes;         /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
     char open_note[1280]; /* what store_open repaired on its way ("" when nothing): store_open_note */
@@ -427,8 +434,18 @@ void store_lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline, 
  * (idx_copy_gone). */
 void store_lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline);
 
-/* A lease of g, being deleted (GROUP DEL), goes: store_lease_delete and its copy
- * index entry. Nobody is told. */
+/* g's lease of id at deadline (leased from topic-log seq log_seq, 0 when
+ * unknown) is released (ACK): store_lease_delete and its copy index entry
+ * (idx_copy_gone). Both or neither: when idx_copy_gone fails (a read error,
+ * a damaged message index record) after the lease's delete is in the batch,
+ * the store is broken (store_fail_half_way, "lease release"), so the half is
+ * never written (a copy index entry naming a lease gone, or a message index
+ * record nothing holds). 0, or -1. */
+int store_lease_release(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline, uint64_t log_seq, char *err,
+                        size_t errlen);
+
+/* A lease of g, being deleted (GROUP DEL), goes: store_lease_release with
+ * its topic-log seq unknown. Nobody is told. */
 int store_lease_drop(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline, char *err, size_t errlen);
 
 /* An iterator at the lease floor: every lease's deadline is at or after it. */

@@ -362,7 +362,9 @@ hg_err_t rmq_settle(rmq_t *r, int ch, uint64_t tag, int ack);
 /* Declare (idempotently, checking arguments) the exchanges, the level
  * queues and the service queues once per connection, and bind them on the
  * client's first connection that gets that far (later ones skip the
- * bindings: r->topology_bound). */
+ * bindings: r->topology_bound) — unless that first connection finds
+ * hg.probe, which a completed sweep declares last: then no client of this
+ * process binds them. */
 hg_err_t rmq_topology(rmq_t *r);
 /* A consuming connection that got nothing for rmq_probe_idle_ms: check
  * that its node still reaches its quorum queues' quorum with a basic.get of
@@ -407,6 +409,10 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
  * by one: a multiple nack would name a tag already acknowledged, which
  * RabbitMQ answers by closing the channel. */
 hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out);
+/* Whether queue holds a message (*nonempty 1), by one get on channel 2
+ * whose message, if any, goes straight back: the queue's leader must answer,
+ * unlike a passive declare's count. */
+hg_err_t rmq_queue_peek(rmq_t *r, const char *queue, int *nonempty);
 void rmq_browse_return(rmq_t *r, const rmq_msg_t *m);
 void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m);
 /* Read the registry (browse). *out: a list (free each with rmq_msg_free),

@@ -4,7 +4,9 @@
  *
  * Declarations run on channel 2 once per connection (rmq_topology) and once
  * per group and connection (rmq_group_ensure); bindings only until one
- * connection of the client made them (they outlive connections, and no
+ * connection of the client made them, and not at all when an earlier
+ * client's sweep completed (hg.probe exists: topology_made_before; they
+ * outlive connections, and no
  * node completes one while a cut link is not yet seen: rmq.h,
  * topology_bound). RabbitMQ answers a
  * declaration whose arguments differ from the existing queue's with
@@ -220,6 +222,23 @@ static hg_err_t remainder_topology(rmq_t *r)
     return HG_OK;
 }
 
+/* On the client's first connection: whether an earlier client made the
+ * whole topology, bindings included — hg.probe exists, and a sweep declares
+ * it last, after every binding (a sweep cut short, or a vhost from before
+ * the probe, has none). Then r->topology_bound, and this sweep declares and
+ * checks but binds nothing: a short-lived client (a CLI call, a monitor's
+ * DLQ LEN) does not wait on Mnesia transactions that no node completes
+ * while a peer is stopped, cut off or rejoining. A passive declare of a
+ * missing queue closes the admin channel; rmq_admin reopens it. */
+static hg_err_t topology_made_before(rmq_t *r)
+{
+    long long depth;
+    hg_err_t e = rmq_queue_depth(r, RMQ_Q_PROBE, &depth);
+    if (e == HG_OK && depth >= 0)
+        r->topology_bound = 1;
+    return e;
+}
+
 hg_err_t rmq_topology(rmq_t *r)
 {
     amqp_table_entry_t ae = str_arg("alternate-exchange", RMQ_EX_UNROUTED);
@@ -228,6 +247,8 @@ hg_err_t rmq_topology(rmq_t *r)
 
     if (r->topology_ok)
         return HG_OK;
+    if (!r->topology_bound && (e = topology_made_before(r)) != HG_OK)
+        return e;
     if ((e = rmq_admin(r)) != HG_OK)
         return e;
     r->binds_in_place = r->topology_bound;
@@ -269,11 +290,12 @@ unsigned rmq_topology_waits(const lvl_table_t *t)
         bits++;
     /* rmq_topology, each rpc one wait, a declare_quorum with returns up to
      * three (refused for x-delivery-limit: channel.open, declared again):
-     *   rmq_admin 1; unrouted exchange 1, queue 3, bind 1; hg.due and
+     *   the first connection's check of hg.probe 1 (and the admin
+     *   channel's reopening after a 404: 1); rmq_admin 1; unrouted exchange 1, queue 3, bind 1; hg.due and
      *   hg.levels 2; per level a queue and a bind; remainder_topology's
      *   hg.rem.end and its binding 2, per remainder queue an exchange, a
      *   queue and a bind; hg.hops 3 and its bind 1; hg.groups 3; hg.probe 1. */
-    return 1u + 5u + 2u + 2u * (unsigned)t->count + 2u + 3u * bits + 4u + 3u + 1u;
+    return 2u + 1u + 5u + 2u + 2u * (unsigned)t->count + 2u + 3u * bits + 4u + 3u + 1u;
 }
 
 hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth)
@@ -401,6 +423,34 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
     }
     *out = head;
     return HG_OK;
+}
+
+hg_err_t rmq_queue_peek(rmq_t *r, const char *queue, int *nonempty)
+{
+    char what[RMQ_QUEUE_NAME_MAX + 32];
+    amqp_rpc_reply_t x;
+    amqp_message_t msg;
+    uint64_t tag;
+    hg_err_t e;
+
+    *nonempty = 0;
+    if ((e = rmq_admin(r)) != HG_OK)
+        return e;
+    snprintf(what, sizeof(what), "looking into queue %s", queue);
+    x = amqp_basic_get(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), 0);
+    if (x.reply_type != AMQP_RESPONSE_NORMAL)
+        return rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+    if (x.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
+        return HG_OK;
+    tag = ((amqp_basic_get_ok_t *)x.reply.decoded)->delivery_tag;
+    x = amqp_read_message(r->st, RMQ_ADMIN_CHANNEL, &msg, 0);
+    if (x.reply_type != AMQP_RESPONSE_NORMAL) /* the channel is gone: RabbitMQ returns the message */
+        return rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+    rmq_guard_step(r);
+    amqp_destroy_message(&msg);
+    amqp_maybe_release_buffers_on_channel(r->st, RMQ_ADMIN_CHANNEL);
+    *nonempty = 1;
+    return rmq_settle(r, RMQ_ADMIN_CHANNEL, tag, 0);
 }
 
 void rmq_browse_return(rmq_t *r, const rmq_msg_t *m)

@@ -419,13 +419,31 @@ EOF
 }
 
 # hg_http_get PORT PATH — the body of GET http://127.0.0.1:PORT/PATH (HTTP/1.0,
-# bash's /dev/tcp: no curl needed); 1 when nothing answers.
+# bash's /dev/tcp: no curl needed); 1 when nothing answers, and 1 (said on
+# stderr) when the whole reply has not come within HG_HTTP_DEADLINE seconds
+# [5] — an endpoint that accepts and never answers held a caller for ever
+# (the soak's samples came 13-16 s apart). The reply is read by bash's own
+# read with a timeout (NUL bytes dropped, as $(cat) did).
+HG_HTTP_DEADLINE=${HG_HTTP_DEADLINE:-5}
 hg_http_get() {
-    local port=$1 path=$2 reply
-    exec 3<>"/dev/tcp/127.0.0.1/$port" 2>/dev/null || return 1
+    local port=$1 path=$2 reply="" chunk left t rc deadline
+    # (the braces keep exec's 2>/dev/null to the connect: on exec itself it was the shell's for good)
+    { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 1
     printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$path" >&3
-    reply=$(cat <&3)
+    deadline=$((10#${EPOCHREALTIME/[.,]/} + 10#$HG_HTTP_DEADLINE * 1000000)) rc=142
+    while left=$((deadline - 10#${EPOCHREALTIME/[.,]/})) && ((left > 0)); do
+        printf -v t '%d.%06d' $((left / 1000000)) $((left % 1000000))
+        chunk=""
+        IFS= read -r -d '' -t "$t" chunk <&3
+        rc=$?
+        reply+=$chunk
+        ((rc == 0)) || break # 0: a NUL byte, read on; 1: the end of the reply; >128: the deadline
+    done
     exec 3<&-
+    if ((rc != 1)); then
+        hg_log "hg_http_get: 127.0.0.1:$port$path: no whole reply within $HG_HTTP_DEADLINE s (HG_HTTP_DEADLINE)"
+        return 1
+    fi
     printf '%s\n' "${reply#*$'\r\n\r\n'}"
 }
 

@@ -63,11 +63,54 @@ int oe_suite_start(oe_env_t *env, unsigned (*failures)(void))
     return 0;
 }
 
+/* The program's own add_suites, called by add_selected_suites. */
+static int (*program_add_suites)(void);
+
+/* Whether name holds one of the '|'-separated parts of wanted. */
+static int case_wanted(const char *name, const char *wanted)
+{
+    for (const char *part = wanted; *part != '\0';) {
+        size_t len = strcspn(part, "|");
+        char needle[256];
+        if (len > 0 && len < sizeof needle) {
+            memcpy(needle, part, len);
+            needle[len] = '\0';
+            if (strstr(name, needle) != NULL)
+                return 1;
+        }
+        part += len + (part[len] == '|');
+    }
+    return 0;
+}
+
+/* The program's suites, then every case whose name holds none of
+ * $HG_TEST_CASES's parts made inactive (and not counted as a failure). */
+static int add_selected_suites(void)
+{
+    const char *wanted = getenv("HG_TEST_CASES");
+    unsigned active = 0;
+
+    if (program_add_suites() != 0)
+        return -1;
+    if (wanted == NULL || wanted[0] == '\0')
+        return 0;
+    CU_set_fail_on_inactive(CU_FALSE);
+    for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
+        for (CU_pTest t = s->pTest; t != NULL; t = t->pNext) {
+            int on = case_wanted(t->pName, wanted);
+            CU_set_test_active(t, on ? CU_TRUE : CU_FALSE);
+            active += (unsigned)on;
+        }
+    printf("HG_TEST_CASES='%s': %u case(s) selected\n", wanted, active);
+    return 0;
+}
+
 int oe_cunit_main(int argc, char **argv, int (*add_suites)(void))
 {
     signal(SIGPIPE, SIG_IGN);
     hg_order_library_init();
-    return tu_cunit_main(argc, argv, add_suites);
+    program_add_suites = add_suites;
+    return tu_cunit_main(argc, argv, add_selected_suites);
 }
 
 int oe_stop(oe_env_t *env)

@@ -49,7 +49,10 @@ int oe_suite_start(oe_env_t *env, unsigned (*failures)(void));
 
 /* The main() of an order test program: SIGPIPE ignored, the order library
  * initialised (before any thread starts), then tu_cunit_main(argc, argv,
- * add_suites). Returns the exit code. */
+ * add_suites). $HG_TEST_CASES, when set, runs only the cases whose names
+ * contain one of its '|'-separated parts, in the table's order (the others
+ * are inactive and not failures; none selected fails as "no tests ran").
+ * Returns the exit code. */
 int oe_cunit_main(int argc, char **argv, int (*add_suites)(void));
 
 /* Close the admin connection, stop the broker and the MariaDB (removing

@@ -602,6 +602,36 @@ int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue)
     return -1;
 }
 
+/* The queues whose at-least-once dead-letter worker runs on a node (one
+ * per queue, on its leader; a queue whose leader has none keeps its expired
+ * messages). */
+#define RQ_DLX_WORKERS_EVAL                                                                                 \
+    "lists:sort([case catch element(2, sys:get_state(P, 2000)) of {resource, _, queue, N} -> N; E -> E end" \
+    " || {_, P, _, _} <- supervisor:which_children(rabbit_fifo_dlx_sup)])."
+
+void rq_print_queue_state(rq_cluster_t *c, int ask, const char *const *queues)
+{
+    static char out[65536];
+    int rc;
+
+    rc = rq_ctl(c, ask, out, sizeof(out), "list_queues", "name", "leader", "members", "online", "messages",
+                "messages_ready", "messages_unacknowledged", NULL);
+    printf("\n--- queues, asking node %d (rabbitmqctl list_queues: exit %d) ---\n%s", ask + 1, rc, out);
+    printf("(a quorum queue's messages - messages_ready - messages_unacknowledged: held by its dead-letter worker)\n");
+    for (size_t i = 0; queues != NULL && queues[i] != NULL; i++) { /* rabbitmq-queues quorum_status's call */
+        char status[512];
+        snprintf(status, sizeof(status), "rabbit_quorum_queue:status(<<\"/\">>, <<\"%s\">>).", queues[i]);
+        rc = rq_ctl(c, ask, out, sizeof(out), "eval", status, NULL);
+        printf("--- %s, asking node %d (quorum status: exit %d) ---\n%s", queues[i], ask + 1, rc, out);
+    }
+    for (int i = 0; i < c->n; i++) {
+        rc = rq_ctl(c, i, out, sizeof(out), "eval", RQ_DLX_WORKERS_EVAL, NULL);
+        printf("--- dead-letter workers on node %d (the queues they serve; rabbitmqctl eval: exit %d) ---\n%s", i + 1,
+               rc, out);
+    }
+    fflush(stdout);
+}
+
 static void print_file(const char *path, size_t tail)
 {
     FILE *f = fopen(path, "r");

@@ -134,6 +134,16 @@ int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...) __attribute__(
  * -1 when unknown. */
 int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue);
 
+/* Print what RabbitMQ holds, asking node `ask` (a test's failure path: a
+ * stalled case shows where its messages wait): every queue's leader,
+ * members, online members and message counts (list_queues), then the Raft
+ * state of each quorum queue named in the NULL-terminated `queues`
+ * (rabbit_quorum_queue:status, as rabbitmq-queues quorum_status: each
+ * member's role, commit and applied index), then
+ * the queues each node runs a dead-letter worker for. A rabbitmqctl that
+ * fails prints its error instead. */
+void rq_print_queue_state(rq_cluster_t *c, int ask, const char *const *queues);
+
 /* Wait until node i answers an AMQP PING (deadline_ms). 0 / -1. */
 int rq_wait_ready(rq_cluster_t *c, int i, int deadline_ms, char *err, size_t errlen);
 

@@ -314,6 +314,19 @@ void raw_put(const char *key, size_t klen, const char *val, size_t vlen, int lin
     TU_REQUIRE_AT(dberr == NULL, line, "leveldb write: %s", dberr ? dberr : "");
 }
 
+char *raw_replace_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line)
+{
+    leveldb_t *db = raw_open(line);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    char *good = leveldb_get(db, ro, key, klen, vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    TU_REQUIRE_AT(dberr == NULL && good != NULL, line, "no value to replace: %s", dberr ? dberr : "absent");
+    raw_put(key, klen, with, wlen, line);
+    return good;
+}
+
 uint64_t be64_at(const char *p)
 {
     uint64_t v = 0;

@@ -170,6 +170,11 @@ leveldb_t *raw_open(int line);
 /* Put one raw key into a closed data directory. */
 void raw_put(const char *key, size_t klen, const char *val, size_t vlen, int line);
 
+/* Replace the value under key in a closed data directory with `with`
+ * (damage): the value it held, for raw_put to put back (leveldb_free it). */
+char *raw_replace_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line);
+#define RAW_REPLACE(key, klen, with, wlen, vlen) raw_replace_at((key), (klen), (with), (wlen), (vlen), __LINE__)
+
 /* The big-endian u64 at p; write v at p big-endian. */
 uint64_t be64_at(const char *p);
 void be64_to(char *p, uint64_t v);

@@ -1004,9 +1004,10 @@ int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, 
 }
 
 /* Send req[rl] to 127.0.0.1:port, read the whole reply (the server closes)
- * into out[outlen]: tu_http_get's result. */
-static int http_exchange(int port, const char *req, int rl, char *out, size_t outlen)
+ * into out[outlen] within deadline_ms: tu_http_get's result. */
+static int http_exchange(int port, const char *req, int rl, char *out, size_t outlen, int deadline_ms)
 {
+    out[0] = '\0';
     int fd = tu_tcp_connect(port);
     if (fd < 0)
         return -1;
@@ -1014,19 +1015,41 @@ static int http_exchange(int port, const char *req, int rl, char *out, size_t ou
         close(fd);
         return -1;
     }
+    uint64_t deadline = tu_now_mono_ms() + (uint64_t)(deadline_ms > 0 ? deadline_ms : 0);
     size_t n = 0;
-    ssize_t r;
-    while (n < outlen - 1 && (r = read(fd, out + n, outlen - 1 - n)) > 0)
+    int closed = 0;
+    while (n < outlen - 1) {
+        uint64_t now = tu_now_mono_ms();
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (now >= deadline || poll(&p, 1, (int)(deadline - now)) == 0)
+            break;
+        ssize_t r = read(fd, out + n, outlen - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            closed = 1;
+            break;
+        }
         n += (size_t)r;
+    }
     out[n] = '\0';
     close(fd);
+    if (!closed && n < outlen - 1) {
+        fprintf(stderr, "tu_http: 127.0.0.1:%d: no whole reply within %d ms (%zu bytes came)\n", port, deadline_ms, n);
+        return -1;
+    }
     int status = -1;
     return sscanf(out, "HTTP/1.%*d %d", &status) == 1 ? status : -1;
 }
 
 int tu_http_request(int port, const char *req, int rl, char *out, size_t outlen)
 {
-    return http_exchange(port, req, rl, out, outlen);
+    return http_exchange(port, req, rl, out, outlen, TU_HTTP_DEADLINE_MS);
+}
+
+int tu_http_request_within(int port, const char *req, int rl, char *out, size_t outlen, int deadline_ms)
+{
+    return http_exchange(port, req, rl, out, outlen, deadline_ms);
 }
 
 int tu_http_get_host(int port, const char *path, const char *host, char *out, size_t outlen)
@@ -1035,7 +1058,7 @@ int tu_http_get_host(int port, const char *path, const char *host, char *out, si
     if (host != NULL)
         snprintf(hline, sizeof hline, "Host: %s\r\n", host);
     int rl = snprintf(req, sizeof req, "GET %s HTTP/1.%d\r\n%sConnection: close\r\n\r\n", path, host != NULL, hline);
-    return http_exchange(port, req, rl, out, outlen);
+    return http_exchange(port, req, rl, out, outlen, TU_HTTP_DEADLINE_MS);
 }
 
 long tu_http_flood_headers(int port, size_t limit, char *reply, size_t replylen)
@@ -1123,7 +1146,7 @@ int tu_http_get(int port, const char *path, char *out, size_t outlen)
 {
     char req[256];
     int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    return http_exchange(port, req, rl, out, outlen);
+    return http_exchange(port, req, rl, out, outlen, TU_HTTP_DEADLINE_MS);
 }
 
 /* ---- docs/metrics.md against a /metrics page ------------------------------------ */

@@ -72,8 +72,16 @@ int tu_run_capture(const char *const *argv, char *out, size_t outlen);
 
 /* GET path from 127.0.0.1:port over HTTP/1.0; the whole response (status
  * line, headers, body) into out[outlen], NUL-terminated, cut to fit. Returns
- * the HTTP status, or -1 when the connection or the status line failed. */
+ * the HTTP status, or -1 when the connection or the status line failed, or
+ * when the server had not closed after TU_HTTP_DEADLINE_MS (said on stderr;
+ * what came is in out): a daemon that accepts and never answers fails the
+ * test instead of hanging it. So do tu_http_request and tu_http_get_host. */
+#define TU_HTTP_DEADLINE_MS 30000
 int tu_http_get(int port, const char *path, char *out, size_t outlen);
+
+/* tu_http_request with a deadline of deadline_ms in place of
+ * TU_HTTP_DEADLINE_MS. */
+int tu_http_request_within(int port, const char *req, int rl, char *out, size_t outlen, int deadline_ms);
 
 /* Send req (rl bytes: a whole request, head and body, as the test wrote it)
  * to 127.0.0.1:port and read the response until the server closes; as

@@ -1,10 +1,11 @@
 /*
  * tests/integration/test_argv_secret.c — passwords on a command line are
  * hidden from ps (common/argv_secret.h): argv_secret_hide's rules, then the
- * real programs — hourglass-consumer started with --uri user:PW@ and
- * --mysql-password, hourglass-cli blocked on a broker that never answers —
- * whose /proc/PID/cmdline must show 'x' where the password was, with one
- * warning on stderr. Each program in its own temp dir and free port.
+ * real programs (hourglass-consumer started with --uri user:PW@ and
+ * --mysql-password, hourglass-cli blocked on a broker that never answers,
+ * hourglass-compensator and hourglass-console blocked reading a --config
+ * FIFO), whose /proc/PID/cmdline must show 'x' where the password was, with
+ * one warning on stderr. Each program in its own temp dir and free port.
  */
 #include "common/argv_secret.h"
 #include "tests/helpers/testutil.h"
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -193,6 +195,46 @@ static void test_cli(void)
     tu_rmtree(dir);
 }
 
+/* program (hourglass-compensator, hourglass-console) started with --uri user:PW@ and --mysql-password, and
+ * --config a FIFO no one writes: it blocks reading its configuration, alive, after hiding its argv (the first
+ * thing its main does) — no MariaDB or broker needed. Its cmdline must show 'x' in place of both passwords and
+ * its stderr the one warning naming use_instead. */
+static void expect_daemon_hides(const char *program, const char *use_instead)
+{
+    char dir[256], log[320], fifo[320], bin[512];
+    TU_REQUIRE(tu_mkdtemp("argv-secret", dir, sizeof dir) == 0, "mkdtemp");
+    snprintf(log, sizeof log, "%s/%s.out", dir, program);
+    snprintf(fifo, sizeof fifo, "%s/%s.conf", dir, program);
+    snprintf(bin, sizeof bin, HG_BUILDDIR "/%s", program);
+    TU_REQUIRE(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    const char *argv[] = {
+        bin,  "--uri", "hourglass://ops:SECRET-BROKER-PW@127.0.0.1:1", "--mysql-password", "SECRET-DB-PW", "--config",
+        fifo, NULL
+    };
+    cmdline_wait_t w = { .pid = spawn(argv, log) };
+    TU_REQUIRE(w.pid > 0, "fork");
+    int shown = tu_poll_until(cmdline_hidden, &w, 15000, 20) == 0;
+    int warned = tu_wait_file_contains(log, WARNING, 5000) == 0;
+    stop(w.pid);
+    TU_CHECK(shown && strstr(w.text, "SECRET") == NULL &&
+                 strstr(w.text, "hourglass://ops:xxxxxxxxxxxxxxxx@127.0.0.1:1 --mysql-password xxxxxxxxxxxx ") != NULL,
+             "%s's cmdline: '%s'", program, w.text);
+    char want[256];
+    snprintf(want, sizeof want, WARNING "%s", use_instead);
+    TU_CHECK(warned && tu_wait_file_contains(log, want, 1000) == 0, "no warning '%s' in %s", want, log);
+    tu_rmtree(dir);
+}
+
+static void test_compensator(void)
+{
+    expect_daemon_hides("hourglass-compensator", "password-file and mysql-password-file");
+}
+
+static void test_console(void)
+{
+    expect_daemon_hides("hourglass-console", "sampler-password-file and mysql-password-file");
+}
+
 static const tu_test_t rule_tests[] = {
     { "a URI's password, and only it", test_uri },
     { "argv: the values of the options, one warning, the copy intact", test_hide },
@@ -201,6 +243,8 @@ static const tu_test_t rule_tests[] = {
 static const tu_test_t program_tests[] = {
     { "hourglass-consumer --uri user:PW@ --mysql-password PW", test_consumer },
     { "hourglass-cli --uri hourglass://ops:PW@ (blocked)", test_cli },
+    { "hourglass-compensator --uri user:PW@ --mysql-password PW (blocked)", test_compensator },
+    { "hourglass-console --uri user:PW@ --mysql-password PW (blocked)", test_console },
     { NULL, NULL },
 };
 static const tu_suite_t suites[] = {

@@ -356,6 +356,19 @@ typedef struct producer {
 #define PARTITION_S          90     /* past the net tick (45..75 s): node 3 pauses (pause_minority) */
 #define PARTITION_FAILING_MS 30000  /* sends may fail this long after the cut (the lost confirms, a resend) */
 
+/* A stalled case's failure path: where RabbitMQ holds its messages, asked
+ * before the test tears anything down — the level queues its delays pass
+ * (DELAY 3s and 4s: hg.level.1 and the hop router's hg.hops; LEVEL 2), and
+ * the group's queue and DLQ. */
+static void print_stalled_queues(int ask, const char *group)
+{
+    char group_queue[300], dlq[300];
+    snprintf(group_queue, sizeof group_queue, "hg.group.%s", group);
+    snprintf(dlq, sizeof dlq, "hg.dlq.%s", group);
+    const char *const queues[] = { "hg.level.1", "hg.level.2", "hg.hops", group_queue, dlq, NULL };
+    rq_print_queue_state(&rabbit, ask, queues);
+}
+
 /* Print the wall-clock time (UTC, to the ms) between before and after: a
  * fault's moment, to line up with the nodes' and the consumer's logs. */
 static void print_wall_clock(const char *before, const char *after)
@@ -442,6 +455,102 @@ static int all_cancelled(void *arg)
     return oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", x->db) >= x->want;
 }
 
+/* One command on c: its reply (free) in *r, the error code returned. */
+static hg_err_t command(hg_client_t *c, hg_reply_t **r, int argc, const char *const *argv)
+{
+    *r = NULL;
+    return hg_client_command(c, argc, argv, NULL, r);
+}
+
+/* A client of node i alone (read timeout ms). NULL when it cannot open
+ * (reported). */
+static hg_client_t *node_client(int i, int read_timeout_ms)
+{
+    char uri[128];
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/", rabbit.nodes[i].amqp_port);
+    hg_client_opts_init(&o);
+    o.read_timeout_ms = read_timeout_ms;
+    TU_CHECK(hg_client_open(uri, &o, &c, &err) == HG_OK, "open %s: %s", uri, err.message);
+    return c;
+}
+
+#define PAUSED_DLQ_GROUP "rmqpause-dlq"
+
+/* Park one message in the DLQ of PAUSED_DLQ_GROUP through node i, which
+ * then leads that DLQ (RabbitMQ places a new quorum queue's leader on the
+ * declaring client's node). 0, or -1 (reported). */
+static int park_in_dlq_on(int i)
+{
+    const char *create[] = { "GROUP", "CREATE", PAUSED_DLQ_GROUP, PAUSED_DLQ_GROUP, "FROM", "NOW" };
+    const char *pull[] = { "PULL", PAUSED_DLQ_GROUP, PAUSED_DLQ_GROUP, "BLOCK", "10000" };
+    hg_client_t *c = node_client(i, GROUP_CREATE_TIMEOUT_MS);
+    hg_reply_t *r = NULL;
+    char id[HG_ID_MAX] = "";
+    int parked = 0;
+
+    if (c == NULL)
+        return -1;
+    TU_CHECK(command(c, &r, 6, create) == HG_OK, "GROUP CREATE %s: %s", PAUSED_DLQ_GROUP, hg_client_errmsg(c));
+    hg_reply_free(r);
+    TU_CHECK(hg_send(c, PAUSED_DLQ_GROUP, NULL, "parked", 6, hg_delay_none(), NULL) == HG_OK, "send: %s",
+             hg_client_errmsg(c));
+    if (command(c, &r, 5, pull) == HG_OK && hg_reply_count(r) == 1)
+        snprintf(id, sizeof id, "%s", hg_reply_str(hg_reply_element(hg_reply_element(r, 0), 0), NULL));
+    TU_CHECK(id[0] != '\0', "PULL %s: %s", PAUSED_DLQ_GROUP, r != NULL ? "no message" : hg_client_errmsg(c));
+    hg_reply_free(r);
+    if (id[0] != '\0') {
+        const char *nack[] = { "NACK", PAUSED_DLQ_GROUP, id, "DLQ" };
+        parked = command(c, &r, 4, nack) == HG_OK;
+        TU_CHECK(parked, "NACK %s DLQ: %s", id, hg_client_errmsg(c));
+        hg_reply_free(r);
+    }
+    hg_client_close(c);
+    return parked ? 0 : -1;
+}
+
+/* DLQ LEN of PAUSED_DLQ_GROUP on c: the depth, or -1 when the call failed
+ * (its error into err). */
+static long long paused_dlq_len(hg_client_t *c, char *err, size_t errlen)
+{
+    const char *len[] = { "DLQ", "LEN", PAUSED_DLQ_GROUP };
+    hg_reply_t *r = NULL;
+    long long depth = -1;
+
+    if (command(c, &r, 3, len) == HG_OK && hg_reply_type(r) == HG_REPLY_INTEGER)
+        depth = hg_reply_integer(r);
+    else
+        snprintf(err, errlen, "%s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    return depth;
+}
+
+/* While node `stopped` is SIGSTOPped, a new client of node `ask` (its
+ * first connection: the topology exists) must answer LEVELS — it used to
+ * bind the whole topology first, and no binding completes while a node of
+ * the cluster does not answer (a Mnesia transaction on every node). */
+static void check_fresh_client_answers(int ask, int stopped)
+{
+    const char *levels[] = { "LEVELS" };
+    uint64_t started = tu_now_mono_ms();
+    hg_client_t *c = node_client(ask, 6000);
+    hg_reply_t *r = NULL;
+    hg_err_t e;
+
+    if (c == NULL)
+        return;
+    e = command(c, &r, 1, levels);
+    printf("; a new client of node %d: LEVELS %s in %" PRIu64 " ms", ask + 1, e == HG_OK ? "answered" : "failed",
+           tu_now_mono_ms() - started);
+    TU_CHECK(e == HG_OK, "a new client of node %d with node %d stopped: LEVELS: %s", ask + 1, stopped + 1,
+             hg_client_errmsg(c));
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
 static void faults_round(const char *db, size_t n, int fault)
 {
     of_seed_spec_t spec = { .first_id = 1,
@@ -458,6 +567,7 @@ static void faults_round(const char *db, size_t n, int fault)
     producer_t p = { .first = 1, .last = n, .uri = rabbit.uri };
     cancelled_ctx_t x = { db, (long long)n };
     int mport = tu_free_port(), victim = -1, before = 0;
+    hg_client_t *dlq_client = NULL; /* SIGSTOP: a client of node 1 asking DLQ LEN */
     char minority_first[512];
     const char *uri = rabbit.uri;
     of_report_t rep;
@@ -477,6 +587,19 @@ static void faults_round(const char *db, size_t n, int fault)
                  rabbit.nodes[2].amqp_port, rabbit.nodes[0].amqp_port, rabbit.nodes[1].amqp_port);
         uri = p.uri = minority_first;
         p.hold_at = (int)n / 3;
+    }
+    if (fault == SIGSTOP) { /* a DLQ led by the node to be stopped */
+        int leader, dlq_parked = park_in_dlq_on(2) == 0;
+        leader = rq_queue_leader(&rabbit, 0, "hg.dlq." PAUSED_DLQ_GROUP);
+        TU_CHECK(leader == 2, "hg.dlq.%s is led by node %d, want node 3 (its declaring client's)", PAUSED_DLQ_GROUP,
+                 leader + 1);
+        if (dlq_parked && leader == 2) { /* connected (topology bound) before the stop */
+            long long depth;
+            dlq_client = node_client(0, 6000);
+            depth = dlq_client != NULL ? paused_dlq_len(dlq_client, err, sizeof err) : -1;
+            TU_CHECK(depth == 1, "DLQ LEN %s before the stop: %lld (%s), want 1", PAUSED_DLQ_GROUP, depth,
+                     depth < 0 ? err : "answered");
+        }
     }
     atomic_init(&p.released, 0);
     atomic_init(&p.cut_at, 0);
@@ -517,11 +640,31 @@ static void faults_round(const char *db, size_t n, int fault)
         TU_CHECK(rq_heal(&rabbit, victim, err, sizeof err) == 0, "heal node %d: %s", victim + 1, err);
         printf("; healed");
     } else {
+        uint64_t stopped_at;
         victim = 2;
         printf("\n    SIGSTOP node %d (%s) for 15 s at %d of %zu sent", victim + 1, rabbit.nodes[victim].name,
                atomic_load(&p.sent), n);
         TU_CHECK(rq_signal(&rabbit, victim, SIGSTOP) == 0, "SIGSTOP node %d", victim + 1);
-        sleep(15);
+        stopped_at = tu_now_mono_ms();
+        if (dlq_client != NULL) {
+            /* RabbitMQ's passive declare answers 0 for a quorum queue whose
+             * leader gives no count within 250 ms: what made the
+             * compensator's dlq-depth alert resolve and fire again with the
+             * message parked all along. DLQ LEN must say 1, or fail. */
+            long long depth = paused_dlq_len(dlq_client, err, sizeof err);
+            if (depth >= 0)
+                printf("; DLQ LEN through node 1 with its leader stopped: %lld", depth);
+            else
+                printf("; DLQ LEN through node 1 with its leader stopped failed: %s", err);
+            TU_CHECK(depth != 0,
+                     "DLQ LEN %s through node 1 while its leader node %d is stopped: 0, want 1 (or an "
+                     "error)",
+                     PAUSED_DLQ_GROUP, victim + 1);
+            hg_client_close(dlq_client);
+        }
+        check_fresh_client_answers(0, victim);
+        while (tu_now_mono_ms() - stopped_at < 15000)
+            usleep(100000);
         TU_CHECK(rq_signal(&rabbit, victim, SIGCONT) == 0, "SIGCONT node %d", victim + 1);
     }
     pthread_join(p.thread, NULL);
@@ -547,12 +690,9 @@ static void faults_round(const char *db, size_t n, int fault)
         printf("; node %d rejoined", victim + 1);
     }
     if (tu_poll_until(all_cancelled, &x, 240000, 100) != 0) {
-        char queues[16384];
-        int ask = victim == 0 ? 1 : 0;
-        rq_ctl(&rabbit, ask, queues, sizeof queues, "list_queues", "name", "leader", "members", "messages",
-               "messages_ready", "messages_unacknowledged", NULL);
-        TU_CHECK(0, "%lld of %zu orders cancelled in 240 s; the queues (asking node %d):\n%s",
-                 oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db), n, ask + 1, queues);
+        TU_CHECK(0, "%lld of %zu orders cancelled in 240 s (the queues follow)",
+                 oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db), n);
+        print_stalled_queues(victim == 0 ? 1 : 0, db);
     }
     printf(" — every order cancelled (%d send rounds had a failed item%s%s)", p.failures,
            p.failures > 0 ? ", the first: " : "", p.first_error);
@@ -693,7 +833,9 @@ static void test_compensator(void)
     printf("\n    compensator on amqp://: relayed %lld of %d, cancelled by their messages %lld (%lld outbox rows"
            " done, %lld before expire_at); DLQ depth seen %s, dlq-depth alert %s",
            relayed, COMP_ORDERS, by_message, done, early, dlq_seen ? "1" : "never", fired ? "fired" : "not fired");
-    TU_CHECK(pending == 0, "%lld orders still pending 120 s after their expiry", pending);
+    TU_CHECK(pending == 0, "%lld orders still pending 120 s after their expiry (the queues follow)", pending);
+    if (pending != 0)
+        print_stalled_queues(0, "rmqcomp");
     TU_CHECK(relayed == COMP_ORDERS, "relayed %lld of %d outbox rows through RabbitMQ (relayed or superseded)", relayed,
              COMP_ORDERS);
     TU_CHECK(by_message == COMP_ORDERS, "%lld of %d orders cancelled by their relayed message", by_message,

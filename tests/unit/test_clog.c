@@ -39,7 +39,7 @@ static void teardown(void)
 
 static clog_t *open_log(uint64_t floor, clog_open_report_t *rep)
 {
-    clog_options_t o = { dir, SEG, floor };
+    clog_options_t o = { dir, SEG, floor, 0, 0, 0 };
     clog_t *c = NULL;
     int rc = clog_open(&o, &c, rep, err, sizeof err);
     TU_CHECK(rc == 0, "clog_open: %d %s", rc, err);
@@ -303,7 +303,7 @@ static void test_torn_below_d_refused(void)
     clog_close(c);
     poke(b[0] + 40, "XX", 2);
 
-    clog_options_t o = { dir, SEG, 0 };
+    clog_options_t o = { dir, SEG, 0, 0, 0, 0 };
     clog_t *c2 = NULL;
     int rc = clog_open(&o, &c2, NULL, err, sizeof err);
     TU_CHECK(rc == CLOG_DAMAGED && c2 == NULL, "damage below D is refused (rc %d)", rc);
@@ -447,7 +447,7 @@ static void test_bad_inputs(void)
 
     /* a damaged segment header */
     poke(0, "X", 1);
-    clog_options_t o = { dir, SEG, 0 };
+    clog_options_t o = { dir, SEG, 0, 0, 0, 0 };
     clog_t *c2 = NULL;
     rc = clog_open(&o, &c2, NULL, err, sizeof err);
     TU_CHECK(rc == CLOG_DAMAGED && strstr(err, "clog-0000000000000000.seg: offset 0: damaged segment header") != NULL,
@@ -510,7 +510,7 @@ static void test_leading_spare_with_damaged_start(void)
     /* the first record's offset field: the first segment's start now looks unused, as a spare's does,
        and the second segment begins with a whole batch */
     poke(ids[0] + 20, "\x7f", 1);
-    clog_options_t o = { dir, SEG, 0 };
+    clog_options_t o = { dir, SEG, 0, 0, 0, 0 };
     clog_t *c2 = NULL;
     int rc = clog_open(&o, &c2, NULL, err, sizeof err);
     TU_CHECK(rc == CLOG_DAMAGED && strstr(err, "clog-0000000000000000.seg: offset 32:") != NULL,

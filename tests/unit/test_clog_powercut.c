@@ -112,7 +112,7 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
 {
     uint64_t s = seed;
     powercut_arm(kill_at);
-    clog_options_t o = { dir, SEG, floor };
+    clog_options_t o = { dir, SEG, floor, 0, 0, 0 };
     clog_t *c = NULL;
     if (clog_open(&o, &c, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "child: clog_open: %s\n", err);
@@ -219,7 +219,7 @@ static int check_record(const clog_record_t *r, void *ctx)
  * batches that survived, or -1 after a failed check (reported). */
 static long check_after_cut(uint64_t seed, int round, totals_t *t)
 {
-    clog_options_t o = { dir, SEG, 0 };
+    clog_options_t o = { dir, SEG, 0, 0, 0, 0 };
     clog_t *c = NULL;
     clog_open_report_t rep;
     int rc = clog_open(&o, &c, &rep, err, sizeof err);

@@ -1085,6 +1085,221 @@ static void test_lease_late_bound(void)
     CLOSE(&s);
 }
 
+/* The topic-log seq of message id (committed data), 0 when it is not there. */
+typedef struct seq_of {
+    uint64_t id, seq;
+} seq_of_t;
+
+static int find_topic_seq(void *ctx, const store_entry_t *e)
+{
+    seq_of_t *f = ctx;
+    if (e->range == STORE_TOPIC && e->m->id == f->id) {
+        f->seq = e->seq;
+        return 1;
+    }
+    return 0;
+}
+
+/* The key 't' 0x00 seq of topic t's log into k: its length. */
+static size_t topic_log_key(char k[11], uint64_t seq)
+{
+    k[0] = 'T';
+    k[1] = 't';
+    k[2] = '\0';
+    be64_to(k + 3, seq);
+    return 11;
+}
+
+/* A PULL that meets damage after it took messages (two retries, then a
+ * topic-log entry, then a damaged one) hands out what it took: before, it
+ * returned -1 with those leases in the pending batch, so the next commit wrote
+ * leases nobody got (redelivered only when they expired) with the cursor not
+ * moved past them. The next PULL fails at the damage, taking nothing, the
+ * store usable; with the entry put back the store checks clean and the rest
+ * is leased once. */
+static void test_lease_damage_after_taken(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
+    TU_REQUIRE(n == 2, "lease a and b: %d", n);
+    free_msgs(m, n);
+    FAIL_LEVEL(s, "g", a, 1, "again", T0, NULL);
+    FAIL_LEVEL(s, "g", b, 1, "again", T0, NULL);
+    TU_REQUIRE(MOVE(s, T0 + SEC, 10, NULL) == 2, "the retries are not ready");
+    uint64_t c = SEND(s, "t", "c", 0, 0, T0 + SEC, NULL);
+    uint64_t d = SEND(s, "t", "d", 0, 0, T0 + SEC, NULL);
+    uint64_t e = SEND(s, "t", "e", 0, 0, T0 + SEC, NULL);
+    CHECK_COUNTS(s, "g", 5, 3, 2, 0, 0, 0);
+    seq_of_t f = { d, 0 };
+    char err[1024] = "";
+    REQUIRE_OK(store_scan(s, find_topic_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
+    TU_REQUIRE(f.seq != 0, "d is not in the topic log");
+    CLOSE(&s);
+
+    char key[11];
+    size_t klen = topic_log_key(key, f.seq);
+    size_t vlen = 0;
+    char *good = RAW_REPLACE(key, klen, "damaged", 7, &vlen);
+
+    s = OPEN_DEFAULT();
+    n = -1;
+    int rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + 2 * SEC, m, &n, err, sizeof err);
+    TU_CHECK(rc == 0 && n == 3, "a PULL that met damage after 3 messages: rc %d, n %d \"%s\"", rc, n, err);
+    uint64_t got[3];
+    for (int i = 0; i < n && i < 3; i++) {
+        got[i] = m[i].m.id;
+    }
+    TU_CHECK(n == 3 && got[0] == a && got[1] == b && got[2] == c, "the messages handed out are not a, b, c");
+    free_msgs(m, rc == 0 ? n : 0);
+    TU_CHECK(!store_broken(s), "the store broke");
+    err[0] = '\0';
+    n = -1;
+    rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + 2 * SEC, m, &n, err, sizeof err);
+    TU_CHECK(rc == -1 && n == 0 && strstr(err, "a topic log") != NULL, "the PULL at the damage: rc %d, n %d \"%s\"", rc,
+             n, err);
+    TU_CHECK(!store_broken(s), "a PULL that failed before it took anything broke the store");
+    COMMIT(s);
+    CLOSE(&s);
+
+    raw_put(key, klen, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 2, 2, 0, 0, 3, 0);
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 3 * SEC, m);
+    TU_CHECK(n == 2 && m[0].m.id == d && m[1].m.id == e, "after the repair: %d leased, not d and e", n);
+    free_msgs(m, n);
+    uint64_t taken[] = { a, b, c };
+    TU_CHECK(ACK(s, "g", taken, 3) == 3, "the leases of a, b, c handed out are not held");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* Close a store that must be broken (it fails to close, naming why) and
+ * forget it. */
+static void close_broken(store_t **sp, const char *says)
+{
+    for (int i = 0; i < MAX_OPEN; i++) {
+        if (g_open[i] == *sp) {
+            g_open[i] = NULL;
+        }
+    }
+    char err[1024] = "";
+    int rc = store_close(*sp, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, says) != NULL, "closing the broken store: rc %d \"%s\"", rc, err);
+    *sp = NULL;
+}
+
+/* An ACK whose release fails after the lease's delete is in the batch (the
+ * message index record, read to drop it with its last copy, is damaged)
+ * breaks the store, so that half is never written: before, the ACK returned
+ * -1 (not released) with the store usable, and the close wrote the lease and
+ * its copy index entry deleted, so the lease was gone after all. With the
+ * record put back, the lease is there and ACKed. */
+static void test_ack_half_way_breaks_store(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    free_msgs(m, n);
+    FAIL_LEVEL(s, "g", a, 1, "again", T0, NULL);
+    TU_REQUIRE(MOVE(s, T0 + SEC, 10, NULL) == 1, "the retry is not ready");
+    n = LEASE_N(s, "g", "t", 1, LEASE, T0 + SEC, m); /* from the retry queue: no topic-log entry keeps it */
+    TU_REQUIRE(n == 1 && m[0].m.id == a, "the retry is not leased");
+    free_msgs(m, n);
+    COMMIT(s);
+    CLOSE(&s);
+
+    char key[9];
+    key[0] = 'X';
+    be64_to(key + 1, a);
+    size_t vlen = 0;
+    char *good = RAW_REPLACE(key, sizeof key, "?", 1, &vlen);
+
+    s = OPEN_DEFAULT();
+    int released = -1;
+    char err[1024] = "";
+    int rc = store_ack(s, "g", 1, &a, 1, &released, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "lease release failed half-way") != NULL &&
+                 strstr(err, "corrupt message index record") != NULL,
+             "ACK over a damaged message index record: rc %d \"%s\"", rc, err);
+    TU_CHECK(store_broken(s), "the ACK failed half-way but the store is usable: its half would be written");
+    if (store_broken(s)) {
+        close_broken(&s, "failed half-way");
+    } else {
+        CLOSE(&s);
+    }
+
+    raw_put(key, sizeof key, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
+    TU_CHECK(ACK(s, "g", &a, 1) == 1, "the lease is not there after the repair");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A DLQ walk that meets damage after it moved entries: the requeue commits
+ * and counts the moves before it (before, they stayed in the pending batch,
+ * written by the next command's commit while the count said 0); a drop whose
+ * index update fails after its first write breaks the store ("DLQ drop failed
+ * half-way"), so nothing of it is written. */
+static void test_dlq_walk_damage(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[3];
+    fill_dlq(s, 3, ids);
+    COMMIT(s);
+    CLOSE(&s);
+    char dk[11] = { 'D', 'g', '\0' };
+    be64_to(dk + 3, ids[1]);
+    size_t vlen = 0;
+    char *good = RAW_REPLACE(dk, sizeof dk, "damaged", 7, &vlen);
+    s = OPEN_DEFAULT();
+    char err[1024] = "";
+    store_dlq_walk_t walk = { .requeue = 1 };
+    int rc = store_dlq_walk_step(s, "g", 1, &walk, 10, T0 + 10, err, sizeof err);
+    TU_CHECK(rc == -1 && walk.count == 1 && strstr(err, "the DLQ") != NULL,
+             "requeue over a damaged DLQ entry: rc %d, count %" PRIu64 " \"%s\"", rc, walk.count, err);
+    TU_CHECK(!store_broken(s) && store_pending_bytes(s) == 0, "the requeue before the damage is not committed");
+    CLOSE(&s);
+    raw_put(dk, sizeof dk, good, vlen, __LINE__);
+    leveldb_free(good);
+
+    char xk[9] = { 'X' };
+    be64_to(xk + 1, ids[2]);
+    good = RAW_REPLACE(xk, sizeof xk, "?", 1, &vlen);
+    s = OPEN_DEFAULT();
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 0, 2);
+    store_dlq_walk_t drop = { .requeue = 0 };
+    err[0] = '\0';
+    rc = store_dlq_walk_step(s, "g", 1, &drop, 10, T0 + 10, err, sizeof err);
+    TU_CHECK(rc == -1 && drop.count == 0 && strstr(err, "DLQ drop failed half-way") != NULL &&
+                 strstr(err, "corrupt message index record") != NULL,
+             "drop over a damaged index record: rc %d, count %" PRIu64 " \"%s\"", rc, drop.count, err);
+    TU_CHECK(store_broken(s), "the drop failed half-way but the store is usable: its half would be written");
+    if (store_broken(s)) {
+        close_broken(&s, "failed half-way");
+    } else {
+        CLOSE(&s);
+    }
+    raw_put(xk, sizeof xk, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 0, 2);
+    uint64_t cnt = 0;
+    REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 2);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t lease_tests[] = {
     { "retry first", test_lease_retry_first },
     { "byte budget", test_lease_byte_budget },
@@ -1098,6 +1313,8 @@ static const tu_test_t lease_tests[] = {
     { "written late: a crash", test_lease_late_crash },
     { "written late: when and by what", test_lease_late_written },
     { "written late: NACK and TOUCH", test_lease_late_nack_touch },
+    { "damage met after some were taken: those handed out", test_lease_damage_after_taken },
+    { "an ACK that fails half-way breaks the store", test_ack_half_way_breaks_store },
     { "written late: over groups", test_lease_late_groups },
     { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
     { "written late: at most so many held", test_lease_late_bound },
@@ -1106,8 +1323,13 @@ static const tu_test_t lease_tests[] = {
 };
 
 static const tu_test_t dlq_tests[] = {
-    { "list", test_dlq_list }, { "list byte budget", test_dlq_list_byte_budget }, { "requeue", test_dlq_requeue },
-    { "drop", test_dlq_drop }, { "requeue or drop all in steps", test_dlq_walk }, { NULL, NULL },
+    { "list", test_dlq_list },
+    { "list byte budget", test_dlq_list_byte_budget },
+    { "requeue", test_dlq_requeue },
+    { "drop", test_dlq_drop },
+    { "requeue or drop all in steps", test_dlq_walk },
+    { "a walk that meets damage", test_dlq_walk_damage },
+    { NULL, NULL },
 };
 
 static const tu_suite_t suites[] = {

@@ -454,6 +454,112 @@ static void test_level_clock_jump(void)
     free_msgs(m, n);
 }
 
+/* The level key ('L' level due seq, 18 bytes) of message id into ctx. */
+typedef struct level_key_of {
+    uint64_t id;
+    char key[18];
+    int found;
+} level_key_of_t;
+
+static int find_level_key(void *ctx, const store_entry_t *e)
+{
+    level_key_of_t *f = ctx;
+    if (e->range != STORE_LEVEL || e->m->id != f->id) {
+        return 0;
+    }
+    f->key[0] = 'L';
+    f->key[1] = (char)e->level;
+    be64_to(f->key + 2, e->due_ms);
+    be64_to(f->key + 10, e->seq);
+    f->found = 1;
+    return 1;
+}
+
+static void level_key_of_at(store_t *s, uint64_t id, char key[18], int line)
+{
+    level_key_of_t f = { .id = id };
+    char err[512] = "";
+    TU_REQUIRE_AT(store_scan(s, find_level_key, &f, err, sizeof err) >= 0 && f.found, line,
+                  "message %016" PRIx64 " is on no level: %s", id, err);
+    memcpy(key, f.key, 18);
+}
+#define LEVEL_KEY_OF(s, id, key) level_key_of_at((s), (id), (key), __LINE__)
+
+/* A level whose head is damaged (its due move fails before it takes
+ * anything) does not hold the others: they move past its head's due time,
+ * it is reported once (store_level_info, store_level_damage_events) and
+ * tried again STORE_LEVEL_DAMAGE_RETRY_MS later. A damaged message behind a
+ * head moved ends its level's turn there, the store usable. Before, the due
+ * move returned -1 at the earliest level each time, and no level moved; met
+ * behind a head, it broke the store. Repaired, the level moves again. */
+static void test_level_damaged_skipped(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "a", 1, 0, T0, NULL);     /* level 1: due T0 + 1 s */
+    uint64_t c = SEND(s, "t", "c", 1, 0, T0 + 1, NULL); /* behind a, damaged below */
+    uint64_t b = SEND(s, "t", "b", 2, 0, T0, NULL);     /* level 2: due T0 + 5 s */
+    char ka[18], kc[18];
+    LEVEL_KEY_OF(s, a, ka);
+    LEVEL_KEY_OF(s, c, kc);
+    CLOSE(&s);
+
+    /* the head of level 1 damaged */
+    size_t alen = 0;
+    char *good_a = RAW_REPLACE(ka, sizeof ka, "\1\0\0\0", 4, &alen);
+    s = OPEN_DEFAULT();
+    uint64_t now = T0 + 10 * SEC;
+    int moved = -1, ready = -1;
+    char err[1024] = "";
+    int rc = store_move_due(s, now, 100, &moved, &ready, err, sizeof err);
+    TU_CHECK(rc == 0 && moved == 1 && ready == 1, "level 2 behind a damaged level 1: rc %d, moved %d, ready %d \"%s\"",
+             rc, moved, ready, err);
+    store_level_info_t li;
+    TU_REQUIRE(store_level_info(s, 1, &li) == 0, "level 1");
+    TU_CHECK(li.damaged && strstr(li.damage, "corrupt message in a level queue") != NULL && li.depth == 2,
+             "level 1: damaged %d \"%s\" depth %" PRIu64, li.damaged, li.damage, li.depth);
+    TU_REQUIRE(store_level_info(s, 2, &li) == 0, "level 2");
+    TU_CHECK(!li.damaged && li.depth == 0 && li.damage[0] == '\0', "level 2: damaged %d depth %" PRIu64, li.damaged,
+             li.depth);
+    CHECK_EQ_U64(store_level_damage_events(s), 1);
+    CHECK_EQ_U64(store_next_due(s), now + STORE_LEVEL_DAMAGE_RETRY_MS);
+    TU_CHECK(MOVE(s, now + SEC, 100, NULL) == 0, "the damaged level was tried again within its delay");
+    TU_CHECK(MOVE(s, now + STORE_LEVEL_DAMAGE_RETRY_MS, 100, NULL) == 0, "the damaged level moved");
+    CHECK_EQ_U64(store_level_damage_events(s), 1); /* tried again and failed: not a new finding */
+    CHECK_EQ_U64(store_next_due(s), now + 2 * STORE_LEVEL_DAMAGE_RETRY_MS);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, now, m);
+    TU_CHECK(n == 1 && m[0].m.id == b, "leased %d, not b alone", n);
+    free_msgs(m, n);
+    TU_CHECK(!store_broken(s), "the store broke");
+    COMMIT(s);
+    CLOSE(&s);
+    raw_put(ka, sizeof ka, good_a, alen, __LINE__);
+    leveldb_free(good_a);
+
+    /* a message behind the head damaged: a moves, level 1 stops at c */
+    size_t clen = 0;
+    char *good_c = RAW_REPLACE(kc, sizeof kc, "\1\0\0\0", 4, &clen);
+    s = OPEN_DEFAULT();
+    rc = store_move_due(s, now, 100, &moved, &ready, err, sizeof err);
+    TU_CHECK(rc == 0 && moved == 1 && !store_broken(s), "a before a damaged c: rc %d, moved %d, broken %d \"%s\"", rc,
+             moved, store_broken(s), err);
+    TU_REQUIRE(store_level_info(s, 1, &li) == 0, "level 1");
+    TU_CHECK(li.damaged && li.depth == 1, "level 1 after a moved: damaged %d depth %" PRIu64, li.damaged, li.depth);
+    COMMIT(s);
+    CLOSE(&s);
+    raw_put(kc, sizeof kc, good_c, clen, __LINE__);
+    leveldb_free(good_c);
+
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    TU_CHECK(MOVE(s, now, 100, NULL) == 1, "c put back does not move");
+    n = LEASE_N(s, "g", "t", 4, LEASE, now, m);
+    TU_CHECK(n == 2 && m[0].m.id == a && m[1].m.id == c, "leased %d, not a and c", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t level_tests[] = {
     { "due times", test_level_due_times },
     { "fifo and bounded move", test_level_fifo_and_bounded_move },
@@ -465,6 +571,7 @@ static const tu_test_t level_tests[] = {
     { "clock jump", test_level_clock_jump },
     { "exact to the ms, 1 ms .. 3 h", test_level_exact_every_ms },
     { "order with remainders", test_level_order_with_remainders },
+    { "a damaged level is skipped, the others move", test_level_damaged_skipped },
     { NULL, NULL },
 };
 

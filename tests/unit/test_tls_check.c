@@ -16,12 +16,18 @@
  *             encrypted key (PKCS#8 and legacy), a key that is not the
  *             certificate's: each error names the field, the file and the
  *             problem, and leaves OpenSSL's error queue empty
+ *   not regular  a FIFO as the CA, the certificate or the key: refused at
+ *             once (it used to block in the open), key and path named
  *
  * Run it: ./tests/unit/test_tls_check
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 #include <openssl/err.h>
@@ -234,10 +240,50 @@ static void test_refused(void)
     free(ca), free(joined);
 }
 
+/* A FIFO (or any file that is not regular) given as each of the three files
+ * is refused at once, naming the key and the path: opening one for reading
+ * waited for a writer for ever. db_tls_check runs in a child, so a check that
+ * blocks fails here (killed after 10 s) rather than hanging the suite. */
+static void test_not_regular(void)
+{
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/ca.fifo", dir);
+    TU_REQUIRE(mkfifo(fifo, 0600) == 0, "mkfifo %s: %s", fifo, strerror(errno));
+    const char *ca[3] = { fifo, NULL, NULL }, *cert[3] = { NULL, fifo, pki.client },
+               *key[3] = { NULL, pki.client_key, fifo };
+    const char *field[3] = { "tls_ca_file: ", "tls_cert_file: ", "tls_key_file: " };
+    for (int i = 0; i < 3; i++) {
+        int pipefd[2];
+        TU_REQUIRE(pipe(pipefd) == 0, "pipe");
+        pid_t pid = fork();
+        TU_REQUIRE(pid >= 0, "fork");
+        if (pid == 0) {
+            char err[1024] = "";
+            int rc = db_tls_check(&fields, HG_ORDER_TLS_ON, ca[i], cert[i], key[i], err, sizeof err);
+            ssize_t w = write(pipefd[1], err, strlen(err) + 1);
+            _exit(rc == -1 && w > 0 ? 0 : 1);
+        }
+        close(pipefd[1]);
+        uint64_t waited = 0;
+        int status = tu_wait_exit(pid, 10000, &waited);
+        char err[1024] = "";
+        ssize_t n = status == -1 ? 0 : read(pipefd[0], err, sizeof err - 1);
+        close(pipefd[0]);
+        err[n > 0 ? n : 0] = '\0';
+        TU_CHECK(status == 0, "%sa FIFO: exit %d after %llu ms (-1: still blocked, killed): '%s'", field[i], status,
+                 (unsigned long long)waited, err);
+        TU_CHECK(strstr(err, field[i]) != NULL && strstr(err, fifo) != NULL &&
+                     strstr(err, "is not a regular file (a FIFO)") != NULL,
+                 "%sa FIFO: '%s'", field[i], err);
+    }
+    unlink(fifo);
+}
+
 static const tu_test_t tests[] = {
     { "the rules name the field", test_rules },
     { "accepted: bundles, CRLF, long lines, EC and combined keys", test_accepted },
     { "refused: each bad file named with its problem", test_refused },
+    { "refused at once: a FIFO, not opened", test_not_regular },
     { NULL, NULL },
 };
 

@@ -1,0 +1,713 @@
+/*
+ * levels/clog_redo.c — the batch protocol and recovery of levels/clog_redo.h
+ * (design: docs/design-commitlog.md §3): derived writes encoded into the
+ * batch, held until the log's sync covers it, applied by position; the
+ * LevelDB mark; checkpoints; the redo from the checkpoint at open.
+ *
+ * The derived-writes record (the last data record of a batch), big-endian:
+ * "HGRD", op count u32, then the ops, each a tag byte and its fields:
+ *   'Q' queue u32, index u64, log offset u64, due u64    a CQ entry at index
+ *   'H' queue u32, head u64                              a CQ head move
+ *   'S' segment base u64, ordinal u64, id u64, queue u32, flags u32, CQ index u64
+ *                                                        a where-slot
+ *   'P' key length u32, value length u32, key, value    a LevelDB put
+ *   'D' key length u32, key                              a LevelDB delete
+ * Running and redo share one path: a held batch is kept as its encoded
+ * record and made by the same decoder the redo uses (apply_record), so what
+ * the redo does is what running did.
+ */
+#define _GNU_SOURCE
+#include "levels/clog_redo.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "levels/clog_internal.h"
+#include "levels/keys.h"
+#include "levels/logsync.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DERIVED_MAGIC "HGRD"
+#define DERIVED_HEAD  8
+
+typedef struct open_queue {
+    uint32_t queue;
+    cq_t *q;
+    int dirty; /* written since the last checkpoint */
+} open_queue_t;
+
+typedef struct open_slots {
+    uint64_t base;
+    slot_file_t *f;
+    int dirty;
+} open_slots_t;
+
+typedef struct held {
+    uint64_t end; /* the batch's end in the log */
+    char *rec;    /* its derived-writes record */
+    size_t len;
+} held_t;
+
+struct redo {
+    char *dir;
+    clog_t *log;
+    leveldb_t *db;
+    logsync_t *dbsync;
+    leveldb_writeoptions_t *wo_nosync, *wo_sync;
+    leveldb_readoptions_t *ro;
+    redo_bounds_fn bounds;
+    void *bounds_ctx;
+    open_queue_t *queues;
+    size_t nqueues, qcap;
+    open_slots_t *slots;
+    size_t nslots, scap;
+    held_t *held; /* a FIFO: [hfirst, nheld) */
+    size_t hfirst, nheld, hcap;
+    uint64_t applied, checkpoint;
+    redo_open_report_t *counts; /* the open's report while redoing, else NULL */
+};
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static key_buf_t mark_key(const char *name)
+{
+    key_buf_t k;
+    key_meta(&k, name);
+    return k;
+}
+
+/* ---- encoding ---------------------------------------------------------------------- */
+
+static char *grow(redo_batch_t *b, size_t n)
+{
+    if (b->len == 0) {
+        b->len = DERIVED_HEAD;
+    }
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 > 256 ? (b->len + n) * 2 : 256;
+        b->derived = xrealloc(b->derived, b->cap);
+    }
+    char *p = b->derived + b->len;
+    b->len += n;
+    b->ops++;
+    return p;
+}
+
+void redo_cq_write(redo_batch_t *b, uint32_t queue, uint64_t index, const cq_entry_t *e)
+{
+    char *p = grow(b, 29);
+    p[0] = 'Q';
+    be32_put(p + 1, queue);
+    be64_put(p + 5, index);
+    be64_put(p + 13, e->log_offset);
+    be64_put(p + 21, e->due);
+}
+
+void redo_cq_head(redo_batch_t *b, uint32_t queue, uint64_t head)
+{
+    char *p = grow(b, 13);
+    p[0] = 'H';
+    be32_put(p + 1, queue);
+    be64_put(p + 5, head);
+}
+
+void redo_slot_write(redo_batch_t *b, uint64_t segment_base, uint64_t ordinal, const slot_t *s)
+{
+    char *p = grow(b, 41);
+    p[0] = 'S';
+    be64_put(p + 1, segment_base);
+    be64_put(p + 9, ordinal);
+    be64_put(p + 17, s->id);
+    be32_put(p + 25, s->queue);
+    be32_put(p + 29, s->flags);
+    be64_put(p + 33, s->cq_index);
+}
+
+void redo_db_put(redo_batch_t *b, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    char *p = grow(b, 9 + klen + vlen);
+    p[0] = 'P';
+    be32_put(p + 1, (uint32_t)klen);
+    be32_put(p + 5, (uint32_t)vlen);
+    memcpy(p + 9, key, klen);
+    if (vlen > 0) {
+        memcpy(p + 9 + klen, val, vlen);
+    }
+}
+
+void redo_db_delete(redo_batch_t *b, const void *key, size_t klen)
+{
+    char *p = grow(b, 5 + klen);
+    p[0] = 'D';
+    be32_put(p + 1, (uint32_t)klen);
+    memcpy(p + 5, key, klen);
+}
+
+void redo_batch_free(redo_batch_t *b)
+{
+    clog_batch_free(&b->log);
+    free(b->derived);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- the derived files --------------------------------------------------------------- */
+
+static open_queue_t *queue_get(redo_t *r, uint32_t queue, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < r->nqueues; i++) {
+        if (r->queues[i].queue == queue) {
+            return &r->queues[i];
+        }
+    }
+    uint64_t head = 0, tail = 0;
+    if (r->bounds == NULL) {
+        err_set(err, errlen, "commit log redo: CQ %" PRIu32 " is written but no bounds callback was given", queue);
+        return NULL;
+    }
+    if (r->bounds(r->bounds_ctx, queue, &head, &tail, err, errlen) != 0) {
+        return NULL;
+    }
+    cq_t *q;
+    if (cq_open(r->dir, queue, head, tail, &q, err, errlen) != 0) {
+        return NULL;
+    }
+    if (r->nqueues == r->qcap) {
+        r->qcap = r->qcap ? r->qcap * 2 : 16;
+        r->queues = xrealloc(r->queues, r->qcap * sizeof *r->queues);
+    }
+    r->queues[r->nqueues] = (open_queue_t){ queue, q, 0 };
+    return &r->queues[r->nqueues++];
+}
+
+/* The slot file of segment base, opened or made. A last slot torn by a power
+ * cut was written after the last checkpoint (which syncs every slot file), so
+ * by a batch the redo rewrites: it is cut off before the open. */
+static open_slots_t *slots_get(redo_t *r, uint64_t base, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < r->nslots; i++) {
+        if (r->slots[i].base == base) {
+            return &r->slots[i];
+        }
+    }
+    char name[64], path[PATH_MAX];
+    slot_file_name(base, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", r->dir, name);
+    struct stat st;
+    int exists = stat(path, &st) == 0;
+    if (exists && st.st_size % SLOT_BYTES != 0 && truncate(path, st.st_size - st.st_size % SLOT_BYTES) != 0) {
+        err_set(err, errlen, "%s: cannot cut its torn last slot: %s", path, strerror(errno));
+        return NULL;
+    }
+    slot_file_t *f;
+    if (slot_file_open(r->dir, base, !exists, &f, err, errlen) != 0) {
+        return NULL;
+    }
+    if (r->nslots == r->scap) {
+        r->scap = r->scap ? r->scap * 2 : 16;
+        r->slots = xrealloc(r->slots, r->scap * sizeof *r->slots);
+    }
+    r->slots[r->nslots] = (open_slots_t){ base, f, 0 };
+    return &r->slots[r->nslots++];
+}
+
+static int apply_cq(redo_t *r, uint32_t queue, uint64_t index, const cq_entry_t *e, char *err, size_t errlen)
+{
+    open_queue_t *oq = queue_get(r, queue, err, errlen);
+    if (oq == NULL) {
+        return -1;
+    }
+    oq->dirty = 1;
+    if (index < cq_head(oq->q)) {
+        return 0; /* consumed since: a later batch moved the head past it */
+    }
+    if (index < cq_tail(oq->q)) {
+        return cq_rewrite(oq->q, index, e, err, errlen);
+    }
+    if (index == cq_tail(oq->q)) {
+        return cq_append(oq->q, e, NULL, err, errlen);
+    }
+    return err_set(err, errlen, "commit log redo: CQ %" PRIu32 " index %" PRIu64 " lies past its tail %" PRIu64, queue,
+                   index, cq_tail(oq->q));
+}
+
+static int apply_head(redo_t *r, uint32_t queue, uint64_t head, char *err, size_t errlen)
+{
+    open_queue_t *oq = queue_get(r, queue, err, errlen);
+    if (oq == NULL) {
+        return -1;
+    }
+    if (head <= cq_head(oq->q)) {
+        return 0;
+    }
+    if (head > cq_tail(oq->q)) {
+        return err_set(err, errlen, "commit log redo: CQ %" PRIu32 " head %" PRIu64 " lies past its tail %" PRIu64,
+                       queue, head, cq_tail(oq->q));
+    }
+    oq->dirty = 1;
+    return cq_advance_head(oq->q, head, err, errlen);
+}
+
+static int apply_slot(redo_t *r, uint64_t base, uint64_t ordinal, const slot_t *s, char *err, size_t errlen)
+{
+    open_slots_t *os = slots_get(r, base, err, errlen);
+    if (os == NULL) {
+        return -1;
+    }
+    os->dirty = 1;
+    return slot_put(os->f, ordinal, s, err, errlen);
+}
+
+/* ---- applying one batch's record --------------------------------------------------- */
+
+static int bad_record(uint64_t end, const char *what, size_t at, char *err, size_t errlen)
+{
+    err_set(err, errlen, "commit log batch ending at offset %" PRIu64 ": derived-writes record damaged: %s at byte %zu",
+            end, what, at);
+    return REDO_DAMAGED;
+}
+
+/* Make the derived writes of the batch ending at `end`: CQ, head and slot
+ * writes by position in order, then one LevelDB write of its puts and
+ * deletes with `M "applied"` = end, unsynced. 0, REDO_DAMAGED, or -1. */
+static int apply_record(redo_t *r, uint64_t end, const char *p, size_t n, char *err, size_t errlen)
+{
+    if (n < DERIVED_HEAD || memcmp(p, DERIVED_MAGIC, 4) != 0) {
+        return bad_record(end, "no derived-writes record (the batch was not written by clog_redo)", 0, err, errlen);
+    }
+    uint32_t ops = be32_get(p + 4);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    size_t at = DERIVED_HEAD;
+    int rc = 0;
+    uint64_t nq = 0, nh = 0, ns = 0, ndb = 0;
+    for (uint32_t i = 0; i < ops && rc == 0; i++) {
+        size_t left = n - at;
+        char tag = left > 0 ? p[at] : 0;
+        const char *f = p + at + 1;
+        if (tag == 'Q' && left >= 29) {
+            cq_entry_t e = { be64_get(f + 12), be64_get(f + 20) };
+            rc = apply_cq(r, be32_get(f), be64_get(f + 4), &e, err, errlen);
+            at += 29;
+            nq++;
+        } else if (tag == 'H' && left >= 13) {
+            rc = apply_head(r, be32_get(f), be64_get(f + 4), err, errlen);
+            at += 13;
+            nh++;
+        } else if (tag == 'S' && left >= 41) {
+            slot_t s = { be64_get(f + 16), be32_get(f + 24), be32_get(f + 28), be64_get(f + 32) };
+            rc = apply_slot(r, be64_get(f), be64_get(f + 8), &s, err, errlen);
+            at += 41;
+            ns++;
+        } else if (tag == 'P' && left >= 9 && left - 9 >= (uint64_t)be32_get(f) + be32_get(f + 4)) {
+            uint32_t kl = be32_get(f), vl = be32_get(f + 4);
+            leveldb_writebatch_put(wb, f + 8, kl, f + 8 + kl, vl);
+            at += 9 + (size_t)kl + vl;
+            ndb++;
+        } else if (tag == 'D' && left >= 5 && left - 5 >= be32_get(f)) {
+            uint32_t kl = be32_get(f);
+            leveldb_writebatch_delete(wb, f + 4, kl);
+            at += 5 + (size_t)kl;
+            ndb++;
+        } else {
+            rc = bad_record(end, "an unknown or cut operation", at, err, errlen);
+        }
+    }
+    if (rc == 0 && at != n) {
+        rc = bad_record(end, "bytes after its last operation", at, err, errlen);
+    }
+    if (rc == 0) {
+        key_buf_t k = mark_key("applied");
+        char v[8];
+        be64_put(v, end);
+        leveldb_writebatch_put(wb, k.b, k.n, v, sizeof v);
+        char *dberr = NULL;
+        leveldb_write(r->db, r->wo_nosync, wb, &dberr);
+        if (dberr != NULL) {
+            rc = err_set(err, errlen, "commit log batch ending at offset %" PRIu64 ": LevelDB write: %s", end, dberr);
+            leveldb_free(dberr);
+        }
+    }
+    leveldb_writebatch_destroy(wb);
+    if (rc == 0) {
+        r->applied = end;
+        if (r->counts != NULL) {
+            r->counts->batches++;
+            r->counts->cq_writes += nq;
+            r->counts->head_moves += nh;
+            r->counts->slot_writes += ns;
+            r->counts->db_ops += ndb;
+        }
+    }
+    return rc;
+}
+
+/* ---- running ------------------------------------------------------------------------- */
+
+int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
+{
+    uint64_t derived =
+        (b->len ? b->len : DERIVED_HEAD) + (uint64_t)(b->messages + 1) * REDO_MESSAGE_RESERVE + REDO_BATCH_RESERVE;
+    int rc = clog_batch_room(r->log, &b->log, 2 * CLOG_RECORD_HEADER + pad8(n) + pad8(derived));
+    if (rc == CLOG_BATCH_FULL) {
+        return REDO_BATCH_FULL;
+    }
+    if (rc != 0) {
+        return err_set(err, errlen,
+                       "commit log message of %zu bytes with its derived writes (%" PRIu64
+                       " bytes) cannot fit in a segment",
+                       n, derived);
+    }
+    rc = clog_batch_add(r->log, &b->log, p, n, offset, err, errlen);
+    if (rc == 0) {
+        b->messages++;
+    }
+    return rc == CLOG_BATCH_FULL ? REDO_BATCH_FULL : rc;
+}
+
+int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen)
+{
+    if (b->ops == 0 && b->messages == 0) {
+        return 0;
+    }
+    if (b->len == 0) {
+        b->len = DERIVED_HEAD;
+        b->derived = xrealloc(b->derived, b->cap = 256);
+    }
+    memcpy(b->derived, DERIVED_MAGIC, 4);
+    be32_put(b->derived + 4, b->ops);
+    uint64_t at;
+    int rc = clog_batch_add(r->log, &b->log, b->derived, b->len, &at, err, errlen);
+    if (rc == CLOG_BATCH_FULL) {
+        return err_set(err, errlen,
+                       "commit log batch at offset %" PRIu64 ": its %zu bytes of derived writes do not fit in the "
+                       "rest of its segment (cut the batch earlier)",
+                       b->log.first, b->len);
+    }
+    if (rc != 0 || clog_append(r->log, &b->log, err, errlen) != 0) {
+        return -1;
+    }
+    uint64_t e = clog_end(r->log);
+    if (r->nheld == r->hcap) {
+        if (r->hfirst > 0) {
+            memmove(r->held, r->held + r->hfirst, (r->nheld - r->hfirst) * sizeof *r->held);
+            r->nheld -= r->hfirst;
+            r->hfirst = 0;
+        } else {
+            r->hcap = r->hcap ? r->hcap * 2 : 64;
+            r->held = xrealloc(r->held, r->hcap * sizeof *r->held);
+        }
+    }
+    r->held[r->nheld++] = (held_t){ e, b->derived, b->len };
+    b->derived = NULL;
+    b->len = b->cap = 0;
+    b->ops = b->messages = 0;
+    if (end != NULL) {
+        *end = e;
+    }
+    return 0;
+}
+
+int redo_apply_durable(redo_t *r, char *err, size_t errlen)
+{
+    uint64_t durable = clog_durable(r->log);
+    while (r->hfirst < r->nheld && r->held[r->hfirst].end <= durable) {
+        held_t *h = &r->held[r->hfirst];
+        int rc = apply_record(r, h->end, h->rec, h->len, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+        free(h->rec);
+        r->hfirst++;
+    }
+    if (r->hfirst == r->nheld) {
+        r->hfirst = r->nheld = 0;
+    }
+    return 0;
+}
+
+static int sync_dir(const char *dir, char *err, size_t errlen)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        err_set(err, errlen, "cannot sync directory %s: %s", dir, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+/* The checkpoint; with `clean`, also M "clean" = B (the log closes here),
+ * else M "clean" deleted (the log may grow past B from now on), in the same
+ * synced write. */
+static int checkpoint(redo_t *r, int clean, char *err, size_t errlen)
+{
+    uint64_t b = r->applied;
+    for (size_t i = 0; i < r->nqueues; i++) {
+        if (r->queues[i].dirty) {
+            if (cq_flush(r->queues[i].q, err, errlen) != 0 || cq_sync(r->queues[i].q, err, errlen) != 0) {
+                return -1;
+            }
+            r->queues[i].dirty = 0;
+        }
+    }
+    for (size_t i = 0; i < r->nslots; i++) {
+        if (r->slots[i].dirty) {
+            if (slot_sync(r->slots[i].f, err, errlen) != 0) {
+                return -1;
+            }
+            r->slots[i].dirty = 0;
+        }
+    }
+    /* every LevelDB log, rotated ones included (a synced write syncs only the newest); the directory holds
+       the names made since (slot files, LevelDB's CURRENT after its open) */
+    if (logsync_run(r->dbsync, err, errlen) != 0 || sync_dir(r->dir, err, errlen) != 0) {
+        return -1;
+    }
+    key_buf_t k = mark_key("checkpoint"), kc = mark_key("clean");
+    char v[8], *dberr = NULL;
+    be64_put(v, b);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_put(wb, k.b, k.n, v, sizeof v);
+    if (clean) {
+        leveldb_writebatch_put(wb, kc.b, kc.n, v, sizeof v);
+    } else {
+        leveldb_writebatch_delete(wb, kc.b, kc.n);
+    }
+    leveldb_write(r->db, r->wo_sync, wb, &dberr);
+    leveldb_writebatch_destroy(wb);
+    if (dberr != NULL) {
+        err_set(err, errlen, "commit log checkpoint at offset %" PRIu64 ": LevelDB write: %s", b, dberr);
+        leveldb_free(dberr);
+        return -1;
+    }
+    r->checkpoint = b;
+    return 0;
+}
+
+int redo_checkpoint(redo_t *r, char *err, size_t errlen)
+{
+    return checkpoint(r, 0, err, errlen);
+}
+
+/* Close every file and free r; the first failure is kept in err. */
+static int redo_close_files(redo_t *r, char *err, size_t errlen)
+{
+    int rc = 0;
+    char e2[512];
+    for (size_t i = 0; i < r->nqueues; i++) {
+        if (cq_close(r->queues[i].q, e2, sizeof e2) != 0 && rc == 0) {
+            rc = err_set(err, errlen, "%s", e2);
+        }
+    }
+    for (size_t i = 0; i < r->nslots; i++) {
+        if (slot_file_close(r->slots[i].f, e2, sizeof e2) != 0 && rc == 0) {
+            rc = err_set(err, errlen, "%s", e2);
+        }
+    }
+    for (size_t i = r->hfirst; i < r->nheld; i++) {
+        free(r->held[i].rec);
+    }
+    clog_close(r->log);
+    logsync_free(r->dbsync);
+    leveldb_writeoptions_destroy(r->wo_nosync);
+    leveldb_writeoptions_destroy(r->wo_sync);
+    leveldb_readoptions_destroy(r->ro);
+    free(r->queues);
+    free(r->slots);
+    free(r->held);
+    free(r->dir);
+    free(r);
+    return rc;
+}
+
+int redo_close(redo_t *r, char *err, size_t errlen)
+{
+    if (r == NULL) {
+        return 0;
+    }
+    int rc = clog_sync(r->log, err, errlen);
+    if (rc == 0) {
+        rc = redo_apply_durable(r, err, errlen);
+    }
+    if (rc == 0) {
+        rc = checkpoint(r, 1, err, errlen);
+    }
+    char e2[512];
+    if (redo_close_files(r, e2, sizeof e2) != 0 && rc == 0) {
+        rc = err_set(err, errlen, "%s", e2);
+    }
+    return rc;
+}
+
+clog_t *redo_log(redo_t *r)
+{
+    return r->log;
+}
+
+uint64_t redo_applied(const redo_t *r)
+{
+    return r->applied;
+}
+
+uint64_t redo_checkpointed(const redo_t *r)
+{
+    return r->checkpoint;
+}
+
+size_t redo_held(const redo_t *r)
+{
+    return r->nheld - r->hfirst;
+}
+
+/* ---- open and close ------------------------------------------------------------------ */
+
+/* The mark `name` from LevelDB into *v (0 when absent). */
+static int read_mark(redo_t *r, const char *name, uint64_t *v, char *err, size_t errlen)
+{
+    key_buf_t k = mark_key(name);
+    size_t n = 0;
+    char *dberr = NULL;
+    char *val = leveldb_get(r->db, r->ro, k.b, k.n, &n, &dberr);
+    *v = 0;
+    if (dberr != NULL) {
+        err_set(err, errlen, "cannot read the commit log's mark M \"%s\": %s", name, dberr);
+        leveldb_free(dberr);
+        return -1;
+    }
+    int rc = 0;
+    if (val != NULL && n != 8) {
+        rc = err_set(err, errlen, "the commit log's mark M \"%s\" holds %zu bytes, not 8", name, n);
+    } else if (val != NULL) {
+        *v = be64_get(val);
+    }
+    leveldb_free(val);
+    return rc;
+}
+
+/* The redo walk: keeps the batch's last data record when it is a derived-writes
+ * record; at its COMMIT, applies it (none kept: the batch is refused). */
+typedef struct redo_walk {
+    redo_t *r;
+    char *last;
+    size_t len, cap;
+    char *err;
+    size_t errlen;
+} redo_walk_t;
+
+static int redo_one(const clog_record_t *rec, void *ctx)
+{
+    redo_walk_t *w = ctx;
+    if (rec->type == CLOG_DATA) {
+        /* only a derived-writes record is kept: a message (no magic, or one that happens to start with it and
+           is followed by the batch's derived record) need not be copied */
+        if (rec->len < DERIVED_HEAD || memcmp(rec->data, DERIVED_MAGIC, 4) != 0) {
+            w->len = 0;
+            return 0;
+        }
+        if (rec->len > w->cap) {
+            w->cap = rec->len * 2;
+            w->last = xrealloc(w->last, w->cap);
+        }
+        memcpy(w->last, rec->data, rec->len);
+        w->len = rec->len;
+        return 0;
+    }
+    int rc = apply_record(w->r, rec->next, w->last, w->len, w->err, w->errlen);
+    w->len = 0;
+    return rc == 0 ? 0 : rc == REDO_DAMAGED ? REDO_DAMAGED : -1;
+}
+
+int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, char *err, size_t errlen)
+{
+    *out = NULL;
+    redo_open_report_t local;
+    if (rep == NULL) {
+        rep = &local;
+    }
+    memset(rep, 0, sizeof *rep);
+    if (o->db == NULL || o->db_dir == NULL || o->dir == NULL) {
+        return err_set(err, errlen, "commit log redo: the directory, the LevelDB handle and its directory are needed");
+    }
+    redo_t *r = xcalloc(1, sizeof *r);
+    r->dir = xstrdup(o->dir);
+    r->db = o->db;
+    r->dbsync = logsync_new(o->db_dir);
+    r->wo_nosync = leveldb_writeoptions_create();
+    r->wo_sync = leveldb_writeoptions_create();
+    leveldb_writeoptions_set_sync(r->wo_sync, 1);
+    r->ro = leveldb_readoptions_create();
+    r->bounds = o->bounds;
+    r->bounds_ctx = o->bounds_ctx;
+    int rc = read_mark(r, "checkpoint", &rep->checkpoint, err, errlen);
+    if (rc == 0) {
+        rc = read_mark(r, "applied", &rep->applied, err, errlen);
+    }
+    uint64_t clean = 0;
+    if (rc == 0) {
+        rc = read_mark(r, "clean", &clean, err, errlen);
+    }
+    if (rc == 0 && rep->applied < rep->checkpoint) {
+        rc = err_set(err, errlen,
+                     "LevelDB's applied mark %" PRIu64 " lies below its checkpoint %" PRIu64
+                     " (a checkpoint is taken of what was applied): damaged",
+                     rep->applied, rep->checkpoint);
+        rc = REDO_DAMAGED;
+    }
+    if (rc == 0) {
+        /* the open syncs what a kill -9 left in the page cache before the redo builds on it */
+        clog_options_t co = { o->dir, o->segment_bytes, o->floor, rep->applied, rep->checkpoint, clean };
+        uint64_t t0 = now_us();
+        rc = clog_open(&co, &r->log, &rep->log, err, errlen);
+        rep->log_open_us = now_us() - t0;
+        if (rc == CLOG_DAMAGED) {
+            rc = REDO_DAMAGED;
+        }
+    }
+    if (rc == 0) {
+        rep->bytes = rep->log.end - rep->checkpoint;
+        r->applied = r->checkpoint = rep->checkpoint;
+        redo_walk_t w = { r, NULL, 0, 0, err, errlen };
+        r->counts = rep;
+        uint64_t t0 = now_us();
+        rc = clog_walk_after(r->log, rep->checkpoint, redo_one, &w, err, errlen);
+        rep->redo_us = now_us() - t0;
+        r->counts = NULL;
+        free(w.last);
+        if (rc == CLOG_NOT_RECORD) {
+            rc = err_set(err, errlen, "commit log in %s: the checkpoint %" PRIu64 " is not a batch's end", o->dir,
+                         rep->checkpoint);
+            rc = REDO_DAMAGED;
+        }
+    }
+    if (rc == 0 && r->applied != rep->log.end) {
+        rc = err_set(err, errlen, "commit log redo stopped at offset %" PRIu64 " before the log's end %" PRIu64,
+                     r->applied, rep->log.end);
+    }
+    if (rc == 0) {
+        uint64_t t0 = now_us();
+        rc = redo_checkpoint(r, err, errlen);
+        rep->checkpoint_us = now_us() - t0;
+    }
+    if (rc != 0) {
+        char ignored[64];
+        r->hfirst = r->nheld = 0;
+        redo_close_files(r, ignored, sizeof ignored);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}

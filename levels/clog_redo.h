@@ -1,0 +1,156 @@
+/*
+ * levels/clog_redo.h — the commit log's batch protocol and recovery
+ * (docs/design-commitlog.md §3; step 3 of its landing plan): a batch carries,
+ * inside the log, the writes derived from it (CQ entries, CQ head moves and
+ * where-slots as positional writes; a LevelDB batch's puts and deletes); those
+ * writes are held until the log's sync covers their batch and only then made;
+ * each LevelDB batch carries the mark `M "applied"` = its log batch's end;
+ * checkpoints make the derived files and LevelDB durable up to `B` =
+ * `M "checkpoint"`; the open redoes every batch from `B` to the log's end.
+ * Not wired into the store yet.
+ *
+ * One batch on the log: the caller's data records (messages, moves; added
+ * with redo_add_message), then one data record holding the derived writes
+ * (the last data record before the COMMIT, starting with the magic "HGRD"),
+ * then the COMMIT. The derived record's layout is atop clog_redo.c.
+ *
+ * The rules this module keeps (§3):
+ *  - nothing but the log is ever ahead of the durable log: redo_commit
+ *    appends and holds the derived writes; redo_apply_durable makes the held
+ *    writes of every batch that clog_durable covers, in log order (CQ and
+ *    slot writes, then the LevelDB batch with its mark, unsynced);
+ *  - a checkpoint (redo_checkpoint) takes B = the end of the last applied
+ *    batch, fdatasyncs every CQ and slot file written, LevelDB's write-ahead
+ *    logs (levels/logsync.c) and the directory, then writes `M "checkpoint"`
+ *    = B with a synced LevelDB write;
+ *  - a clean close (redo_close) writes `M "clean"` = its end in its
+ *    checkpoint's write, and the open's checkpoint deletes it before anything
+ *    is appended: an open that finds the log ending exactly there skips the
+ *    scan past the end for whole batches (step 1's D rule), which after a
+ *    crash reads the rest of the last segment;
+ *  - the open (redo_open) syncs the log to its end, refuses a log that ends
+ *    below `M "applied"` (a batch whose derived writes were made was durable,
+ *    so the log lost durable bytes: limit 1 of step 1), then redoes every
+ *    batch from B to the end in order — CQ, head and slot writes by position,
+ *    and the LevelDB batch too — and takes a checkpoint.
+ *
+ * Why the open redoes the LevelDB batches between B and `M "applied"` rather
+ * than skipping them (the design's "idempotent by the mark"): LevelDB is not
+ * synced between checkpoints, and after a power cut its recovered state need
+ * not be a prefix of its writes — its log reader skips a lost write's zeros
+ * and applies the whole records behind them, so `M "applied"` can name batch
+ * k+1 while batch k's records are gone. Redoing every batch from B in order
+ * yields the state at the log's end from any mix of later batches' writes
+ * (each key ends with the last value the sequence gives it), also when the
+ * redo itself is cut and run again. The mark stays the damage check above.
+ *
+ * Queue bounds: a queue's head and tail are the caller's records (the
+ * store's `C`/`P`); the first write naming a queue asks the caller through
+ * redo_bounds_fn. A CQ write below the head is skipped (consumed), at the
+ * tail appended, inside [head, tail) rewritten, past the tail refused.
+ *
+ * Threads: one owner thread calls everything; another thread (the syncer)
+ * may call clog_sync(redo_log(r)) at the same time. Errors: one line in
+ * err[errlen] naming the file, queue, or log offset concerned.
+ */
+#ifndef HG_LEVELS_CLOG_REDO_H
+#define HG_LEVELS_CLOG_REDO_H
+
+#include "levels/clog.h"
+#include "levels/cq.h"
+#include "levels/slot.h"
+
+#include <leveldb/c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    REDO_DAMAGED = -2,   /* open: the log lost a durable batch, or a derived-writes record is damaged */
+    REDO_BATCH_FULL = 1, /* add_message: commit this batch, then add the message to a new one */
+};
+
+#define REDO_MESSAGE_RESERVE 64   /* derived-record bytes kept free per message (a slot and a CQ write) */
+#define REDO_BATCH_RESERVE   1024 /* and per batch (head moves, rewrites, the caller's LevelDB records) */
+
+typedef struct redo redo_t;
+
+/* The head and tail of queue (the caller's records), asked once per queue
+ * per open. 0, or -1 with err. */
+typedef int (*redo_bounds_fn)(void *ctx, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen);
+
+typedef struct redo_options {
+    const char *dir;        /* the log, CQ and slot files (LevelDB may live here too) */
+    uint64_t segment_bytes; /* clog_options_t's */
+    uint64_t floor;         /* clog_options_t's */
+    leveldb_t *db;          /* the caller's, open for the whole life of the redo_t */
+    const char *db_dir;     /* LevelDB's directory (its write-ahead logs are synced at checkpoints) */
+    redo_bounds_fn bounds;
+    void *bounds_ctx;
+} redo_options_t;
+
+typedef struct redo_open_report {
+    clog_open_report_t log; /* what clog_open found */
+    uint64_t checkpoint;    /* B read from LevelDB (0: none) */
+    uint64_t applied;       /* `M "applied"` read from LevelDB (0: none) */
+    uint64_t batches;       /* batches redone */
+    uint64_t bytes;         /* log bytes walked by the redo (end − B) */
+    uint64_t cq_writes, head_moves, slot_writes, db_ops;
+    uint64_t log_open_us, redo_us, checkpoint_us; /* where the open's time went (monotonic clock) */
+} redo_open_report_t;
+
+/* A batch being built (zero-initialise; redo_batch_free releases it). */
+typedef struct redo_batch {
+    clog_batch_t log;
+    char *derived; /* the derived-writes record, after its 8-byte head */
+    size_t len, cap;
+    uint32_t ops;
+    uint32_t messages;
+} redo_batch_t;
+
+/* Open the log in o->dir and recover (above). Returns 0 with *out (and rep
+ * when not NULL); REDO_DAMAGED or CLOG's damage with err naming the file or
+ * offset and nothing changed but what the redo rewrote by position; -1 with
+ * err on I/O or a bad option. */
+int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, char *err, size_t errlen);
+
+/* Sync the log, apply every held batch, checkpoint, close every file (the LevelDB handle
+ * stays the caller's), so the next open redoes nothing. -1 with err when a
+ * step fails; r is freed either way. NULL: nothing. */
+int redo_close(redo_t *r, char *err, size_t errlen);
+
+clog_t *redo_log(redo_t *r);
+uint64_t redo_applied(const redo_t *r);      /* the end of the last batch whose derived writes were made */
+uint64_t redo_checkpointed(const redo_t *r); /* the last checkpoint's B */
+size_t redo_held(const redo_t *r);           /* batches appended whose derived writes wait for the log's sync */
+
+/* Add a message record (clog_batch_add's contract; *offset is its id), keeping
+ * REDO_MESSAGE_RESERVE bytes per message and REDO_BATCH_RESERVE per batch
+ * free in the segment for the derived-writes record (redo_commit refuses a
+ * record that outgrew them).
+ * REDO_BATCH_FULL: commit, then add it again. */
+int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen);
+
+/* Derived writes, in the order they are made at apply and redo time. */
+void redo_cq_write(redo_batch_t *b, uint32_t queue, uint64_t index, const cq_entry_t *e);
+void redo_cq_head(redo_batch_t *b, uint32_t queue, uint64_t head);
+void redo_slot_write(redo_batch_t *b, uint64_t segment_base, uint64_t ordinal, const slot_t *s);
+void redo_db_put(redo_batch_t *b, const void *key, size_t klen, const void *val, size_t vlen);
+void redo_db_delete(redo_batch_t *b, const void *key, size_t klen);
+
+/* Append the batch (its messages, its derived-writes record, its COMMIT) and
+ * hold its derived writes; *end (may be NULL) gets the batch's end. An empty
+ * batch writes nothing. -1 with err (the derived writes do not fit in the
+ * rest of the segment: the caller cut the batch too late; or clog_append's
+ * failure, after which the log is unusable). */
+int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen);
+
+/* Make the held derived writes of every batch below clog_durable, in order.
+ * 0, or -1 with err (the held batch stays held). */
+int redo_apply_durable(redo_t *r, char *err, size_t errlen);
+
+/* The checkpoint (above): B = redo_applied. 0, or -1 with err (B not moved). */
+int redo_checkpoint(redo_t *r, char *err, size_t errlen);
+
+void redo_batch_free(redo_batch_t *b);
+
+#endif

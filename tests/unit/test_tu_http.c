@@ -1,0 +1,101 @@
+/*
+ * tests/unit/test_tu_http.c — CUnit suite for the tests' HTTP client
+ * (tests/helpers/testutil.h: tu_http_get, tu_http_request and
+ * tu_http_request_within), which every daemon's /metrics and /healthz test
+ * reads through: it gives up after its deadline on a server that accepts and
+ * never answers (it read until the server closed, so such a daemon hung the
+ * test for ever), and still reads a whole answer.
+ *
+ * Suite "tu_http":
+ *   hung       a listener that never accepts nor answers (the kernel
+ *              completes the connect): -1 after the 500 ms deadline, well
+ *              before 10 s
+ *   answered   a child process that answers "HTTP/1.0 200 OK" and closes:
+ *              200 and the body, with the deadline and through tu_http_get
+ *
+ * Run it: ./tests/unit/test_tu_http
+ */
+#include <CUnit/CUnit.h>
+
+#include "tests/helpers/testutil.h"
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A listening socket on 127.0.0.1 and a free port (into *port); -1 on failure. */
+static int listen_any(int *port)
+{
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 8) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &al) != 0) {
+        if (ls >= 0)
+            close(ls);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return ls;
+}
+
+static void test_hung(void)
+{
+    int port = 0, ls = listen_any(&port);
+    TU_REQUIRE(ls >= 0, "listen");
+    static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+    char out[256];
+    uint64_t t0 = tu_now_mono_ms();
+    int status = tu_http_request_within(port, req, (int)sizeof req - 1, out, sizeof out, 500);
+    uint64_t took = tu_now_mono_ms() - t0;
+    close(ls);
+    TU_CHECK(status == -1 && out[0] == '\0', "a server that never answers: status %d, '%s'", status, out);
+    TU_CHECK(took >= 450 && took < 10000, "gave up after %llu ms, want about 500", (unsigned long long)took);
+}
+
+static void test_answered(void)
+{
+    for (int round = 0; round < 2; round++) {
+        int port = 0, ls = listen_any(&port);
+        TU_REQUIRE(ls >= 0, "listen");
+        pid_t pid = fork();
+        TU_REQUIRE(pid >= 0, "fork");
+        if (pid == 0) {
+            static const char reply[] = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nok 42\n";
+            char buf[512];
+            int c = accept(ls, NULL, NULL);
+            ssize_t got = c >= 0 ? read(c, buf, sizeof buf) : -1;
+            ssize_t put = got > 0 ? write(c, reply, sizeof reply - 1) : -1;
+            _exit(put == (ssize_t)sizeof reply - 1 ? 0 : 1);
+        }
+        close(ls);
+        char out[256];
+        static const char req[] = "GET /healthz HTTP/1.0\r\n\r\n";
+        int status = round == 0 ? tu_http_request_within(port, req, (int)sizeof req - 1, out, sizeof out, 10000)
+                                : tu_http_get(port, "/healthz", out, sizeof out);
+        uint64_t waited;
+        int child = tu_wait_exit(pid, 10000, &waited);
+        TU_CHECK(status == 200 && strstr(out, "\r\n\r\nok 42\n") != NULL, "round %d: status %d, '%s'", round, status,
+                 out);
+        TU_CHECK(child == 0, "round %d: the answering child exited %d", round, child);
+    }
+}
+
+static const tu_test_t tests[] = {
+    { "a server that never answers: -1 after the deadline", test_hung },
+    { "an answer is read whole", test_answered },
+    { NULL, NULL },
+};
+static const tu_suite_t suites[] = {
+    { "tu_http", tests },
+};
+
+int main(int argc, char **argv)
+{
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
+}
