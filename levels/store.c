@@ -51,6 +51,7 @@ void store_options_default(store_options_t *o)
     o->cache_bytes = 8u << 20;
     o->write_buffer_bytes = 64u << 20; /* the broker's default (write-buffer-size); DESIGN.md §2 says why */
     o->max_open_files = 500;
+    o->segment_bytes = STORE_DEFAULT_SEGMENT_BYTES;
 }
 
 static int validate_options(const store_options_t *o, char *err, size_t errlen)
@@ -69,7 +70,7 @@ static int validate_options(const store_options_t *o, char *err, size_t errlen)
         return err_set(err, errlen, "max-reconsume %u exceeds the limit of %d", o->max_reconsume,
                        STORE_MAX_MAX_RECONSUME);
     }
-    return 0;
+    return store_log_check_options(o, err, errlen);
 }
 
 const lvl_table_t *store_levels(const store_t *s)
@@ -91,6 +92,9 @@ static void store_free(store_t *s)
     if (s->key_it) {
         leveldb_iter_destroy(s->key_it);
     }
+    /* a failed open or close: the log is closed through its checkpoint too (clog_redo has no way to close
+       without one yet: design-commitlog.md, "Step 4a: the wiring plan", API note 2) */
+    store_log_close(s, NULL, 0);
     compactor_free(s->compactor); /* before the database it compacts */
     if (s->db) {
         leveldb_close(s->db);
@@ -242,6 +246,10 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
         return open_failed(s, err, errlen);
     }
     store_raise_seq(s, now_ms); /* before anything at open could take a number */
+    if ((rc = store_log_open(s, err, errlen)) != 0) {
+        store_free(s);
+        return rc;
+    }
     if (store_load_levels(s, err, errlen) != 0 || store_load_topics(s, err, errlen) != 0 ||
         store_load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
         idx_key_counts_open(s, err, errlen) != 0 || lease_index_fold(s, err, errlen) != 0 ||
@@ -271,6 +279,11 @@ static int close_store(store_t *s, int durable, char *err, size_t errlen)
         rc = store_commit_durable(s, durable, err, errlen);
     }
     if (rc == 0) {
+        /* The commit log's clean checkpoint first (the next open redoes
+         * nothing): its marks are LevelDB writes, which the compaction below
+         * then writes out with the rest. Its failure is reported, and the
+         * memtable is written out all the same. */
+        rc = store_log_close(s, err, errlen);
         /* Write the memtable out (up to write-buffer-size), so the next open
          * has no log to replay: a compaction of a range that holds no key
          * (every key starts with an ASCII tag, keys.h) only does that. A

@@ -55,6 +55,7 @@
 #define STORE_FORMAT_OLDEST           1
 #define STORE_FORMAT_SAME_RECORDS     3 /* the oldest format whose records this build reads unchanged */
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)
+#define STORE_DEFAULT_SEGMENT_BYTES   (UINT64_C(128) << 20) /* commit-log segments (design-commitlog.md §2) */
 #define STORE_DEFAULT_MAX_DELAY_MS    (UINT64_C(3) * 86400 * 1000)
 #define STORE_DEFAULT_MAX_RECONSUME   16
 #define STORE_MAX_MAX_RECONSUME       1000
@@ -98,11 +99,15 @@ typedef struct store_options {
      * crash delivers those messages again at once; an ACK is as durable as
      * ever (lease_pend.c). */
     uint64_t lease_write_delay_ms;
+    /* The commit log's segment size (docs/design-commitlog.md §2): a multiple of 4096 in
+     * [CLOG_SEGMENT_MIN, CLOG_SEGMENT_MAX], equal to the directory's existing segments'. Step 4a.1: the log is
+     * opened and closed beside LevelDB, nothing is written to it yet. */
+    uint64_t segment_bytes;
 } store_options_t;
 
 /* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB
  * payloads, max-reconsume 16, 16 MiB of payload per lease call, no topic or group limit, 8 MiB cache,
- * 4 MiB write buffer, 500 files. */
+ * 4 MiB write buffer, 500 files, 128 MiB log segments. */
 void store_options_default(store_options_t *o);
 
 /* The sequence counter (keys.h 'M' "seq": ids, queue positions, group

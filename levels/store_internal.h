@@ -11,6 +11,7 @@
  *               copy's marker, open errors mapped, a torn log end cut
  *   store_meta.c  the format and meta records at open, the seq floor
  *   store_load.c  the in-memory state read from the records at open
+ *   store_log.c   the commit log and its redo beside LevelDB: opened, closed
  *   db.c        every LevelDB access: the pending batch and its commit, reads
  *   level.c     SEND and the level queues (due moves, level info)
  *   group.c     topics and groups (create, info, foreach)
@@ -51,6 +52,7 @@
 
 #include "base/idmap.h"
 #include "base/map.h"
+#include "levels/clog_redo.h"
 #include "levels/compactor.h"
 #include "levels/keys.h"
 #include "levels/logtail.h"
@@ -175,6 +177,7 @@ struct store {
     store_options_t opt;
     char *path;
     leveldb_t *db;
+    redo_t *redo;           /* the commit log and its redo (store_log.c); NULL before it opens and after close */
     compactor_t *compactor; /* store_maintain's range compactions, off the owner's thread */
     leveldb_options_t *dbopt;
     leveldb_cache_t *cache;
@@ -291,6 +294,21 @@ void store_raise_seq(store_t *s, uint64_t now_ms);
 int store_load_levels(store_t *s, char *err, size_t errlen);
 int store_load_topics(store_t *s, char *err, size_t errlen);
 int store_load_groups(store_t *s, char *err, size_t errlen);
+
+/* store_log.c: o's commit-log options refused with err naming the option
+ * and its bounds (-1), or 0. */
+int store_log_check_options(const store_options_t *o, char *err, size_t errlen);
+
+/* store_log.c: open the commit log and redo what it holds past the
+ * checkpoint (after store_raise_seq, before store_load_*). 0;
+ * STORE_OPEN_DAMAGED or -1 with err (s->redo stays NULL). A cut torn tail is
+ * told in s->open_note. */
+int store_log_open(store_t *s, char *err, size_t errlen);
+
+/* store_log.c: sync the log, apply and checkpoint it cleanly, close it
+ * (s->redo NULL after, whatever the outcome). 0, or -1 with err. NULL redo:
+ * nothing. */
+int store_log_close(store_t *s, char *err, size_t errlen);
 
 /* ---- db.c: the pending batch ---------------------------------------------------- */
 

@@ -1461,6 +1461,141 @@ static void test_check_dir_reads_only(void)
              rc, err);
 }
 
+/* ---- the commit log beside LevelDB (design-commitlog.md, step 4a.1) ------------------ */
+
+/* The value of 'M' name in the closed data directory (*found 0 and 0 when absent). */
+static uint64_t raw_meta_u64(const char *name, int *found, int line)
+{
+    char *dberr = NULL;
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    TU_CHECK_AT(dberr == NULL && db != NULL, line, "leveldb_open: %s", dberr ? dberr : "?");
+    uint64_t v = 0;
+    *found = 0;
+    if (db != NULL) {
+        key_buf_t k;
+        key_meta(&k, name);
+        leveldb_readoptions_t *ro = leveldb_readoptions_create();
+        size_t vlen = 0;
+        char *val = leveldb_get(db, ro, k.b, k.n, &vlen, &dberr);
+        TU_CHECK_AT(dberr == NULL, line, "leveldb_get M %s: %s", name, dberr ? dberr : "");
+        if (val != NULL) {
+            *found = 1;
+            TU_CHECK_AT(vlen == 8, line, "M %s is %zu bytes, want 8", name, vlen);
+            v = vlen == 8 ? be64_get(val) : 0;
+            leveldb_free(val);
+        }
+        leveldb_readoptions_destroy(ro);
+        leveldb_close(db);
+    }
+    leveldb_options_destroy(lo);
+    return v;
+}
+
+/* Write 'M' name = v into the closed data directory (synced). */
+static void raw_meta_put(const char *name, uint64_t v, int line)
+{
+    char *dberr = NULL;
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    TU_REQUIRE_AT(dberr == NULL && db != NULL, line, "leveldb_open: %s", dberr ? dberr : "?");
+    key_buf_t k;
+    key_meta(&k, name);
+    char b[8];
+    be64_put(b, v);
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_writeoptions_set_sync(wo, 1);
+    leveldb_put(db, wo, k.b, k.n, b, sizeof b, &dberr);
+    TU_CHECK_AT(dberr == NULL, line, "leveldb_put M %s: %s", name, dberr ? dberr : "");
+    leveldb_writeoptions_destroy(wo);
+    leveldb_close(db);
+    leveldb_options_destroy(lo);
+}
+
+/* store_close closes the commit log with a clean checkpoint (its marks in
+ * LevelDB, `M "clean"` = the checkpoint), and the next open deletes the clean
+ * mark before anything could be appended: the redo's protocol is wired into
+ * the store's open and close, in that order. */
+static void test_log_closed_clean(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "x", 0, 0, T0, NULL);
+    COMMIT(s);
+    CLOSE(&s);
+    int has_checkpoint = 0, has_clean = 0;
+    uint64_t b = raw_meta_u64("checkpoint", &has_checkpoint, __LINE__);
+    uint64_t clean = raw_meta_u64("clean", &has_clean, __LINE__);
+    TU_CHECK(has_checkpoint && has_clean && clean == b,
+             "after a close: checkpoint %d (%" PRIu64 "), clean %d (%" PRIu64 "); want both, equal", has_checkpoint, b,
+             has_clean, clean);
+
+    /* an open that is not closed (a crash) leaves no clean mark behind */
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        store_options_t o;
+        opts_default(&o);
+        store_t *c = NULL;
+        char err[512];
+        _exit(store_open(&o, T0, &c, err, sizeof err) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "the child's open failed (status %d)", status);
+    raw_meta_u64("clean", &has_clean, __LINE__);
+    TU_CHECK(!has_clean, "an open left the clean mark of the close before it");
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A directory whose LevelDB says a log batch was applied that the log does
+ * not hold lost durable bytes: refused as damaged, naming the commit log and
+ * the mark, and nothing lost (LevelDB's own open rewrites its MANIFEST, so
+ * the files' bytes are not compared): the mark is still there, and without
+ * it the directory opens with its message. */
+static void test_log_missing_applied_batch_refused(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t id = SEND(s, "t", "x", 0, 0, T0, NULL);
+    COMMIT(s);
+    CLOSE(&s);
+    raw_meta_put("applied", UINT64_C(1) << 20, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && s == NULL && strstr(err, "commit log") != NULL &&
+                 strstr(err, "applied mark") != NULL && strstr(err, "is damaged") != NULL,
+             "open: rc %d, want STORE_OPEN_DAMAGED naming the commit log and the applied mark: %s", rc, err);
+    int found = 0;
+    CHECK_EQ_U64(raw_meta_u64("applied", &found, __LINE__), UINT64_C(1) << 20);
+
+    raw_meta_put("applied", 0, __LINE__);
+    s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
+    TU_CHECK(n == 1 && m[0].m.id == id, "after the refusal leased %d", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A segment size the log cannot use is refused before the directory is
+ * touched, naming the size and the bounds. */
+static void test_log_segment_size_refused(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = (UINT64_C(1) << 20) + 100;
+    store_t *s = NULL;
+    char err[512] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "commit-log segment size 1048676 bytes", "multiple of 4096");
+    TU_CHECK(s == NULL && access(g_data, F_OK) != 0, "the refused open made %s", g_data);
+}
+
 static const tu_test_t open_tests[] = {
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
     { "a clean close leaves no log to replay", test_close_leaves_no_log },
@@ -1491,6 +1626,9 @@ static const tu_test_t open_tests[] = {
     { "a damaged table block is found", test_check_finds_damaged_blocks },
     { "refuse a damaged directory as damaged", test_refuse_damaged },
     { "store_check_dir reads only: a crash's log, a torn end", test_check_dir_reads_only },
+    { "a close leaves the commit log's clean checkpoint, an open removes it", test_log_closed_clean },
+    { "an applied mark past the commit log's end is refused as damaged", test_log_missing_applied_batch_refused },
+    { "a commit-log segment size the log cannot use is refused", test_log_segment_size_refused },
     { NULL, NULL },
 };
 

@@ -1,0 +1,97 @@
+/*
+ * levels/store_log.c — the commit log beside LevelDB (docs/design-commitlog.md,
+ * "Step 4a: the wiring plan", sub-step 4a.1): store_open opens the log and its
+ * redo (levels/clog_redo.h) in the data directory once LevelDB is open and
+ * its meta records are checked, and store_close closes them with a clean
+ * checkpoint. Nothing is appended to the log yet (4a.2 routes the commits
+ * through it), so the redo at open finds nothing to redo; what this step
+ * fixes is where the log lives, the order of the open, and how the redo's
+ * refusals become store_open's.
+ *
+ * Order: the redo opens after store_check_meta and store_raise_seq (the log's
+ * floor is the raised sequence counter: ids and log offsets share the floor
+ * of store.h) and before store_load_* (from 4a.2 on the redo rewrites the
+ * records those read). LevelDB's CURRENT exists before any file of the log
+ * can be made, so a crash in between never leaves a directory that
+ * store_prepare_dir cannot tell from a foreign one.
+ *
+ * Queues: the redo asks for a queue's bounds when a logged write names it. No
+ * format this build writes has consume queues yet, so such a log is refused,
+ * naming the queue.
+ *
+ * Threading: the store's owner thread.
+ */
+#include "levels/store_internal.h"
+#include "base/err.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static int no_queue_bounds(void *ctx, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
+{
+    const store_t *s = ctx;
+    *head = *tail = 0;
+    return err_set(err, errlen,
+                   "the commit log in %s names consume queue %" PRIu32
+                   ", but this format of the store keeps no consume queues",
+                   s->path, queue);
+}
+
+int store_log_check_options(const store_options_t *o, char *err, size_t errlen)
+{
+    uint64_t n = o->segment_bytes;
+    if (n % 4096 != 0 || n < CLOG_SEGMENT_MIN || n > CLOG_SEGMENT_MAX) {
+        return err_set(err, errlen,
+                       "commit-log segment size %" PRIu64 " bytes is not a multiple of 4096 between %" PRIu64
+                       " and %" PRIu64,
+                       n, (uint64_t)CLOG_SEGMENT_MIN, (uint64_t)CLOG_SEGMENT_MAX);
+    }
+    return 0;
+}
+
+int store_log_open(store_t *s, char *err, size_t errlen)
+{
+    redo_options_t o = { .dir = s->path,
+                         .segment_bytes = s->opt.segment_bytes,
+                         .floor = s->next_seq,
+                         .db = s->db,
+                         .db_dir = s->path,
+                         .bounds = no_queue_bounds,
+                         .bounds_ctx = s };
+    redo_open_report_t rep;
+    char why[768];
+    int rc = redo_open(&o, &s->redo, &rep, why, sizeof why);
+    if (rc == REDO_DAMAGED) {
+        err_set(err, errlen,
+                "data directory %s is damaged: %s; restore it from a backup (docs/operations.md, \"A damaged data "
+                "directory\")",
+                s->path, why);
+        return STORE_OPEN_DAMAGED;
+    }
+    if (rc != 0) {
+        return err_set(err, errlen, "cannot open the commit log of %s: %s", s->path, why);
+    }
+    if (rep.log.cut_at != 0) {
+        size_t n = strlen(s->open_note);
+        snprintf(s->open_note + n, sizeof s->open_note - n,
+                 "%sthe commit log ended in a torn write at offset %" PRIu64 " (a power cut): cut off, its %" PRIu64
+                 " bytes kept in %s",
+                 n > 0 ? "; " : "", rep.log.cut_at, rep.log.cut_bytes, rep.log.cut_file);
+    }
+    return 0;
+}
+
+int store_log_close(store_t *s, char *err, size_t errlen)
+{
+    redo_t *r = s->redo;
+    s->redo = NULL;
+    if (r == NULL) {
+        return 0;
+    }
+    char why[512];
+    if (redo_close(r, why, sizeof why) != 0) {
+        return err_set(err, errlen, "closing the commit log of %s: %s", s->path, why);
+    }
+    return 0;
+}
