@@ -242,14 +242,19 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
         return rc;
     }
     s->compactor = compactor_new(s->db, err, errlen);
-    if (s->compactor == NULL || store_check_meta(s, err, errlen) != 0) {
+    store_meta_state_t meta;
+    if (s->compactor == NULL || store_check_meta(s, &meta, err, errlen) != 0) {
         return open_failed(s, err, errlen);
     }
-    store_raise_seq(s, now_ms); /* before anything at open could take a number */
-    if ((rc = store_log_open(s, err, errlen)) != 0) {
+    /* The redo before the counter is read: it may rewrite it (design-commitlog.md, "Step 4a: the wiring plan") */
+    if ((rc = store_log_open(s, store_seq_floor(now_ms), err, errlen)) != 0) {
         store_free(s);
         return rc;
     }
+    if (store_settle_meta(s, &meta, err, errlen) != 0) {
+        return open_failed(s, err, errlen);
+    }
+    store_raise_seq(s, now_ms); /* before anything at open could take a number */
     if (store_load_levels(s, err, errlen) != 0 || store_load_topics(s, err, errlen) != 0 ||
         store_load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
         idx_key_counts_open(s, err, errlen) != 0 || lease_index_fold(s, err, errlen) != 0 ||

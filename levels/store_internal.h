@@ -279,17 +279,30 @@ int store_log_reader_error(const char *dberr);
  * saying so (or why not) in s->open_note: 1 when cut (open again), else 0. */
 int store_cut_torn_log(store_t *s);
 
-/* store_meta.c: check the meta records of the just opened s (writing a new
- * directory's, upgrading an older format unless opt.no_upgrade) and read the
- * sequence counter into next_seq and persisted_seq. 0, or -1 with err. */
-int store_check_meta(store_t *s, char *err, size_t errlen);
+/* store_meta.c: what store_check_meta found, for store_settle_meta. */
+typedef struct store_meta_state {
+    int fresh;        /* 1: a new directory, its records written by store_check_meta */
+    uint32_t version; /* the directory's format version */
+} store_meta_state_t;
+
+/* store_meta.c: check the meta records of the just opened s before the
+ * commit log's redo writes anything into it (format version, an unfinished
+ * copy, no_upgrade, the level table), writing only a new directory's records
+ * (its marker must precede every other write: the redo's checkpoint is one).
+ * 0 with *m, or -1 with err. */
+int store_check_meta(store_t *s, store_meta_state_t *m, char *err, size_t errlen);
+
+/* store_meta.c: after the redo: upgrade an older format unless
+ * opt.no_upgrade, and read the sequence counter into next_seq and
+ * persisted_seq (the redo may have rewritten it). 0, or -1 with err. */
+int store_settle_meta(store_t *s, const store_meta_state_t *m, char *err, size_t errlen);
 
 /* store_meta.c: raise s->next_seq to store_seq_floor(now_ms), never lower it
- * (after store_check_meta). */
+ * (after store_settle_meta). */
 void store_raise_seq(store_t *s, uint64_t now_ms);
 
 /* store_load.c: read the level, topic and group records into s's in-memory
- * state (in that order, after store_check_meta). 0, or -1 with err naming a
+ * state (in that order, after store_raise_seq). 0, or -1 with err naming a
  * corrupt record or the read error. */
 int store_load_levels(store_t *s, char *err, size_t errlen);
 int store_load_topics(store_t *s, char *err, size_t errlen);
@@ -300,10 +313,11 @@ int store_load_groups(store_t *s, char *err, size_t errlen);
 int store_log_check_options(const store_options_t *o, char *err, size_t errlen);
 
 /* store_log.c: open the commit log and redo what it holds past the
- * checkpoint (after store_raise_seq, before store_load_*). 0;
+ * checkpoint, its next batch at or above floor (after store_check_meta,
+ * before store_settle_meta). 0;
  * STORE_OPEN_DAMAGED or -1 with err (s->redo stays NULL). A cut torn tail is
  * told in s->open_note. */
-int store_log_open(store_t *s, char *err, size_t errlen);
+int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen);
 
 /* store_log.c: sync the log, apply and checkpoint it cleanly, close it
  * (s->redo NULL after, whatever the outcome). 0, or -1 with err. NULL redo:

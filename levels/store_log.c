@@ -8,10 +8,12 @@
  * fixes is where the log lives, the order of the open, and how the redo's
  * refusals become store_open's.
  *
- * Order: the redo opens after store_check_meta and store_raise_seq (the log's
- * floor is the raised sequence counter: ids and log offsets share the floor
- * of store.h) and before store_load_* (from 4a.2 on the redo rewrites the
- * records those read). LevelDB's CURRENT exists before any file of the log
+ * Order: the redo opens after store_check_meta (a directory of another
+ * format or level table is refused before the redo writes into it; a new
+ * one has its format marker first, since the redo's checkpoint is a LevelDB
+ * write) and before store_settle_meta reads the sequence counter and
+ * store_load_* the records (from 4a.2 on the redo rewrites them). The log's
+ * floor is the clock's (store_seq_floor: ids and log offsets share it). LevelDB's CURRENT exists before any file of the log
  * can be made, so a crash in between never leaves a directory that
  * store_prepare_dir cannot tell from a foreign one.
  *
@@ -50,11 +52,11 @@ int store_log_check_options(const store_options_t *o, char *err, size_t errlen)
     return 0;
 }
 
-int store_log_open(store_t *s, char *err, size_t errlen)
+int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
 {
     redo_options_t o = { .dir = s->path,
                          .segment_bytes = s->opt.segment_bytes,
-                         .floor = s->next_seq,
+                         .floor = floor,
                          .db = s->db,
                          .db_dir = s->path,
                          .bounds = no_queue_bounds,

@@ -1,10 +1,11 @@
 /*
  * levels/store_meta.c — the meta records ('M', keys.h) at open, for
- * store_open (store.c): the format marker written into a new directory with
- * the level table, an older format upgraded, and the records checked (format
- * version, an unfinished BACKUP copy, the level table against the
- * configuration, the sequence counter read); and the sequence counter's
- * floor.
+ * store_open (store.c), in two steps around the commit log's redo
+ * (store_log.c): before it, the records checked (format version, an
+ * unfinished BACKUP copy, the level table against the configuration) and a
+ * new directory's format marker written with its level table; after it, an
+ * older format upgraded and the sequence counter read. And the sequence
+ * counter's floor.
  *
  * Invariants: a directory is marked with this build's format (synced, even in
  * a store that does not sync) before anything of that format is written, so
@@ -83,11 +84,45 @@ static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
     return 0;
 }
 
-int store_check_meta(store_t *s, char *err, size_t errlen)
+/* The level table record against the configuration. 0, or -1 with err. */
+static int check_level_table(store_t *s, char *err, size_t errlen)
 {
     key_buf_t k;
     char *v;
     size_t vlen;
+    key_meta(&k, "levels");
+    int found = store_get(s, &k, &v, &vlen, err, errlen);
+    if (found <= 0) {
+        if (found == 0) {
+            err_set(err, errlen, "data directory %s has no level table record (corrupt)", s->path);
+        }
+        return -1;
+    }
+    char spec[LVL_MAX_LEVELS * 24];
+    if (vlen >= sizeof spec) {
+        vlen = sizeof spec - 1;
+    }
+    memcpy(spec, v, vlen);
+    spec[vlen] = '\0';
+    leveldb_free(v);
+    lvl_table_t stored;
+    char perr[160], diff[256];
+    if (lvl_table_parse(spec, &stored, perr, sizeof perr) != 0) {
+        return err_set(err, errlen, "data directory %s has an unreadable level table \"%s\": %s", s->path, spec, perr);
+    }
+    if (lvl_table_diff(&stored, "the data directory", &s->opt.levels, "the configuration", diff, sizeof diff)) {
+        return err_set(err, errlen, "level table mismatch for %s: %s (data directory: \"%s\")", s->path, diff, spec);
+    }
+    return 0;
+}
+
+int store_check_meta(store_t *s, store_meta_state_t *m, char *err, size_t errlen)
+{
+    key_buf_t k;
+    char *v;
+    size_t vlen;
+    m->fresh = 0;
+    m->version = STORE_FORMAT_VERSION;
     key_meta(&k, "format");
     int found = store_get(s, &k, &v, &vlen, err, errlen);
     if (found < 0) {
@@ -106,6 +141,7 @@ int store_check_meta(store_t *s, char *err, size_t errlen)
                            "open kept its data and may have rewritten its log and manifest)",
                            s->path);
         }
+        m->fresh = 1;
         return write_new_meta(s, err, errlen);
     }
     uint32_t version = vlen == 4 ? be32_get(v) : 0;
@@ -133,34 +169,23 @@ int store_check_meta(store_t *s, char *err, size_t errlen)
                        "start this one on it to upgrade",
                        s->path, version, STORE_FORMAT_VERSION);
     }
-    if (version < STORE_FORMAT_VERSION && !s->opt.no_upgrade && upgrade_format(s, version, err, errlen) != 0) {
+    m->version = version;
+    return check_level_table(s, err, errlen);
+}
+
+int store_settle_meta(store_t *s, const store_meta_state_t *m, char *err, size_t errlen)
+{
+    if (m->fresh) {
+        return 0; /* write_new_meta set the counter */
+    }
+    if (m->version < STORE_FORMAT_VERSION && !s->opt.no_upgrade && upgrade_format(s, m->version, err, errlen) != 0) {
         return -1;
     }
-    key_meta(&k, "levels");
-    found = store_get(s, &k, &v, &vlen, err, errlen);
-    if (found <= 0) {
-        if (found == 0) {
-            err_set(err, errlen, "data directory %s has no level table record (corrupt)", s->path);
-        }
-        return -1;
-    }
-    char spec[LVL_MAX_LEVELS * 24];
-    if (vlen >= sizeof spec) {
-        vlen = sizeof spec - 1;
-    }
-    memcpy(spec, v, vlen);
-    spec[vlen] = '\0';
-    leveldb_free(v);
-    lvl_table_t stored;
-    char perr[160], diff[256];
-    if (lvl_table_parse(spec, &stored, perr, sizeof perr) != 0) {
-        return err_set(err, errlen, "data directory %s has an unreadable level table \"%s\": %s", s->path, spec, perr);
-    }
-    if (lvl_table_diff(&stored, "the data directory", &s->opt.levels, "the configuration", diff, sizeof diff)) {
-        return err_set(err, errlen, "level table mismatch for %s: %s (data directory: \"%s\")", s->path, diff, spec);
-    }
+    key_buf_t k;
+    char *v;
+    size_t vlen;
     key_meta(&k, "seq");
-    found = store_get(s, &k, &v, &vlen, err, errlen);
+    int found = store_get(s, &k, &v, &vlen, err, errlen);
     if (found < 0) {
         return -1;
     }

@@ -1492,8 +1492,8 @@ static uint64_t raw_meta_u64(const char *name, int *found, int line)
     return v;
 }
 
-/* Write 'M' name = v into the closed data directory (synced). */
-static void raw_meta_put(const char *name, uint64_t v, int line)
+/* Write 'M' name = the bytes b[0..n) into the closed data directory (synced). */
+static void raw_meta_put_bytes(const char *name, const char *b, size_t n, int line)
 {
     char *dberr = NULL;
     leveldb_options_t *lo = leveldb_options_create();
@@ -1501,15 +1501,21 @@ static void raw_meta_put(const char *name, uint64_t v, int line)
     TU_REQUIRE_AT(dberr == NULL && db != NULL, line, "leveldb_open: %s", dberr ? dberr : "?");
     key_buf_t k;
     key_meta(&k, name);
-    char b[8];
-    be64_put(b, v);
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_writeoptions_set_sync(wo, 1);
-    leveldb_put(db, wo, k.b, k.n, b, sizeof b, &dberr);
+    leveldb_put(db, wo, k.b, k.n, b, n, &dberr);
     TU_CHECK_AT(dberr == NULL, line, "leveldb_put M %s: %s", name, dberr ? dberr : "");
     leveldb_writeoptions_destroy(wo);
     leveldb_close(db);
     leveldb_options_destroy(lo);
+}
+
+/* Write 'M' name = v (8 bytes) into the closed data directory. */
+static void raw_meta_put(const char *name, uint64_t v, int line)
+{
+    char b[8];
+    be64_put(b, v);
+    raw_meta_put_bytes(name, b, sizeof b, line);
 }
 
 /* store_close closes the commit log with a clean checkpoint (its marks in
@@ -1582,6 +1588,44 @@ static void test_log_missing_applied_batch_refused(void)
     CLOSE(&s);
 }
 
+/* The meta records are checked before the commit log's redo may write
+ * anything, and an older format is upgraded only after every check passed:
+ * an older directory whose level table differs from the configuration is
+ * refused as it was, still of its format (it was upgraded, then refused,
+ * before the check moved ahead of the redo). */
+static void test_older_format_refused_before_upgrade(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "x", 0, 0, T0, NULL);
+    COMMIT(s);
+    CLOSE(&s);
+    char v4[4];
+    be32_put(v4, STORE_FORMAT_SAME_RECORDS + 1);
+    raw_meta_put_bytes("format", v4, sizeof v4, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    char err[512] = "";
+    TU_REQUIRE(lvl_table_parse("1s 5s", &o.levels, err, sizeof err) == 0, "%s", err);
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "level table mismatch", "");
+    char *dberr = NULL;
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    TU_REQUIRE(dberr == NULL && db != NULL, "leveldb_open: %s", dberr ? dberr : "?");
+    key_buf_t k;
+    key_meta(&k, "format");
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    size_t vlen = 0;
+    char *v = leveldb_get(db, ro, k.b, k.n, &vlen, &dberr);
+    TU_CHECK(v != NULL && vlen == 4 && be32_get(v) == STORE_FORMAT_SAME_RECORDS + 1,
+             "after the refusal the format is %u, want %d", v != NULL && vlen == 4 ? be32_get(v) : 0,
+             STORE_FORMAT_SAME_RECORDS + 1);
+    leveldb_free(v);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    leveldb_options_destroy(lo);
+}
+
 /* A segment size the log cannot use is refused before the directory is
  * touched, naming the size and the bounds. */
 static void test_log_segment_size_refused(void)
@@ -1629,6 +1673,8 @@ static const tu_test_t open_tests[] = {
     { "a close leaves the commit log's clean checkpoint, an open removes it", test_log_closed_clean },
     { "an applied mark past the commit log's end is refused as damaged", test_log_missing_applied_batch_refused },
     { "a commit-log segment size the log cannot use is refused", test_log_segment_size_refused },
+    { "an older format with another level table is refused before its upgrade",
+      test_older_format_refused_before_upgrade },
     { NULL, NULL },
 };
 
