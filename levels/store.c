@@ -284,11 +284,18 @@ static int close_store(store_t *s, int durable, char *err, size_t errlen)
         rc = store_commit_durable(s, durable, err, errlen);
     }
     if (rc == 0) {
-        /* The commit log's clean checkpoint first (the next open redoes
-         * nothing): its marks are LevelDB writes, which the compaction below
-         * then writes out with the rest. Its failure is reported, and the
-         * memtable is written out all the same. */
-        rc = store_log_close(s, err, errlen);
+        /* The commit log's clean checkpoint (the next open redoes nothing)
+         * is taken before the memtable is written out when the last commit
+         * was synced: its marks are LevelDB writes, which the compaction
+         * below then writes out with the rest. After a failed sync
+         * (store_close_unsynced) it comes after: the checkpoint syncs every
+         * LevelDB log, and the one whose sync failed must not be synced
+         * again; once the memtable is in a table, that log is retired. A
+         * failed checkpoint is reported; the memtable is written out all the
+         * same. */
+        if (durable) {
+            rc = store_log_close(s, err, errlen);
+        }
         /* Write the memtable out (up to write-buffer-size), so the next open
          * has no log to replay: a compaction of a range that holds no key
          * (every key starts with an ASCII tag, keys.h) only does that. A
@@ -297,6 +304,9 @@ static int close_store(store_t *s, int durable, char *err, size_t errlen)
         compactor_free(s->compactor);
         s->compactor = NULL;
         leveldb_compact_range(s->db, "\xff", 1, "\xff", 1);
+        if (!durable) {
+            rc = store_log_close(s, err, errlen);
+        }
     }
     store_free(s);
     return rc;
