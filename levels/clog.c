@@ -200,7 +200,7 @@ static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
         unlink(tmp);
         return -1;
     }
-    clog_seg_insert(c, (seg_t){ base, life, fd, 1 });
+    clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0 });
     return 0;
 }
 
@@ -529,7 +529,7 @@ int clog_sync(clog_t *c, char *err, size_t errlen)
     uint64_t *bases = xmalloc((c->nsegs + 1) * sizeof *bases);
     for (size_t i = 0; i < c->nsegs; i++) {
         seg_t *s = &c->segs[i];
-        if (!s->spare && s->base + c->size > from && s->base <= w) {
+        if (!s->spare && !s->abandoned && s->base + c->size > from && s->base <= w) {
             fds[n] = s->fd;
             bases[n++] = s->base;
         }
@@ -552,6 +552,28 @@ int clog_sync(clog_t *c, char *err, size_t errlen)
         }
     }
     return rc;
+}
+
+void clog_abandon(clog_t *c, uint64_t *from, uint64_t *to)
+{
+    uint64_t d = atomic_load(&c->durable);
+    *from = d;
+    *to = c->tail;
+    if (c->tail <= d) {
+        return; /* nothing was waiting for the failed sync */
+    }
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->nsegs; i++) {
+        seg_t *s = &c->segs[i];
+        if (!s->spare && s->base + c->size > d && s->base < c->tail) {
+            s->abandoned = 1;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    uint64_t fresh = first_pos(seg_base_of(c, c->tail - 1) + c->size);
+    if (c->end < fresh) {
+        c->end = fresh;
+    }
 }
 
 /* ---- reads ---------------------------------------------------------------------- */

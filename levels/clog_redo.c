@@ -375,6 +375,40 @@ int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64
     return rc == CLOG_BATCH_FULL ? REDO_BATCH_FULL : rc;
 }
 
+/* Hold the derived-writes record rec (owned from now on) of the batch ending at end. */
+static void hold(redo_t *r, uint64_t end, char *rec, size_t len)
+{
+    if (r->nheld == r->hcap) {
+        if (r->hfirst > 0) {
+            memmove(r->held, r->held + r->hfirst, (r->nheld - r->hfirst) * sizeof *r->held);
+            r->nheld -= r->hfirst;
+            r->hfirst = 0;
+        } else {
+            r->hcap = r->hcap ? r->hcap * 2 : 64;
+            r->held = xrealloc(r->held, r->hcap * sizeof *r->held);
+        }
+    }
+    r->held[r->nheld++] = (held_t){ end, rec, len };
+}
+
+/* Add the derived-writes record to lb (the batch's last data record) and
+ * append the batch. 0, or -1 with err. */
+static int append_with_record(redo_t *r, clog_batch_t *lb, const char *rec, size_t len, char *err, size_t errlen)
+{
+    uint64_t at;
+    int rc = clog_batch_add(r->log, lb, rec, len, &at, err, errlen);
+    if (rc == CLOG_BATCH_FULL) {
+        return err_set(err, errlen,
+                       "commit log batch at offset %" PRIu64 ": its %zu bytes of derived writes do not fit in the "
+                       "rest of its segment (cut the batch earlier)",
+                       lb->first, len);
+    }
+    if (rc != 0 || clog_append(r->log, lb, err, errlen) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
 int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen)
 {
     if (b->ops == 0 && b->messages == 0) {
@@ -386,29 +420,11 @@ int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t err
     }
     memcpy(b->derived, DERIVED_MAGIC, 4);
     be32_put(b->derived + 4, b->ops);
-    uint64_t at;
-    int rc = clog_batch_add(r->log, &b->log, b->derived, b->len, &at, err, errlen);
-    if (rc == CLOG_BATCH_FULL) {
-        return err_set(err, errlen,
-                       "commit log batch at offset %" PRIu64 ": its %zu bytes of derived writes do not fit in the "
-                       "rest of its segment (cut the batch earlier)",
-                       b->log.first, b->len);
-    }
-    if (rc != 0 || clog_append(r->log, &b->log, err, errlen) != 0) {
+    if (append_with_record(r, &b->log, b->derived, b->len, err, errlen) != 0) {
         return -1;
     }
     uint64_t e = clog_end(r->log);
-    if (r->nheld == r->hcap) {
-        if (r->hfirst > 0) {
-            memmove(r->held, r->held + r->hfirst, (r->nheld - r->hfirst) * sizeof *r->held);
-            r->nheld -= r->hfirst;
-            r->hfirst = 0;
-        } else {
-            r->hcap = r->hcap ? r->hcap * 2 : 64;
-            r->held = xrealloc(r->held, r->hcap * sizeof *r->held);
-        }
-    }
-    r->held[r->nheld++] = (held_t){ e, b->derived, b->len };
+    hold(r, e, b->derived, b->len);
     b->derived = NULL;
     b->len = b->cap = 0;
     b->ops = b->messages = 0;
@@ -450,12 +466,13 @@ static int sync_dir(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
-/* The checkpoint; with `clean`, also M "clean" = B (the log closes here),
- * else M "clean" deleted (the log may grow past B from now on), in the same
- * synced write. */
-static int checkpoint(redo_t *r, int clean, char *err, size_t errlen)
+/* The checkpoint at B = b (r->applied, or past it: the end of a range whose
+ * held writes are carried in the log past b, redo_sync_failed), with
+ * `M "applied"` raised to B when below; with `clean`, also M "clean" = B (the
+ * log closes here), else M "clean" deleted (the log may grow past B from now
+ * on), in the same synced write. */
+static int checkpoint_at(redo_t *r, uint64_t b, int clean, char *err, size_t errlen)
 {
-    uint64_t b = r->applied;
     for (size_t i = 0; i < r->nqueues; i++) {
         if (r->queues[i].dirty) {
             if (cq_flush(r->queues[i].q, err, errlen) != 0 || cq_sync(r->queues[i].q, err, errlen) != 0) {
@@ -477,11 +494,14 @@ static int checkpoint(redo_t *r, int clean, char *err, size_t errlen)
     if (logsync_run(r->dbsync, err, errlen) != 0 || sync_dir(r->dir, err, errlen) != 0) {
         return -1;
     }
-    key_buf_t k = mark_key("checkpoint"), kc = mark_key("clean");
+    key_buf_t k = mark_key("checkpoint"), kc = mark_key("clean"), ka = mark_key("applied");
     char v[8], *dberr = NULL;
     be64_put(v, b);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_writebatch_put(wb, k.b, k.n, v, sizeof v);
+    if (b > r->applied) {
+        leveldb_writebatch_put(wb, ka.b, ka.n, v, sizeof v);
+    }
     if (clean) {
         leveldb_writebatch_put(wb, kc.b, kc.n, v, sizeof v);
     } else {
@@ -495,12 +515,49 @@ static int checkpoint(redo_t *r, int clean, char *err, size_t errlen)
         return -1;
     }
     r->checkpoint = b;
+    if (b > r->applied) {
+        r->applied = b;
+    }
     return 0;
 }
 
 int redo_checkpoint(redo_t *r, char *err, size_t errlen)
 {
-    return checkpoint(r, 0, err, errlen);
+    return checkpoint_at(r, r->applied, 0, err, errlen);
+}
+
+int redo_sync_failed(redo_t *r, redo_failure_t *f, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    /* what the last good sync covered is made as usual */
+    if (redo_apply_durable(r, err, errlen) != 0) {
+        return -1;
+    }
+    clog_abandon(r->log, &f->from, &f->to);
+    /* the held batches past it are carried into the fresh segment: each a batch of its derived-writes record
+       alone (the messages stay in the abandoned range; their callers get the error) */
+    for (size_t i = r->hfirst; i < r->nheld; i++) {
+        clog_batch_t lb = { 0 };
+        int rc = append_with_record(r, &lb, r->held[i].rec, r->held[i].len, err, errlen);
+        clog_batch_free(&lb);
+        if (rc != 0) {
+            return -1;
+        }
+        r->held[i].end = clog_end(r->log);
+        f->carried++;
+    }
+    f->end = clog_end(r->log);
+    char e2[512];
+    if (clog_sync(r->log, e2, sizeof e2) != 0) {
+        return err_set(err, errlen, "commit log: the fresh segment after an abandoned one failed too: %s", e2);
+    }
+    /* B at the abandoned range's end, before the carried writes are made: from here on an open starts past
+       the range and redoes the carried batches; before here it ends at the last good sync, where nothing of
+       the carried batches was made */
+    if (checkpoint_at(r, f->to > r->applied ? f->to : r->applied, 0, err, errlen) != 0) {
+        return -1;
+    }
+    return redo_apply_durable(r, err, errlen);
 }
 
 /* Close every file and free r; the first failure is kept in err. */
@@ -544,7 +601,7 @@ int redo_close(redo_t *r, char *err, size_t errlen)
         rc = redo_apply_durable(r, err, errlen);
     }
     if (rc == 0) {
-        rc = checkpoint(r, 1, err, errlen);
+        rc = checkpoint_at(r, r->applied, 1, err, errlen);
     }
     char e2[512];
     if (redo_close_files(r, e2, sizeof e2) != 0 && rc == 0) {

@@ -151,6 +151,30 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen);
 /* The checkpoint (above): B = redo_applied. 0, or -1 with err (B not moved). */
 int redo_checkpoint(redo_t *r, char *err, size_t errlen);
 
+/* What redo_sync_failed did. */
+typedef struct redo_failure {
+    uint64_t from, to; /* the abandoned range: the batches ending in (from, to] were covered by the failed
+                          sync, and their callers get the error */
+    uint64_t carried;  /* held batches whose derived writes were carried into the fresh segment */
+    uint64_t end;      /* the log's end after the carry */
+} redo_failure_t;
+
+/* After clog_sync(redo_log(r)) failed (design §3 "fsyncgate"; owner thread,
+ * the syncer stopped, no batch being built): the batches the last good sync
+ * covered are applied; the segments holding the rest are abandoned
+ * (clog_abandon); each held batch past them is carried — its derived-writes
+ * record appended alone, as a batch of its own, in a fresh segment — and
+ * that segment is synced; a checkpoint takes B = the abandoned range's end
+ * (CQ and slot files, LevelDB's logs, then `M "checkpoint"` and
+ * `M "applied"` = B by a synced write); then the carried writes are made.
+ * From the checkpoint on, an open starts past the abandoned range and never
+ * reads it; a cut before it finds the log ending at f->from with nothing of
+ * the carried batches made. The carried batches are kept (their derived
+ * writes: the messages in the abandoned range may be lost). 0 with *f; -1
+ * with err when a step fails (the fresh segment's sync too: the log is
+ * unusable, close it with redo_close's failure expected). */
+int redo_sync_failed(redo_t *r, redo_failure_t *f, char *err, size_t errlen);
+
 void redo_batch_free(redo_batch_t *b);
 
 #endif
