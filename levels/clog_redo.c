@@ -20,7 +20,9 @@
 #include "levels/clog_redo.h"
 #include "base/alloc.h"
 #include "base/err.h"
+#include "levels/clog_derived.h"
 #include "levels/clog_internal.h"
+#include "levels/clog_overlay.h"
 #include "levels/keys.h"
 #include "levels/logsync.h"
 
@@ -34,8 +36,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DERIVED_MAGIC "HGRD"
-#define DERIVED_HEAD  8
 
 typedef struct open_queue {
     uint32_t queue;
@@ -68,7 +68,8 @@ struct redo {
     size_t nqueues, qcap;
     open_slots_t *slots;
     size_t nslots, scap;
-    held_t *held; /* a FIFO: [hfirst, nheld) */
+    held_t *held;            /* a FIFO: [hfirst, nheld) */
+    clog_overlay_t *overlay; /* what the held batches write, for point reads */
     size_t hfirst, nheld, hcap;
     uint64_t applied, checkpoint;
     redo_open_report_t *counts; /* the open's report while redoing, else NULL */
@@ -283,44 +284,33 @@ static int bad_record(uint64_t end, const char *what, size_t at, char *err, size
  * deletes with `M "applied"` = end, unsynced. 0, REDO_DAMAGED, or -1. */
 static int apply_record(redo_t *r, uint64_t end, const char *p, size_t n, char *err, size_t errlen)
 {
-    if (n < DERIVED_HEAD || memcmp(p, DERIVED_MAGIC, 4) != 0) {
+    int64_t ops = derived_ops(p, n);
+    if (ops < 0) {
         return bad_record(end, "no derived-writes record (the batch was not written by clog_redo)", 0, err, errlen);
     }
-    uint32_t ops = be32_get(p + 4);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     size_t at = DERIVED_HEAD;
     int rc = 0;
     uint64_t nq = 0, nh = 0, ns = 0, ndb = 0;
-    for (uint32_t i = 0; i < ops && rc == 0; i++) {
-        size_t left = n - at;
-        char tag = left > 0 ? p[at] : 0;
-        const char *f = p + at + 1;
-        if (tag == 'Q' && left >= 29) {
-            cq_entry_t e = { be64_get(f + 12), be64_get(f + 20) };
-            rc = apply_cq(r, be32_get(f), be64_get(f + 4), &e, err, errlen);
-            at += 29;
+    for (int64_t i = 0; i < ops && rc == 0; i++) {
+        derived_op_t op;
+        if (!derived_next(p, n, &at, &op)) {
+            rc = bad_record(end, "an unknown or cut operation", at, err, errlen);
+        } else if (op.tag == 'Q') {
+            rc = apply_cq(r, op.queue, op.index, &op.entry, err, errlen);
             nq++;
-        } else if (tag == 'H' && left >= 13) {
-            rc = apply_head(r, be32_get(f), be64_get(f + 4), err, errlen);
-            at += 13;
+        } else if (op.tag == 'H') {
+            rc = apply_head(r, op.queue, op.index, err, errlen);
             nh++;
-        } else if (tag == 'S' && left >= 41) {
-            slot_t s = { be64_get(f + 16), be32_get(f + 24), be32_get(f + 28), be64_get(f + 32) };
-            rc = apply_slot(r, be64_get(f), be64_get(f + 8), &s, err, errlen);
-            at += 41;
+        } else if (op.tag == 'S') {
+            rc = apply_slot(r, op.base, op.ordinal, &op.slot, err, errlen);
             ns++;
-        } else if (tag == 'P' && left >= 9 && left - 9 >= (uint64_t)be32_get(f) + be32_get(f + 4)) {
-            uint32_t kl = be32_get(f), vl = be32_get(f + 4);
-            leveldb_writebatch_put(wb, f + 8, kl, f + 8 + kl, vl);
-            at += 9 + (size_t)kl + vl;
-            ndb++;
-        } else if (tag == 'D' && left >= 5 && left - 5 >= be32_get(f)) {
-            uint32_t kl = be32_get(f);
-            leveldb_writebatch_delete(wb, f + 4, kl);
-            at += 5 + (size_t)kl;
+        } else if (op.tag == 'P') {
+            leveldb_writebatch_put(wb, op.key, op.klen, op.val, op.vlen);
             ndb++;
         } else {
-            rc = bad_record(end, "an unknown or cut operation", at, err, errlen);
+            leveldb_writebatch_delete(wb, op.key, op.klen);
+            ndb++;
         }
     }
     if (rc == 0 && at != n) {
@@ -424,6 +414,7 @@ int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t err
         return -1;
     }
     uint64_t e = clog_end(r->log);
+    overlay_add(r->overlay, e, b->derived, b->len);
     hold(r, e, b->derived, b->len);
     b->derived = NULL;
     b->len = b->cap = 0;
@@ -443,6 +434,7 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen)
         if (rc != 0) {
             return rc;
         }
+        overlay_drop(r->overlay, h->end, h->rec, h->len);
         free(h->rec);
         r->hfirst++;
     }
@@ -543,6 +535,7 @@ int redo_sync_failed(redo_t *r, redo_failure_t *f, char *err, size_t errlen)
         if (rc != 0) {
             return -1;
         }
+        overlay_move(r->overlay, r->held[i].end, clog_end(r->log), r->held[i].rec, r->held[i].len);
         r->held[i].end = clog_end(r->log);
         f->carried++;
     }
@@ -579,6 +572,7 @@ static int redo_close_files(redo_t *r, char *err, size_t errlen)
         free(r->held[i].rec);
     }
     clog_close(r->log);
+    overlay_free(r->overlay);
     logsync_free(r->dbsync);
     leveldb_writeoptions_destroy(r->wo_nosync);
     leveldb_writeoptions_destroy(r->wo_sync);
@@ -628,6 +622,11 @@ uint64_t redo_checkpointed(const redo_t *r)
 size_t redo_held(const redo_t *r)
 {
     return r->nheld - r->hfirst;
+}
+
+const clog_overlay_t *redo_overlay(const redo_t *r)
+{
+    return r->overlay;
 }
 
 /* ---- open and close ------------------------------------------------------------------ */
@@ -703,6 +702,7 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
     r->dir = xstrdup(o->dir);
     r->db = o->db;
     r->dbsync = logsync_new(o->db_dir);
+    r->overlay = overlay_new();
     r->wo_nosync = leveldb_writeoptions_create();
     r->wo_sync = leveldb_writeoptions_create();
     leveldb_writeoptions_set_sync(r->wo_sync, 1);

@@ -18,7 +18,8 @@
  *  - nothing but the log is ever ahead of the durable log: redo_commit
  *    appends and holds the derived writes; redo_apply_durable makes the held
  *    writes of every batch that clog_durable covers, in log order (CQ and
- *    slot writes, then the LevelDB batch with its mark, unsynced);
+ *    slot writes, then the LevelDB batch with its mark, unsynced); readers
+ *    see held writes through redo_overlay;
  *  - a checkpoint (redo_checkpoint) takes B = the end of the last applied
  *    batch, fdatasyncs every CQ and slot file written, LevelDB's write-ahead
  *    logs (levels/logsync.c) and the directory, then writes `M "checkpoint"`
@@ -57,6 +58,7 @@
 #define HG_LEVELS_CLOG_REDO_H
 
 #include "levels/clog.h"
+#include "levels/clog_overlay.h"
 #include "levels/cq.h"
 #include "levels/slot.h"
 
@@ -122,6 +124,11 @@ clog_t *redo_log(redo_t *r);
 uint64_t redo_applied(const redo_t *r);      /* the end of the last batch whose derived writes were made */
 uint64_t redo_checkpointed(const redo_t *r); /* the last checkpoint's B */
 size_t redo_held(const redo_t *r);           /* batches appended whose derived writes wait for the log's sync */
+
+/* What the held batches write, for point reads to consult before the CQ and
+ * slot files and LevelDB (levels/clog_overlay.h; §3 rule 2): kept by
+ * redo_commit, redo_apply_durable and redo_sync_failed. Owner thread. */
+const clog_overlay_t *redo_overlay(const redo_t *r);
 
 /* Add a message record (clog_batch_add's contract; *offset is its id), keeping
  * REDO_MESSAGE_RESERVE bytes per message and REDO_BATCH_RESERVE per batch

@@ -603,9 +603,34 @@ static void test_held_until_sync(void)
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     TU_CHECK(access(path, F_OK) != 0, "no slot file before the sync (%s)", path);
+    /* readers see the held writes through the overlay */
+    const op_t *q0 = &g_ledger->b[0].ops[0];
+    for (uint32_t j = 0; j < g_ledger->b[0].nops && q0->tag != 'Q'; j++) {
+        q0 = &g_ledger->b[0].ops[j];
+    }
+    cq_entry_t e;
+    slot_t sl;
+    const char *v;
+    size_t vn;
+    TU_CHECK(q0->tag == 'Q' && overlay_cq(redo_overlay(r), q0->q, q0->x, &e) == OVERLAY_HELD &&
+                 e.log_offset == g_model.ent[q0->q][q0->x].log_offset,
+             "the overlay holds the first batch's CQ entry");
+    TU_CHECK(overlay_slot(redo_overlay(r), g_model.seg[0].base, 0, &sl) == OVERLAY_HELD &&
+                 sl.id == g_model.seg[0].s[0].id && sl.flags == g_model.seg[0].s[0].flags,
+             "the overlay holds the first slot (%d: id %" PRIu64 " flags %u, want %" PRIu64 " %u, base %" PRIu64 ")",
+             overlay_slot(redo_overlay(r), g_model.seg[0].base, 0, &sl), sl.id, sl.flags, g_model.seg[0].s[0].id,
+             g_model.seg[0].s[0].flags, g_model.seg[0].base);
+    char kl[24];
+    key_of('k', 4, kl, sizeof kl);
+    TU_CHECK(overlay_get(redo_overlay(r), kl, strlen(kl), &v, &vn) ==
+                     (g_model.present[4] ? OVERLAY_HELD : OVERLAY_DELETED) &&
+                 (!g_model.present[4] || be64_get(v) == g_model.val[4]),
+             "the overlay holds the last batch's put");
 
     TU_REQUIRE(sync_and_apply(r) == 0, "%s", err);
     CU_ASSERT_EQUAL(redo_held(r), 0);
+    TU_CHECK(overlay_count(redo_overlay(r)) == 0, "made: the overlay holds nothing (%zu)",
+             overlay_count(redo_overlay(r)));
     CU_ASSERT_EQUAL(redo_applied(r), g_ledger->b[4].end);
     TU_CHECK(mark(db, "applied") == g_ledger->b[4].end, "the mark names the last batch applied");
     db_u64(db, k0, strlen(k0), &found);
