@@ -723,6 +723,7 @@ int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
     s->base = nb;
     s->life = life;
     s->spare = 1;
+    s->abandoned = 0; /* a new life: synced as any segment once it holds batches again */
     qsort(c->segs, c->nsegs, sizeof *c->segs, seg_cmp);
     pthread_mutex_unlock(&c->lock);
     return clog_sync_dir(c, err, errlen);

@@ -444,15 +444,19 @@ static int replay(int fd, const struct entry *e, uint64_t *s, powercut_stats_t *
 }
 
 /* Undo, then replay a subset of, the unsynced entries of the file of entry
- * `from` (marking them done in `done`). */
+ * `from` (marking them done in `done`). A write a failed sync lost is undone
+ * and never replayed; the file's synced writes after it are undone with it
+ * and made again whole (they may overlap it: the disk has them). */
 static int cut_file(size_t from, char *done, uint64_t *s, powercut_stats_t *st, char *err, size_t errlen)
 {
     const struct entry *f = (const struct entry *)(g_j->entries + from);
     size_t n = 0, cap = 16;
     const struct entry **es = malloc(cap * sizeof *es);
+    int lost = 0; /* a lost write seen: the file's synced writes after it are undone and made again */
     for (size_t at = from; at < g_j->used;) {
         const struct entry *e = (const struct entry *)(g_j->entries + at);
-        if (e->synced != ENTRY_SYNCED && !done[at / 8] && e->dev == f->dev && e->ino == f->ino) {
+        lost |= e->synced == ENTRY_LOST && e->dev == f->dev && e->ino == f->ino;
+        if ((e->synced != ENTRY_SYNCED || lost) && !done[at / 8] && e->dev == f->dev && e->ino == f->ino) {
             if (n == cap) {
                 es = realloc(es, (cap *= 2) * sizeof *es);
             }
@@ -481,6 +485,10 @@ static int cut_file(size_t from, char *done, uint64_t *s, powercut_stats_t *st, 
             if (es[i]->synced == ENTRY_LOST) {
                 st->lost++; /* a failed sync dropped it: never on the disk */
                 continue;
+            }
+            if (es[i]->synced == ENTRY_SYNCED) {
+                rc = put(fd, (const char *)(es[i] + 1) + es[i]->old_len, es[i]->len, es[i]->off, path, err, errlen);
+                continue; /* durable after the lost one: on the disk whole */
             }
             st->unsynced++;
             rc = replay(fd, es[i], s, st, path, err, errlen);

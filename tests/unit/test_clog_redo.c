@@ -709,6 +709,50 @@ static void test_sync_failure_power_cut(void)
     sync_failure_then(1);
 }
 
+/* An abandoned segment recycled (once the log's durable end is past it) and
+ * then used again is synced like any other: a power cut after the log has
+ * gone on into it keeps every synced batch. */
+static void test_abandoned_segment_recycled(void)
+{
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        leveldb_t *db = db_open();
+        redo_t *r = NULL;
+        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
+            fprintf(stderr, "child: %s\n", err);
+            _exit(2);
+        }
+        powercut_arm(0);
+        uint64_t s = 9;
+        int recycled = 0;
+        for (uint64_t k = 0; clog_end(redo_log(r)) < 2 * SEG + SEG / 4; k++) {
+            g_fail_next_sync = k == 3;
+            if (write_batch(r, &g_model, &s, k) != 0 || sync_and_apply(r) != 0) {
+                fprintf(stderr, "child: batch %" PRIu64 ": %s\n", k, err);
+                _exit(3);
+            }
+            if (!recycled && g_ledger->failures == 1 && clog_durable(redo_log(r)) > SEG) {
+                /* the checkpoint first: B (at the abandoned range's end) lies in segment 0 until then */
+                if (redo_checkpoint(r, err, sizeof err) != 0 || clog_recycle(redo_log(r), 0, err, sizeof err) != 0) {
+                    fprintf(stderr, "child: recycle: %s\n", err);
+                    _exit(4);
+                }
+                recycled = 1;
+            }
+        }
+        _exit(recycled ? 99 : 5);
+    }
+    int status;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 99,
+               "the writer failed: status %#x", status);
+    TU_REQUIRE(g_ledger->failures == 1 && g_ledger->ab_to < SEG, "one failed sync, in the first segment");
+    powercut_stats_t st;
+    TU_REQUIRE(powercut_power_off(5, &st, err, sizeof err) == 0, "%s", err);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+}
+
 static void test_redo_after_kill(void)
 {
     write_and_die(30, 4, 0, 0); /* 28 synced and applied, 2 only appended: kill -9 keeps them */
@@ -1279,6 +1323,7 @@ static const tu_test_t redo_tests[] = {
     { "redo after a kill, and nothing after a clean close", test_redo_after_kill },
     { "a failed log sync: abandoned, carried, never read again (kill -9)", test_sync_failure_kill },
     { "a failed log sync: abandoned, carried, never read again (power cut)", test_sync_failure_power_cut },
+    { "an abandoned segment, recycled and used again, is synced", test_abandoned_segment_recycled },
     { "redo twice over the same range", test_redo_twice },
     { "redo after a redo killed at each of its file calls", test_redo_after_killed_redo },
     { "a checkpoint leaves nothing to redo", test_checkpoint_then_nothing },
