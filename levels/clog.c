@@ -478,6 +478,17 @@ int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen)
     if (s == NULL) {
         return -1;
     }
+    if (s->abandoned) {
+        char path[PATH_MAX];
+        clog_seg_path(c, base, path, sizeof path);
+        b->begun = 0;
+        b->len = 0;
+        b->records = 0;
+        return err_set(err, errlen,
+                       "%s: offset %" PRIu64
+                       ": the batch was begun in a segment abandoned since (a failed sync): add its records again",
+                       path, b->first);
+    }
     /* the batch CRC: CRC-32C of the record CRCs, folded as batch_whole reads them */
     char crcs[4 * 256];
     size_t ncrcs = 0;

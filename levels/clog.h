@@ -163,7 +163,10 @@ int clog_batch_room(clog_t *c, clog_batch_t *b, uint64_t bytes);
 /* Append the batch with its COMMIT (one pwrite; the segment is made or taken
  * from the spares first when the batch starts one) and reset it. Not durable
  * until clog_sync. An empty batch writes nothing. Returns 0, or -1 with err
- * naming the file and offset; after -1 the log is unusable (close it). */
+ * naming the file and offset; after -1 the log is unusable (close it) —
+ * except for a batch begun before clog_abandon took its segment: -1 naming
+ * it, nothing written, the batch reset (add its records again: their
+ * offsets change), the log usable. */
 int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen);
 
 /* Make everything appended so far durable (fdatasync of every segment
