@@ -13,8 +13,9 @@
  *   'P' key length u32, value length u32, key, value    a LevelDB put
  *   'D' key length u32, key                              a LevelDB delete
  * Running and redo share one path: a held batch is kept as its encoded
- * record and made by the same decoder the redo uses (apply_record), so what
- * the redo does is what running did.
+ * record and made by the same code the redo uses (apply_record, over
+ * levels/clog_derived.h's decoder, which the readers' overlay uses too), so
+ * what the redo does is what running did.
  */
 #define _GNU_SOURCE
 #include "levels/clog_redo.h"
@@ -35,7 +36,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
 
 typedef struct open_queue {
     uint32_t queue;

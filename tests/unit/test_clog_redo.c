@@ -17,13 +17,20 @@
  * to redo, a LevelDB batch applied once while running and redone in order
  * over a LevelDB that kept a later batch but lost an earlier one, damage
  * (the log ending below the applied mark; a batch without its derived
- * record), and the replay time of 64 MiB of log.
+ * record), and the replay time of 64 MiB of log. A failed sync of the log
+ * (powercut_fail_sync: EIO, the writes lost): the segment abandoned, the
+ * held batches carried, the open never reading the abandoned range (preads
+ * watched) after a kill -9 and after a power cut; the abandoned segment
+ * recycled and used again.
  *
  * Suite "clog_redo_powercut": tests/helpers/powercut.c (linked in: it
  * interposes pwrite/write/rename/fsync/fdatasync, which LevelDB's own
  * write-ahead log, tables and manifest use too — libleveldb is a shared
  * library, so its calls reach these definitions) cuts the power in a writer
- * and, sometimes, again in a redo; the recovered state must equal the model
+ * and, sometimes, again in a redo, and in half the writer rounds fails one
+ * sync of the log (redo_sync_failed handles it; the ledger keeps the
+ * abandoned range so a cut inside the handling is judged right); the
+ * recovered state must equal the model
  * after a prefix of the batches holding every batch whose sync returned, and
  * nothing (CQ tail, slot, LevelDB key) may name anything past the log's end.
  * LevelDB's own open runs before the layer is armed: LevelDB 1.23 renames its
