@@ -1148,3 +1148,93 @@ int tu_http_get(int port, const char *path, char *out, size_t outlen)
     int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
     return http_exchange(port, req, rl, out, outlen, TU_HTTP_DEADLINE_MS);
 }
+
+/* ---- docs/metrics.md against a /metrics page ------------------------------------ */
+
+#define TU_MAX_FAMILIES 256
+
+typedef struct tu_family {
+    char name[128], type[32];
+} tu_family_t;
+
+/* The "# TYPE NAME TYPE" lines of page into f[TU_MAX_FAMILIES]; how many. */
+static size_t page_families(const char *page, tu_family_t *f)
+{
+    size_t n = 0;
+    for (const char *p = page; p != NULL && *p != '\0' && n < TU_MAX_FAMILIES; p = strchr(p, '\n'), p = p ? p + 1 : p)
+        if (sscanf(p, "# TYPE %127s %31s", f[n].name, f[n].type) == 2)
+            n++;
+    return n;
+}
+
+/* The rows "| `NAME` | TYPE | …" of section "## daemon" of the file at path
+ * into f[TU_MAX_FAMILIES]; how many, -1 when the file or the section is
+ * missing (printed). */
+static long doc_families(const char *path, const char *daemon, tu_family_t *f)
+{
+    FILE *in = fopen(path, "r");
+    if (in == NULL) {
+        fprintf(stderr, "%s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[2048], heading[160];
+    snprintf(heading, sizeof heading, "## %s\n", daemon);
+    int inside = 0, found = 0;
+    size_t n = 0;
+    while (fgets(line, sizeof line, in) != NULL && n < TU_MAX_FAMILIES) {
+        if (strncmp(line, "## ", 3) == 0) {
+            inside = strcmp(line, heading) == 0;
+            found |= inside;
+            continue;
+        }
+        if (inside && sscanf(line, "| `%127[^`]` | %31[a-z] |", f[n].name, f[n].type) == 2)
+            n++;
+    }
+    fclose(in);
+    if (!found) {
+        fprintf(stderr, "%s: no section \"## %s\"\n", path, daemon);
+        return -1;
+    }
+    return (long)n;
+}
+
+static const tu_family_t *family_find(const tu_family_t *f, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(f[i].name, name) == 0)
+            return &f[i];
+    return NULL;
+}
+
+int tu_metrics_doc_diff(const char *page, const char *daemon)
+{
+    static const char path[] = HG_SRCDIR "/docs/metrics.md";
+    tu_family_t *served = calloc(2 * TU_MAX_FAMILIES, sizeof *served), *documented = served + TU_MAX_FAMILIES;
+    if (served == NULL)
+        return -1;
+    size_t ns = page_families(page, served);
+    long nd = doc_families(path, daemon, documented);
+    int differ = nd < 0 ? -1 : 0;
+    if (ns == 0) {
+        fprintf(stderr, "%s's /metrics page has no # TYPE line\n", daemon);
+        differ = -1;
+    }
+    for (size_t i = 0; differ >= 0 && i < ns; i++) {
+        const tu_family_t *d = family_find(documented, (size_t)nd, served[i].name);
+        if (d == NULL) {
+            fprintf(stderr, "%s serves %s (%s), not in docs/metrics.md\n", daemon, served[i].name, served[i].type);
+            differ++;
+        } else if (strcmp(d->type, served[i].type) != 0) {
+            fprintf(stderr, "%s serves %s as a %s, docs/metrics.md says %s\n", daemon, served[i].name, served[i].type,
+                    d->type);
+            differ++;
+        }
+    }
+    for (long i = 0; differ >= 0 && i < nd; i++)
+        if (family_find(served, ns, documented[i].name) == NULL) {
+            fprintf(stderr, "docs/metrics.md lists %s under %s, which does not serve it\n", documented[i].name, daemon);
+            differ++;
+        }
+    free(served);
+    return differ;
+}

@@ -131,6 +131,14 @@ int tu_file_count(const char *path, const char *text);
 int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, int *answered, char *first,
                       size_t firstlen, double *first_s);
 
+/* Compare the metric families of page (a daemon's /metrics text: its
+ * "# TYPE NAME TYPE" lines) with the table under "## daemon" in
+ * docs/metrics.md (HG_SRCDIR): a family served but not listed, listed but
+ * not served, or served with another type than the table's is printed to
+ * stderr, naming it. Returns how many differ (0: the same), -1 when the
+ * page has no family or the file or its section cannot be read (printed). */
+int tu_metrics_doc_diff(const char *page, const char *daemon);
+
 /* A blocking TCP connection to 127.0.0.1:port (close-on-exec), or -1. */
 int tu_tcp_connect(int port);
 

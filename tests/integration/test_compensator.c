@@ -1199,6 +1199,11 @@ static void test_dlq_dropped_inspection(void)
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "inspection_lock_held"), 1);
     CU_ASSERT_TRUE(metric(comp.metrics_port, M "inspection_scans_completed_total") >= 1);
     CU_ASSERT_EQUAL(wait_metric(comp.metrics_port, M "dlq_depth{group=\"g_dlq_strict\"}", 0, 3000), 0);
+    /* Every layer ran, a DLQ group is watched: the page and docs/metrics.md name the same families, both ways. */
+    static char page[131072];
+    CU_ASSERT_EQUAL(tu_http_get(comp.metrics_port, "/metrics", page, sizeof page), 200);
+    TU_CHECK(tu_metrics_doc_diff(page, "hourglass-compensator") == 0,
+             "/metrics and docs/metrics.md's hourglass-compensator table differ (above)");
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     of_report_t rep;
     check_invariant("c_dlq", &rep);
