@@ -148,7 +148,9 @@ void redo_db_delete(redo_batch_t *b, const void *key, size_t klen);
  * hold its derived writes; *end (may be NULL) gets the batch's end. An empty
  * batch writes nothing. -1 with err (the derived writes do not fit in the
  * rest of the segment: the caller cut the batch too late; or clog_append's
- * failure, after which the log is unusable). */
+ * failure: after a write error the log is unusable, after clog_append's
+ * refusal of a batch begun in a segment abandoned since, nothing was written
+ * and the batch can be built again). */
 int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen);
 
 /* Make the held derived writes of every batch below clog_durable, in order.
