@@ -2130,6 +2130,29 @@ static void test_cli_commands_and_exit_codes(void)
     rc = CLI("--user", "ops", "ping"); /* the CLI's own words, not the library's opts.password */
     BP_CHECK(rc == 2 && strstr(err, "--user 'ops' needs --password-file F (or the URI's user:pass@)") != NULL,
              "--user without a password: exit %d: %.400s", rc, err);
+    /* --user beside the URI's userinfo: a password given is a non-empty one after the ':' (common/uri_password.h,
+     * as the URI parser reads it), the same answer for the argv warning and for whether --user needs
+     * --password-file ("u:@" said it had one: the library's "empty password" came instead of the hint) */
+    static const struct {
+        const char *userinfo, *want; /* want: on stderr */
+        int rc, warned;              /* warned: the command-line password warning */
+    } userinfo_cases[] = {
+        { "u@", "--user 'ops' needs --password-file F (or the URI's user:pass@)", 2, 0 },
+        { "u:@", "--user 'ops' needs --password-file F (or the URI's user:pass@)", 2, 0 },
+        { "u:pw@", "cannot connect", 3, 1 },
+        { ":pw@", "bad URI: empty user name before '@'", 2, 1 },
+    };
+    for (size_t i = 0; i < sizeof userinfo_cases / sizeof userinfo_cases[0]; i++) {
+        char user_uri[128];
+        snprintf(user_uri, sizeof user_uri, "hourglass://%s127.0.0.1:%d/", userinfo_cases[i].userinfo, tu_free_port());
+        rc = run_cli(out, sizeof out, err, sizeof err, "--uri", user_uri, "--user", "ops", "--timeout", "500", "ping",
+                     (char *)NULL);
+        int warned = strstr(err, "using a password on the command line") != NULL;
+        BP_CHECK(rc == userinfo_cases[i].rc && strstr(err, userinfo_cases[i].want) != NULL &&
+                     warned == userinfo_cases[i].warned,
+                 "--user ops --uri %s: exit %d, want %d with '%s' (warning %s): %.400s", user_uri, rc,
+                 userinfo_cases[i].rc, userinfo_cases[i].want, userinfo_cases[i].warned ? "yes" : "no", err);
+    }
     /* the URI's user@ without a password, on both transports: the library's words, then the CLI's
      * hint (it said "opts.password (a daemon's password-file)", advice for a C programmer) */
     for (int i = 0; i < 2; i++) {
