@@ -1560,18 +1560,19 @@ static const char *cli_stdin;
  * status, -1 when it did not exit normally. */
 static int run_cli(char *out, size_t outlen, char *errout, size_t errlen, ...)
 {
-    const char *argv[32];
-    int n = 0, outp[2], errp[2], status = 0;
+    tu_argv_t argv;
+    int outp[2], errp[2], status = 0;
     size_t got = 0, egot = 0;
     pid_t pid;
     va_list ap;
 
-    argv[n++] = CLI_PATH;
+    tu_argv_init(&argv);
+    tu_argv_add(&argv, CLI_PATH);
     va_start(ap, errlen);
-    for (const char *a; n < 31 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[n++] = a;
+    tu_argv_add_va(&argv, ap);
     va_end(ap);
-    argv[n] = NULL;
+    if (tu_argv_check(&argv) != 0)
+        return -1;
     int inp[2];
     if (pipe(outp) != 0 || pipe(errp) != 0 || pipe(inp) != 0)
         return -1;
@@ -1584,7 +1585,7 @@ static int run_cli(char *out, size_t outlen, char *errout, size_t errlen, ...)
         close(outp[0]);
         close(errp[0]);
         unsetenv("HOURGLASS_URI");
-        execv(CLI_PATH, (char *const *)argv);
+        execv(CLI_PATH, (char *const *)argv.word);
         _exit(127);
     }
     close(inp[0]);
@@ -1898,23 +1899,24 @@ static void test_cli_config_daemon_key(void)
  * exit status, -1 when it did not exit by itself. */
 static int run_cli_tty(char *out, size_t outlen, int wait_ms, ...)
 {
-    const char *argv[32];
-    int n = 0, master = -1, status = 0, closed = 0;
+    tu_argv_t argv;
+    int master = -1, status = 0, closed = 0;
     size_t got = 0;
     va_list ap;
 
-    argv[n++] = CLI_PATH;
+    tu_argv_init(&argv);
+    tu_argv_add(&argv, CLI_PATH);
     va_start(ap, wait_ms);
-    for (const char *a; n < 31 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[n++] = a;
+    tu_argv_add_va(&argv, ap);
     va_end(ap);
-    argv[n] = NULL;
+    if (tu_argv_check(&argv) != 0)
+        return -1;
     pid_t pid = forkpty(&master, NULL, NULL, NULL);
     if (pid < 0)
         return -1;
     if (pid == 0) {
         unsetenv("HOURGLASS_URI");
-        execv(CLI_PATH, (char *const *)argv);
+        execv(CLI_PATH, (char *const *)argv.word);
         _exit(127);
     }
     for (uint64_t end = tu_now_mono_ms() + (uint64_t)wait_ms; got + 1 < outlen;) {
