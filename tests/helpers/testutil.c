@@ -34,7 +34,9 @@
  * - CUnit. tu_cunit_main reads every failure counter (assertions, failed
  *   tests, failed suite init/cleanup) before CU_cleanup_registry, because
  *   CU_basic_run_tests returns success even when tests fail, and a suite whose
- *   init fails runs no tests at all and must still fail the program.
+ *   init fails runs no tests at all and must still fail the program. Each
+ *   case's line carries its wall time ("passed (12.3 s)"), so slow cases show
+ *   in every log.
  *   tu_suites_main / tu_add_suite build the registry from tables of tests;
  *   tu_check_at (TU_CHECK, TU_REQUIRE) is the one formatted assertion every
  *   suite uses (broker_proc.h's BP_CHECK is the same thing).
@@ -766,6 +768,56 @@ void tu_mariadb_stop(tu_mariadb_t *db)
 
 /* ---------------------------------------------------------------- CUnit */
 
+/* ---- per-case wall time -------------------------------------------------
+ * CU_basic_run_* installs its own test start/complete handlers when the run
+ * starts, so they cannot be wrapped beforehand. The suite start handler is one
+ * basic mode leaves alone: at each suite's start it wraps basic's test handlers
+ * (once), so every case's line reads "passed (12.3 s)" or "FAILED (12.3 s)",
+ * a failure followed by its list as basic prints it. */
+
+static CU_TestStartMessageHandler basic_test_start;
+static CU_TestCompleteMessageHandler basic_test_complete;
+static struct timespec case_started;
+
+static void timed_test_start(const CU_pTest test, const CU_pSuite suite)
+{
+    basic_test_start(test, suite);
+    clock_gettime(CLOCK_MONOTONIC, &case_started);
+}
+
+static void timed_test_complete(const CU_pTest test, const CU_pSuite suite, const CU_pFailureRecord failures)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double seconds = (double)(now.tv_sec - case_started.tv_sec) + (double)(now.tv_nsec - case_started.tv_nsec) / 1e9;
+    if (failures == NULL) {
+        basic_test_complete(test, suite, failures);
+        printf(" (%.1f s)", seconds);
+    } else {
+        /* Basic would print "FAILED" and the failure list at once, so the time
+         * could not stay on the case's line: the same lines are printed here. */
+        printf("FAILED (%.1f s)", seconds);
+        unsigned i = 1;
+        for (CU_pFailureRecord f = failures; f != NULL; f = f->pNext, i++)
+            printf("\n    %u. %s:%u  - %s", i, f->strFileName != NULL ? f->strFileName : "", f->uiLineNumber,
+                   f->strCondition != NULL ? f->strCondition : "");
+    }
+    fflush(stdout);
+}
+
+static void wrap_basic_test_handlers(const CU_pSuite suite)
+{
+    (void)suite;
+    if (CU_get_test_complete_handler() == timed_test_complete)
+        return;
+    basic_test_start = CU_get_test_start_handler();
+    basic_test_complete = CU_get_test_complete_handler();
+    if (basic_test_start == NULL || basic_test_complete == NULL)
+        return;
+    CU_set_test_start_handler(timed_test_start);
+    CU_set_test_complete_handler(timed_test_complete);
+}
+
 int tu_cunit_main(int argc, char **argv, int (*add_suites)(void))
 {
     /* Line-buffered, so a crash still leaves the progress so far in the .log. */
@@ -782,6 +834,7 @@ int tu_cunit_main(int argc, char **argv, int (*add_suites)(void))
     }
 
     CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_set_suite_start_handler(wrap_basic_test_handlers);
     CU_ErrorCode run_rc;
     if (argc > 1) {
         CU_pSuite suite = CU_get_suite(argv[1]);

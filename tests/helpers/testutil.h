@@ -222,7 +222,8 @@ void tu_mariadb_stop(tu_mariadb_t *db);
  * 0 when nothing failed, 1 otherwise. CU_basic_run_tests alone returns success
  * even when assertions fail, so the failure count is read before the registry
  * is cleaned up (CONTRIBUTING.md). argv[1], when given, names one suite to run;
- * argv[2], one test of it (its full name). */
+ * argv[2], one test of it (its full name). Each case's line ends with its wall
+ * time: "passed (12.3 s)" or "FAILED (12.3 s)". */
 int tu_cunit_main(int argc, char **argv, int (*add_suites)(void));
 
 /* A suite of a CUnit program: its name and its tests, a table ending with
