@@ -909,6 +909,49 @@ int tu_run_capture(const char *const *argv, char *out, size_t outlen)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+void tu_argv_init(tu_argv_t *a)
+{
+    memset(a, 0, sizeof *a);
+}
+
+void tu_argv_add(tu_argv_t *a, const char *word)
+{
+    if (a->n < TU_ARGV_MAX)
+        a->word[a->n++] = word;
+    else
+        a->overflow = 1;
+    a->word[a->n] = NULL;
+}
+
+void tu_argv_add_list(tu_argv_t *a, const char *const *words)
+{
+    for (size_t i = 0; words != NULL && words[i] != NULL; i++)
+        tu_argv_add(a, words[i]);
+}
+
+void tu_argv_add_va(tu_argv_t *a, va_list ap)
+{
+    for (const char *w; (w = va_arg(ap, const char *)) != NULL;)
+        tu_argv_add(a, w);
+}
+
+int tu_argv_check(const tu_argv_t *a)
+{
+    if (!a->overflow)
+        return 0;
+    fprintf(stderr, "\n  %s: more than %d arguments: not run\n", a->n > 0 ? a->word[0] : "(empty)", TU_ARGV_MAX);
+    return -1;
+}
+
+int tu_run_capture_argv(const tu_argv_t *a, char *out, size_t outlen)
+{
+    if (outlen > 0)
+        out[0] = '\0';
+    if (tu_argv_check(a) != 0 || a->n == 0)
+        return -1;
+    return tu_run_capture(a->word, out, outlen);
+}
+
 /* ---- table-driven suites and formatted assertions ----------------------- */
 
 static const tu_suite_t *suites_table;

@@ -1136,32 +1136,13 @@ static oe_env_t commit_env;
 
 static int commit_init(void)
 {
-    static const char *const binlog[] = { "--log-bin", NULL };
-    commit_env.server.extra_args = binlog;
-    return oe_suite_start(&commit_env, CU_get_number_of_failures);
+    return oe_suite_start_binlog(&commit_env, CU_get_number_of_failures);
 }
 
 static int commit_cleanup(void)
 {
     oe_stop(&commit_env);
     return 0;
-}
-
-/* sql on commit_env's admin connection: 0, or -1 (printed). */
-static int commit_exec(const char *sql)
-{
-    if (mysql_query(commit_env.admin, sql) == 0)
-        return 0;
-    fprintf(stderr, "SQL failed: %s: %s\n", sql, mysql_error(commit_env.admin));
-    return -1;
-}
-
-/* *(long long *)arg = the id of a connection whose statement is COMMIT; 1 once there is one. */
-static int commit_in_flight(void *arg)
-{
-    long long *id = arg;
-    *id = oe_scalar(&commit_env, "SELECT id FROM information_schema.processlist WHERE info = 'COMMIT' LIMIT 1");
-    return *id > 0;
 }
 
 typedef struct settled_ctx {
@@ -1199,15 +1180,10 @@ static void commit_unknown_case(const char *name, const char *batch_size)
     pid_t pid = oe_start_consumer(&commit_env, name, name, 1, mport, log_path, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     /* Every COMMIT now waits 1.5 s for a second one to join its group commit: the KILL comes within it. */
-    CU_ASSERT_EQUAL_FATAL(commit_exec("SET GLOBAL binlog_commit_wait_usec = 1500000"), 0);
-    CU_ASSERT_EQUAL_FATAL(commit_exec("SET GLOBAL binlog_commit_wait_count = 2"), 0);
+    CU_ASSERT_EQUAL_FATAL(oe_hold_commits(&commit_env, 1500), 0);
     send_ids(&c, 1, 1);
-    long long id = -1;
-    CU_ASSERT_EQUAL(tu_poll_until(commit_in_flight, &id, 30000, 5), 0);
-    char kill_sql[64];
-    snprintf(kill_sql, sizeof kill_sql, "KILL CONNECTION %lld", id);
-    CU_ASSERT_EQUAL(commit_exec(kill_sql), 0);
-    CU_ASSERT_EQUAL(commit_exec("SET GLOBAL binlog_commit_wait_count = 0"), 0); /* later COMMITs at once */
+    long long id = oe_kill_commit_in_flight(&commit_env, 30000);
+    CU_ASSERT_TRUE(id > 0);
     CU_ASSERT_EQUAL(
         oe_wait_scalar(&commit_env, 1, 60000, "SELECT COUNT(*) FROM %s.orders WHERE status='cancelled'", name), 1);
     /* the counters follow the COMMIT the table shows: the retry settles the message */
