@@ -659,6 +659,176 @@ static void test_dedup_sends_everything(void)
     hg_client_close(c);
 }
 
+/* Remove hg.level.<level>'s binding to hg.levels on vhost, as an operator's
+ * mistake would (the arguments are the library's: x-match all, hg-level n).
+ * 0, or -1 (reported). */
+static int unbind_level(int port, const char *vhost, int level)
+{
+    amqp_connection_state_t st = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(st);
+    char queue[32], value[16];
+    amqp_rpc_reply_t x;
+    int rc = -1;
+
+    snprintf(queue, sizeof queue, "hg.level.%d", level);
+    snprintf(value, sizeof value, "%d", level);
+    if (sock == NULL || amqp_socket_open(sock, "127.0.0.1", port) != AMQP_STATUS_OK) {
+        TU_CHECK(0, "connect to 127.0.0.1:%d", port);
+        amqp_destroy_connection(st);
+        return -1;
+    }
+    x = amqp_login(st, vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
+    if (x.reply_type == AMQP_RESPONSE_NORMAL && amqp_channel_open(st, 1) != NULL) {
+        amqp_table_entry_t e[2] = {
+            { .key = amqp_cstring_bytes("x-match"),
+              .value = { .kind = AMQP_FIELD_KIND_UTF8, .value = { .bytes = amqp_cstring_bytes("all") } } },
+            { .key = amqp_cstring_bytes("hg-level"),
+              .value = { .kind = AMQP_FIELD_KIND_UTF8, .value = { .bytes = amqp_cstring_bytes(value) } } },
+        };
+        amqp_table_t args = { .num_entries = 2, .entries = e };
+        amqp_queue_unbind(st, 1, amqp_cstring_bytes(queue), amqp_cstring_bytes("hg.levels"), amqp_empty_bytes, args);
+        x = amqp_get_rpc_reply(st);
+        rc = x.reply_type == AMQP_RESPONSE_NORMAL ? 0 : -1;
+        TU_CHECK(rc == 0, "queue.unbind %s from hg.levels refused (reply type %d)", queue, (int)x.reply_type);
+    } else {
+        TU_CHECK(0, "login to vhost %s or channel.open failed", vhost);
+    }
+    amqp_connection_close(st, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(st);
+    return rc;
+}
+
+/* Whether vhost holds a binding of hg.levels to queue (list_bindings);
+ * -1 when rabbitmqctl failed (reported). */
+static int level_bound(const char *vhost, const char *queue)
+{
+    char out[65536], line[512];
+    const char *p = out;
+    int n;
+
+    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_bindings", "-q", "-p", vhost, "source_name", "destination_name",
+               NULL) != 0) {
+        TU_CHECK(0, "list_bindings: %s", out);
+        return -1;
+    }
+    while (sscanf(p, "%511[^\n]%n", line, &n) == 1) {
+        char src[256], dst[256];
+        if (sscanf(line, "%255s %255s", src, dst) == 2 && strcmp(src, "hg.levels") == 0 && strcmp(dst, queue) == 0)
+            return 1;
+        p += n;
+        while (*p == '\n')
+            p++;
+    }
+    return 0;
+}
+
+/* Messages in queue of vhost (list_queues' messages); -1 unknown. */
+static long queue_messages(const char *vhost, const char *queue)
+{
+    char out[65536];
+    size_t len = strlen(queue);
+
+    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", vhost, "name", "messages", NULL) != 0)
+        return -1;
+    for (char *line = out; line != NULL && *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        if (strncmp(line, queue, len) == 0 && (line[len] == '\t' || line[len] == ' '))
+            return strtol(line + len + 1, NULL, 10);
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
+/* A level queue whose binding an operator deleted: a send to it fails naming the exchange and level (RabbitMQ
+ * would confirm it and drop it without mandatory), nothing lands anywhere; the next send of the same client
+ * binds the topology again and is delivered. A fresh client is used for the failing send: a client's first
+ * connection binds nothing when hg.probe exists, so restarting clients repairs nothing. */
+static void test_unbound_level_fails_the_send(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256], id[HG_ID_MAX] = "", sent[HG_ID_MAX] = "";
+    hg_client_t *c, *fresh;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "mandatory", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(
+        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "mandatory", "guest", ".*", ".*", ".*", NULL) == 0,
+        "set_permissions: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/mandatory", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "mand-g", "mand-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    hg_client_close(c);
+    TU_REQUIRE(level_bound("mandatory", "hg.level.2") == 1, "the sweep did not bind hg.level.2");
+
+    TU_REQUIRE(unbind_level(port, "mandatory", 2) == 0, "unbinding hg.level.2");
+    TU_REQUIRE(level_bound("mandatory", "hg.level.2") == 0, "hg.level.2 is still bound after queue.unbind");
+
+    TU_REQUIRE(hg_client_open(uri, NULL, &fresh, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = hg_send(fresh, "mand-t", NULL, "lost?", 5, hg_delay_level(2), id);
+    TU_CHECK(e == HG_ERR_SERVER, "a LEVEL 2 send with hg.level.2 unbound: %d (%s), want HG_ERR_SERVER (id '%s')",
+             (int)e, hg_client_errmsg(fresh), id);
+    TU_CHECK(strstr(hg_client_errmsg(fresh), "no queue is bound for exchange hg.levels") != NULL &&
+                 strstr(hg_client_errmsg(fresh), "hg-level 2") != NULL &&
+                 strstr(hg_client_errmsg(fresh), "send again") != NULL,
+             "the error does not name the exchange, level and repair: %s", hg_client_errmsg(fresh));
+    TU_CHECK(queue_messages("mandatory", "hg.level.2") == 0 && queue_messages("mandatory", "hg.unrouted") == 0,
+             "the refused send landed somewhere: hg.level.2 %ld, hg.unrouted %ld",
+             queue_messages("mandatory", "hg.level.2"), queue_messages("mandatory", "hg.unrouted"));
+    /* a batch: the routable message is sent, the other fails alone */
+    hg_send_item_t items[2] = {
+        { .topic = "mand-t", .payload = "now", .payload_len = 3, .delay = hg_delay_none() },
+        { .topic = "mand-t", .payload = "later", .payload_len = 5, .delay = hg_delay_level(2) },
+    };
+    TU_REQUIRE(level_bound("mandatory", "hg.level.2") == 0, "something bound hg.level.2 before the batch");
+    /* the failed send made this client rebind on its next publish: use another fresh one for the batch */
+    hg_client_t *batcher;
+    TU_REQUIRE(hg_client_open(uri, NULL, &batcher, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = hg_send_many(batcher, items, 2, NULL);
+    TU_CHECK(items[0].err == HG_OK && items[0].id[0] != '\0', "the routable message of the batch: %d (%s)",
+             (int)items[0].err, items[0].error);
+    TU_CHECK(items[1].err == HG_ERR_SERVER &&
+                 strstr(items[1].error, "no queue is bound for exchange hg.levels") != NULL,
+             "the unroutable message of the batch: %d (%s)", (int)items[1].err, items[1].error);
+    hg_client_close(batcher);
+
+    /* the repair: the client that saw the return binds everything before its next publish */
+    e = hg_send(fresh, "mand-t", NULL, "delivered", 9, hg_delay_level(2), sent);
+    TU_CHECK(e == HG_OK && sent[0] != '\0', "the send after the failure: %d (%s)", (int)e, hg_client_errmsg(fresh));
+    TU_CHECK(level_bound("mandatory", "hg.level.2") == 1, "hg.level.2 is not bound again after the next send");
+    hg_client_close(fresh);
+
+    /* every confirmed message arrives: the batch's "now" at once, "delivered" after level 2 */
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    int got_now = 0, got_later = 0, other = 0;
+    for (int round = 0; round < 30 && !(got_now && got_later); round++) {
+        e = cmd(c, &r, 7, (const char *const[]){ "PULL", "mand-g", "mand-t", "COUNT", "10", "BLOCK", "1000" });
+        TU_CHECK(e == HG_OK, "PULL: %s", hg_client_errmsg(c));
+        if (e != HG_OK)
+            break;
+        for (size_t i = 0; i < hg_reply_count(r); i++) {
+            const char *mid = hg_reply_str(hg_reply_element(hg_reply_element(r, i), 0), NULL);
+            if (strcmp(mid, items[0].id) == 0)
+                got_now++;
+            else if (strcmp(mid, sent) == 0)
+                got_later++;
+            else
+                other++;
+            TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "mand-g", mid }, __LINE__) == 1, "ACK %s", mid);
+        }
+        hg_reply_free(r);
+        r = NULL;
+    }
+    TU_CHECK(got_now == 1 && got_later == 1 && other == 0,
+             "delivered: the batch's routable message %d time(s), the send after the repair %d, others %d "
+             "(want 1, 1, 0)",
+             got_now, got_later, other);
+    hg_client_close(c);
+}
+
 /* A client of uri with opts.user / opts.password; PING's outcome, its
  * message in why. */
 static hg_err_t ping_as(const char *uri, const char *user, const char *password, char *why, size_t whylen)
@@ -1305,6 +1475,9 @@ static const tu_test_t node_tests[] = {
       test_address_names_the_live_node },
     { "amqps:// to a host that drops SYNs: a stop cuts the TCP connect at once", test_amqps_connect_stoppable },
     { "amqps:// offers only base/tls_policy.h's TLS 1.2 cipher suites", test_amqps_offers_policy_ciphers },
+    { "a level queue unbound by hand: a send to it fails naming hg.levels and the level (never confirmed and "
+      "dropped); the client's next send binds the topology again and is delivered",
+      test_unbound_level_fails_the_send },
     { NULL, NULL },
 };
 
