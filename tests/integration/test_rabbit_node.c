@@ -97,6 +97,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -1444,6 +1445,80 @@ static void test_amqps_offers_policy_ciphers(void)
     free(g);
 }
 
+static atomic_int hops_delivered;
+
+static hg_outcome_t count_hop_handler(const hg_message_t *m, char *reason, size_t rlen, void *arg)
+{
+    (void)m, (void)reason, (void)rlen, (void)arg;
+    atomic_fetch_add(&hops_delivered, 1);
+    return HG_DONE;
+}
+
+static int hop_delivered(void *arg)
+{
+    (void)arg;
+    return atomic_load(&hops_delivered) > 0;
+}
+
+/* The hop router's publish of a chain's next hop to a level queue unbound by hand: it comes back, the hop goes back
+ * to hg.hops (never acknowledged with its next hop lost), the router's next round binds the topology again, and the
+ * message is delivered, late by the router's backoff only. */
+static void test_router_rebinds_unbound_level(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256], id[HG_ID_MAX] = "";
+    hg_consumer_opts_t o;
+    hg_consumer_t *consumer = NULL;
+    log_lines_t lines = { .lock = PTHREAD_MUTEX_INITIALIZER };
+    log_wait_t wait = { &lines, "no queue is bound for exchange hg.levels" };
+    pthread_t thread;
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "mandhop", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(
+        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "mandhop", "guest", ".*", ".*", ".*", NULL) == 0,
+        "set_permissions: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/mandhop", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "hop-g", "hop-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    /* 6 s = 5 s (level 2, routing key hop) + 1 s (level 1, by the router) */
+    e = hg_send(c, "hop-t", NULL, "chained", 7, hg_delay_ms(6000), id);
+    TU_REQUIRE(e == HG_OK, "DELAY 6000ms: %s", hg_client_errmsg(c));
+    hg_client_close(c);
+    TU_REQUIRE(unbind_level(port, "mandhop", 1) == 0, "unbinding hg.level.1");
+    TU_REQUIRE(level_bound("mandhop", "hg.level.1") == 0, "hg.level.1 is still bound after queue.unbind");
+
+    atomic_store(&hops_delivered, 0);
+    hg_consumer_opts_init(&o);
+    o.uri = uri;
+    o.group = "hop-g";
+    o.topic = "hop-t";
+    o.workers = 1;
+    o.block_ms = 200;
+    o.handler = count_hop_handler;
+    o.log = collect_log;
+    o.log_arg = &lines;
+    TU_REQUIRE(hg_consumer_new(&o, &consumer, &err) == HG_OK, "hg_consumer_new(%s): %s", uri, err.message);
+    TU_REQUIRE(pthread_create(&thread, NULL, address_consumer_run, consumer) == 0, "start the consumer's thread");
+    TU_CHECK(tu_poll_until(log_has, &wait, 30000, 50) == 0, "the router logged no unroutable hop within 30 s: %s",
+             lines.text);
+    TU_CHECK(tu_poll_until(hop_delivered, NULL, 60000, 50) == 0, "the chained message %s was not delivered within 60 s",
+             id);
+    hg_consumer_stop(consumer);
+    pthread_join(thread, NULL);
+    hg_consumer_free(consumer);
+    TU_CHECK(atomic_load(&hops_delivered) == 1, "delivered %d time(s), want 1", atomic_load(&hops_delivered));
+    TU_CHECK(level_bound("mandhop", "hg.level.1") == 1, "the router did not bind hg.level.1 again");
+    TU_CHECK(queue_messages("mandhop", "hg.hops") == 0 && queue_messages("mandhop", "hg.unrouted") == 0,
+             "left behind: hg.hops %ld, hg.unrouted %ld", queue_messages("mandhop", "hg.hops"),
+             queue_messages("mandhop", "hg.unrouted"));
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -1478,6 +1553,9 @@ static const tu_test_t node_tests[] = {
     { "a level queue unbound by hand: a send to it fails naming hg.levels and the level (never confirmed and "
       "dropped); the client's next send binds the topology again and is delivered",
       test_unbound_level_fails_the_send },
+    { "the hop router's next hop to a level queue unbound by hand: back to hg.hops, the router binds again, "
+      "delivered",
+      test_router_rebinds_unbound_level },
     { NULL, NULL },
 };
 
