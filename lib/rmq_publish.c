@@ -295,6 +295,7 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
 
     rmq_guard_enter(r);
     e = publish_guarded(r, out, n, results);
+    r->batch_out = NULL; /* the caller's: a batch left unsettled (an error) must not point at it */
     rmq_guard_leave(r);
     return e;
 }
