@@ -56,6 +56,10 @@
  *             `valgrind --tool=callgrind levels-bench --only cycle
  *             --lease-write-delay 100` counts the instructions of a message's
  *             life as the broker writes it (docs/BENCH-broker.md).
+ *   redo      the commit log's replay at open (levels/clog_redo.h): 64 MiB
+ *             of log (8 with --quick) in the flood's shape, synced and never
+ *             applied, reopened as after a kill -9; beside a raw pread of the
+ *             same bytes and a pread + CRC-32C of them, in the same run.
  *
  * The figures are wall-clock time (CLOCK_MONOTONIC) around the calls named, on
  * a store with default options except sync. Every case gets its own LevelDB
@@ -71,6 +75,8 @@
 #define _GNU_SOURCE /* nftw's FTW_DEPTH/FTW_PHYS */
 #include "levels/store.h"
 #include "levels/clog.h"
+#include "levels/clog_redo.h"
+#include "levels/keys.h"
 #include "levels/cq.h"
 #include "levels/slot.h"
 #include "base/alloc.h"
@@ -1514,6 +1520,156 @@ static void part_cq(bench_t *b)
     bench_row("cq", "cq_append vs leveldb put", (double)n / t_append / ldb_rate, 2, "x", "", -1, NULL);
 }
 
+/* ---- redo: the commit log's replay at open (issue 13 step 3) ------------------------ */
+
+#define REDO_SEGMENT (UINT64_C(128) << 20)
+
+static int redo_bounds_empty(void *ctx, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
+{
+    (void)ctx, (void)queue, (void)err, (void)errlen;
+    *head = *tail = 0;
+    return 0;
+}
+
+/* The writer of `redo`, a child that exits without closing, as a kill -9
+ * leaves the log (synced, nothing applied): the flood's shape until the log
+ * holds `bytes`. Exit code 0 when it did. */
+static void __attribute__((noreturn)) redo_writer(const char *path, uint64_t bytes)
+{
+    raw_db_t r;
+    raw_open(&r, path, 1, 0);
+    redo_options_t o = { path, REDO_SEGMENT, 0, r.db, path, redo_bounds_empty, NULL };
+    redo_t *rd = NULL;
+    char err[512];
+    if (redo_open(&o, &rd, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "levels-bench: redo writer: %s\n", err);
+        _exit(2);
+    }
+    char payload[118];
+    memset(payload, 'm', sizeof payload);
+    redo_batch_t b = { 0 };
+    uint64_t tail = 0;
+    while (clog_end(redo_log(rd)) < bytes) {
+        for (int i = 0; i < 512; i++) {
+            uint64_t id;
+            if (redo_add_message(rd, &b, payload, sizeof payload, &id, err, sizeof err) != 0) {
+                fprintf(stderr, "levels-bench: redo writer: %s\n", err);
+                _exit(3);
+            }
+            redo_cq_write(&b, 1, tail, &(cq_entry_t){ id, tail });
+            redo_slot_write(&b, 0, tail, &(slot_t){ id, 1, 0, tail });
+            tail++;
+        }
+        char v[8];
+        be64_put(v, tail);
+        redo_db_put(&b, "t01", 3, v, 8);
+        if (redo_commit(rd, &b, NULL, err, sizeof err) != 0) {
+            fprintf(stderr, "levels-bench: redo writer: %s\n", err);
+            _exit(4);
+        }
+    }
+    _exit(clog_sync(redo_log(rd), err, sizeof err) == 0 ? 0 : 5);
+}
+
+/* Read the log's bytes [0, end) of the segments in path with pread in 1 MiB
+ * runs; with crc, also CRC-32C them. Seconds. */
+static double redo_raw_read(const char *path, uint64_t end, int crc)
+{
+    static char buf[1 << 20];
+    uint32_t c = 0;
+    double t0 = bench_now();
+    for (uint64_t base = 0; base < end; base += REDO_SEGMENT) {
+        char name[PATH_MAX];
+        snprintf(name, sizeof name, "%s/clog-%016llx.seg", path, (unsigned long long)base);
+        int fd = open(name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            bench_die("open %s: %s", name, strerror(errno));
+        }
+        uint64_t n = end - base < REDO_SEGMENT ? end - base : REDO_SEGMENT;
+        for (uint64_t at = 0; at < n; at += sizeof buf) {
+            size_t want = n - at < sizeof buf ? (size_t)(n - at) : sizeof buf;
+            if (pread(fd, buf, want, (off_t)at) != (ssize_t)want) {
+                bench_die("pread %s: %s", name, strerror(errno));
+            }
+            if (crc) {
+                c ^= store_crc32c(buf, want);
+            }
+        }
+        close(fd);
+    }
+    double t = bench_now() - t0;
+    if (c == 1) {
+        printf(" "); /* keeps the CRC from being optimised away */
+    }
+    return t;
+}
+
+/* `redo`: redo_open of a log of 64 MiB (8 with --quick) in the flood's shape
+ * (118-byte messages, each with a CQ entry and a where-slot, 512 a batch, one
+ * LevelDB put a batch), synced and never applied, as a kill -9 leaves it (the
+ * log in the page cache), beside the same-run baselines taken after it (the
+ * log still in the page cache): a raw pread of the same bytes, and a pread +
+ * CRC-32C of them (the redo checks each record's
+ * CRC twice: the open's chain walk and the redo's walk). Wall clock; the
+ * open syncs the log, the CQ and slot files and LevelDB (real fdatasyncs).
+ * Instructions: `valgrind --tool=callgrind --toggle-collect=redo_open
+ * levels-bench --only redo`. */
+static void part_redo(bench_t *b)
+{
+    uint64_t bytes = (b->quick ? UINT64_C(8) : UINT64_C(64)) << 20;
+    char *path = bench_case_dir(b, "redo");
+    if (mkdir(path, 0700) != 0) {
+        bench_die("mkdir %s: %s", path, strerror(errno));
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        bench_die("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        redo_writer(path, bytes);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        bench_die("the redo writer failed: status %#x", status);
+    }
+    raw_db_t r;
+    raw_open(&r, path, 0, 0);
+    redo_options_t o = { path, REDO_SEGMENT, 0, r.db, path, redo_bounds_empty, NULL };
+    redo_open_report_t rep;
+    redo_t *rd = NULL;
+    char err[512];
+    double t0 = bench_now();
+    if (redo_open(&o, &rd, &rep, err, sizeof err) != 0) {
+        bench_die("redo_open: %s", err);
+    }
+    double t_open = bench_now() - t0;
+    if (rep.cq_writes == 0 || rep.cq_writes != rep.slot_writes || rep.bytes < bytes) {
+        bench_die("redo_open redid %llu CQ and %llu slot writes over %llu bytes: wrong",
+                  (unsigned long long)rep.cq_writes, (unsigned long long)rep.slot_writes,
+                  (unsigned long long)rep.bytes);
+    }
+    /* the baselines after the redo, over the bytes it walked (from the log's start: no checkpoint before) */
+    double t_read = redo_raw_read(path, rep.log.end, 0);
+    double t_crc = redo_raw_read(path, rep.log.end, 1);
+    if (redo_close(rd, err, sizeof err) != 0) {
+        bench_die("redo_close: %s", err);
+    }
+    raw_close(&r);
+    bench_case_done(b, path);
+    char name[96];
+    snprintf(name, sizeof name, "redo_open, %.1f MiB of log, %llu messages", (double)rep.bytes / (1 << 20),
+             (unsigned long long)rep.cq_writes);
+    bench_row("redo", name, t_open * 1e3, 1, "ms", "", -1, NULL);
+    bench_row("redo", "  of which the log's open (chain walk, scan)", (double)rep.log_open_us / 1e3, 1, "ms", "", -1,
+              NULL);
+    bench_row("redo", "  of which the redo walk", (double)rep.redo_us / 1e3, 1, "ms", "", -1, NULL);
+    bench_row("redo", "  of which the checkpoint (syncs)", (double)rep.checkpoint_us / 1e3, 1, "ms", "", -1, NULL);
+    bench_row("redo", "raw pread of the same bytes, 1 MiB runs", t_read * 1e3, 1, "ms", "the floor", t_open / t_read,
+              "x");
+    bench_row("redo", "raw pread + CRC-32C of the same bytes", t_crc * 1e3, 1, "ms", "", t_open / t_crc, "x");
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 typedef struct bench_part {
@@ -1531,6 +1687,7 @@ static const bench_part_t bench_parts[] = {
     { "cycle", part_cycle, "a message's whole life, steady and deterministic (for callgrind)" },
     { "clog", part_clog, "commit log append + fdatasync per 512 beside leveldb_write sync on" },
     { "cq", part_cq, "consume-queue entries and where-slots per call vs a LevelDB put" },
+    { "redo", part_redo, "the commit log's replay at open (64 MiB) beside a raw read of the same bytes" },
 };
 #define BENCH_N_PARTS ((int)(sizeof bench_parts / sizeof bench_parts[0]))
 

@@ -123,6 +123,11 @@ void syncer_reset(syncer_t *sy)
 
 void syncer_fsync_stats(syncer_t *sy, prom_hist_t *hist, uint64_t *last_us)
 {
+    if (sy == NULL) { /* fsync no: no syncs, the same buckets */
+        prom_hist_init(hist, fsync_bounds, (int)(sizeof fsync_bounds / sizeof fsync_bounds[0]));
+        *last_us = 0;
+        return;
+    }
     pthread_mutex_lock(&sy->mu);
     *hist = sy->fsync_seconds;
     *last_us = sy->last_sync_us;

@@ -62,7 +62,9 @@ void syncer_reset(syncer_t *sy);
 void syncer_stop(syncer_t *sy);
 
 /* Statistics (any thread): a copy of the histogram of every fdatasync's
- * duration (its count is the syncs done), and the last one's in µs. */
+ * duration (its count is the syncs done), and the last one's in µs. NULL sy
+ * (fsync no): the same buckets, empty, and 0 — so /metrics carries the
+ * family under either fsync setting. */
 void syncer_fsync_stats(syncer_t *sy, prom_hist_t *hist, uint64_t *last_us);
 
 #endif

@@ -36,26 +36,11 @@
 #include "common/argv_secret.h"
 #include "common/passwd.h"
 #include "common/tls_keys.h"
+#include "common/uri_password.h"
 
 /* ------------------------------------------------------------------------
  * Connection and commands
  * ------------------------------------------------------------------------ */
-
-/* 1 when uri carries a password (user:pass@ before its host), which --user
- * then uses. */
-static int uri_has_password(const char *uri)
-{
-    const char *p = strstr(uri, "://");
-    if (p == NULL)
-        return 0;
-    p += 3;
-    size_t n = strcspn(p, "/?#");
-    const char *at = NULL;
-    for (const char *q = p; q < p + n; q++)
-        if (*q == '@')
-            at = q;
-    return at != NULL && memchr(p, ':', (size_t)(at - p)) != NULL;
-}
 
 /* What the library's "no password given for user 'u'" lacks: where this
  * program takes a password. */
@@ -68,7 +53,8 @@ static int uri_has_password(const char *uri)
 static int client_opts(const cli_t *cli, hg_client_opts_t *opts, char *password, char *why, size_t whylen)
 {
     hg_client_opts_init(opts);
-    if (cli->user != NULL && cli->password_file == NULL && !uri_has_password(cli->uri)) {
+    size_t password_at, password_len; /* the URI's user:pass@ (not "user:@": libhourglass refuses an empty one) */
+    if (cli->user != NULL && cli->password_file == NULL && !uri_password_span(cli->uri, &password_at, &password_len)) {
         snprintf(why, whylen,
                  "--user '%s' needs --password-file F (or the URI's user:pass@) (see hourglass-cli --help)", cli->user);
         return EXIT_USAGE;

@@ -18,7 +18,10 @@
 
 /* 1 with the password's bytes at uri[*start .. *start + *len) (*len > 0);
  * 0 when uri has no user:password@ (none, user@ alone, or an empty password
- * "user:@"). */
+ * "user:@"). The one answer to "does the URI give a password" (also
+ * hourglass-cli's, whether --user needs --password-file), as libhourglass
+ * parses it (lib/uri.c): "user:@" gives none (the parser refuses an empty
+ * password), ":pw@" gives one (the parser refuses the empty user name). */
 int uri_password_span(const char *uri, size_t *start, size_t *len);
 
 /* uri without its password and the ':' before it ("amqp://u:pw@h1,h2/v"

@@ -57,6 +57,14 @@ static void count_outcome(comp_canceller_t *c, int outcome)
     comp_count(&comp_stats.cancels[c->which][outcome], 1);
 }
 
+/* The COMMITs with an unknown outcome on the canceller's handle since
+ * hg_order_db_commits_unknown read before (just before a cancel call on the
+ * same handle), counted for its layer: one per transaction, a batch's once. */
+static void count_unknown_commits(comp_canceller_t *c, uint64_t before)
+{
+    comp_count(&comp_stats.commit_unknown[c->which], hg_order_db_commits_unknown(c->db) - before);
+}
+
 /* hg_order_db_set_progress's callback: a round trip of the layer's cancel
  * handle returned (a row, an error, a lock wait timeout, a deadlock), so
  * /healthz's stuck clock restarts — a batch that meets lock waits is split
@@ -180,7 +188,9 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
         err = &local;
     if (ensure_db(c, err) < 0)
         return open_failed(c, err);
+    uint64_t unknown = hg_order_db_commits_unknown(c->db);
     hg_order_cancel(c->db, order_id, c->reason, &outcome, err);
+    count_unknown_commits(c, unknown);
     return record(c, order_id, outcome, err);
 }
 
@@ -249,7 +259,9 @@ void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t 
     size_t done = 0;
     for (; done < n && !comp_stopping(); done += c->batch_size) {
         size_t len = n - done < c->batch_size ? n - done : c->batch_size;
+        uint64_t unknown = hg_order_db_commits_unknown(c->db);
         hg_order_cancel_batch(c->db, items + done, len, c->reason, NULL);
+        count_unknown_commits(c, unknown);
         comp_progress();
     }
     done = done < n ? done : n;

@@ -78,10 +78,18 @@ static void render(buf_t *b, const comp_config_t *cfg)
     prom_header(b, PREFIX "cancels_total", "counter",
                 "Orders cancelled by the compensator, by layer and cancel reason. A lower bound: an order whose "
                 "COMMIT's outcome was unknown (the connection lost during it) and landed counts as not_pending on the "
-                "retry.");
+                "retry (hourglass_compensator_commit_unknown_total bounds it from above).");
     for (int c = 0; c < COMP_CANCELLERS; c++) {
         snprintf(labels, sizeof labels, "{layer=\"%s\",reason=\"%s\"}", canceller[c][0], canceller[c][1]);
         prom_sample_u64(b, PREFIX "cancels_total", labels, comp_load(&comp_stats.cancels[c][COMP_CANCEL_DONE]));
+    }
+    prom_header(b, PREFIX "commit_unknown_total", "counter",
+                "Cancel transactions whose COMMIT's outcome was unknown (the connection lost during it), by layer and "
+                "cancel reason, one per transaction (a batch's counts once): each may have cancelled its orders, and "
+                "was retried.");
+    for (int c = 0; c < COMP_CANCELLERS; c++) {
+        snprintf(labels, sizeof labels, "{layer=\"%s\",reason=\"%s\"}", canceller[c][0], canceller[c][1]);
+        prom_sample_u64(b, PREFIX "commit_unknown_total", labels, comp_load(&comp_stats.commit_unknown[c]));
     }
     prom_header(b, PREFIX "cancel_attempts_total", "counter",
                 "Orders the layers asked to cancel (hg_order_cancel or hg_order_cancel_batch), by layer and outcome.");

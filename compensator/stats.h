@@ -82,6 +82,8 @@ typedef struct comp_stats {
 
     /* cancels by layer and outcome */
     atomic_uint_fast64_t cancels[COMP_CANCELLERS][COMP_CANCEL_OUTCOMES];
+    /* cancel transactions whose COMMIT's outcome was unknown (hg_order_db_commits_unknown), by layer */
+    atomic_uint_fast64_t commit_unknown[COMP_CANCELLERS];
     atomic_uint_fast64_t outbox_closed; /* overdue rows of orders no longer pending, marked 'done' */
 
     /* inspection and its lock */

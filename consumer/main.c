@@ -316,7 +316,9 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
     } else {
         health_step_begin(msg->worker);
         hg_order_db_set_progress(db, health_step_answered, (void *)(intptr_t)msg->worker); /* each answer */
+        uint64_t unknown = hg_order_db_commits_unknown(db);
         hg_order_cancel(db, order_id, app->cfg.cancel_reason, &outcome, &err);
+        metrics_count_unknown_commits(db, unknown);
         r = settle(msg, order_id, outcome, &err, reason, reason_size);
         if (reached_database(outcome)) {
             health_cancel_ok();
@@ -370,8 +372,10 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
     for (size_t off = 0; off < m; off += size) {
         size_t len = m - off < size ? m - off : size;
         hg_order_batch_stats_t st = { 0 };
+        uint64_t unknown = hg_order_db_commits_unknown(db);
         if (hg_order_cancel_batch(db, orders + off, len, app->cfg.cancel_reason, &st) < 0)
             log_msg(LOG_LEVEL_ERROR, "worker %d: a batch of %zu orders was refused: it is retried", worker, len);
+        metrics_count_unknown_commits(db, unknown);
         atomic_fetch_add_explicit(&consumer_counters.transactions, st.transactions, memory_order_relaxed);
         atomic_fetch_add_explicit(&consumer_counters.splits, st.splits, memory_order_relaxed);
         health_step_begin(worker);
@@ -743,11 +747,11 @@ int main(int argc, char **argv_shown)
         goto out;
     }
     log_msg(LOG_LEVEL_INFO,
-            "stopped: cancelled %" PRIu64 ", not pending %" PRIu64 ", not found %" PRIu64 ", transient %" PRIu64
-            ", permanent %" PRIu64,
-            metrics_load(&consumer_counters.cancelled), metrics_load(&consumer_counters.not_pending),
-            metrics_load(&consumer_counters.not_found), metrics_load(&consumer_counters.transient),
-            metrics_load(&consumer_counters.permanent));
+            "stopped: cancelled %" PRIu64 ", commit outcome unknown %" PRIu64 ", not pending %" PRIu64
+            ", not found %" PRIu64 ", transient %" PRIu64 ", permanent %" PRIu64,
+            metrics_load(&consumer_counters.cancelled), metrics_load(&consumer_counters.commit_unknown),
+            metrics_load(&consumer_counters.not_pending), metrics_load(&consumer_counters.not_found),
+            metrics_load(&consumer_counters.transient), metrics_load(&consumer_counters.permanent));
     status = 0;
 
 out:

@@ -28,13 +28,24 @@ void metrics_observe_latency(uint64_t us)
     atomic_fetch_add_explicit(&consumer_counters.latency_sum_us, us, memory_order_relaxed);
 }
 
+void metrics_count_unknown_commits(const hg_order_db *db, uint64_t before)
+{
+    atomic_fetch_add_explicit(&consumer_counters.commit_unknown, hg_order_db_commits_unknown(db) - before,
+                              memory_order_relaxed);
+}
+
 /* This program's counters and the handler histogram. */
 void metrics_render_counters(buf_t *b)
 {
     prom_metric_u64(b, "hourglass_consumer_cancelled_total", "counter",
                     "Orders this consumer cancelled. A lower bound: an order whose COMMIT's outcome was unknown (the "
-                    "connection lost during it) and landed counts as not pending on the retry.",
+                    "connection lost during it) and landed counts as not pending on the retry "
+                    "(hourglass_consumer_commit_unknown_total bounds it from above).",
                     metrics_load(&consumer_counters.cancelled));
+    prom_metric_u64(b, "hourglass_consumer_commit_unknown_total", "counter",
+                    "Cancel transactions whose COMMIT's outcome was unknown (the connection lost during it), one per "
+                    "transaction (a batch's counts once): each may have cancelled its orders, and was retried.",
+                    metrics_load(&consumer_counters.commit_unknown));
     prom_metric_u64(b, "hourglass_consumer_not_pending_total", "counter",
                     "Messages for orders already paid or cancelled (nothing changed; also a retry after a COMMIT whose "
                     "outcome was unknown and which landed).",

@@ -9,6 +9,7 @@
 #define HG_CONSUMER_METRICS_H
 
 #include <hourglass/hourglass.h>
+#include <hourglass/order.h>
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -20,7 +21,8 @@
 
 struct consumer_counters {
     atomic_uint_fast64_t cancelled, not_pending, not_found, transient, permanent, bad_payload, db_unavailable;
-    atomic_uint_fast64_t locked, transactions, splits;                 /* batch cancels */
+    atomic_uint_fast64_t commit_unknown;               /* cancel transactions whose COMMIT's outcome was unknown */
+    atomic_uint_fast64_t locked, transactions, splits; /* batch cancels */
     atomic_uint_fast64_t latency_bucket[CONSUMER_LATENCY_BUCKETS + 1]; /* last: +Inf */
     atomic_uint_fast64_t latency_count, latency_sum_us;
 };
@@ -35,6 +37,10 @@ static inline uint64_t metrics_load(atomic_uint_fast64_t *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);
 }
+
+/* The COMMITs with an unknown outcome on db since hg_order_db_commits_unknown
+ * read before (the worker's own handle, before its cancel call), counted. */
+void metrics_count_unknown_commits(const hg_order_db *db, uint64_t before);
 
 /* One handler call of us microseconds, into the histogram. */
 void metrics_observe_latency(uint64_t us);

@@ -42,6 +42,7 @@ struct db_conn {
     MYSQL *m; /* NULL while disconnected */
     unsigned long connection_id;
     uint64_t connects;
+    uint64_t commits_unknown; /* COMMITs that failed with the connection lost or in doubt (DB_LOST) */
     unsigned flags;
     char role[32]; /* "" or "relay"; messages read "relay: what: …" */
     char *host, *socket, *user, *password, *database;
@@ -324,6 +325,11 @@ uint64_t db_connects(const db_conn_t *c)
     return c->connects;
 }
 
+uint64_t db_commits_unknown(const db_conn_t *c)
+{
+    return c->commits_unknown;
+}
+
 void db_set_progress(db_conn_t *c, void (*fn)(void *arg), void *arg)
 {
     c->progress = fn;
@@ -601,7 +607,9 @@ int db_commit(db_conn_t *c, hg_order_error_t *err)
         return -1;
     }
     if (mysql_commit(c->m) != 0) {
-        db_fail(c, "COMMIT", NULL, err);
+        /* The COMMIT was sent: a lost connection leaves its outcome unknown. A server error rolled it back. */
+        if (db_fail(c, "COMMIT", NULL, err) == DB_LOST)
+            c->commits_unknown++;
         return -1;
     }
     db_progress(c);

@@ -211,6 +211,12 @@ unsigned long db_connection_id(const db_conn_t *c);
 /* How many times the connection was made, the first one included. */
 uint64_t db_connects(const db_conn_t *c);
 
+/* How many db_commit calls on c failed after sending the COMMIT with the
+ * connection lost or in doubt (DB_LOST: 2013, 1927 …): their transactions may
+ * have committed. A COMMIT never sent (the connection died before it) or
+ * refused by the server (rolled back) is not counted. */
+uint64_t db_commits_unknown(const db_conn_t *c);
+
 /* fn(arg) from now on each time a round trip of c to the server returns,
  * whatever it answered: a connect (made or refused), a statement (a row, an
  * error, a lock wait timeout, a deadlock), a COMMIT or ROLLBACK, a prepare.

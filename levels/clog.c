@@ -200,7 +200,7 @@ static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
         unlink(tmp);
         return -1;
     }
-    clog_seg_insert(c, (seg_t){ base, life, fd, 1 });
+    clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0 });
     return 0;
 }
 
@@ -478,6 +478,17 @@ int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen)
     if (s == NULL) {
         return -1;
     }
+    if (s->abandoned) {
+        char path[PATH_MAX];
+        clog_seg_path(c, base, path, sizeof path);
+        b->begun = 0;
+        b->len = 0;
+        b->records = 0;
+        return err_set(err, errlen,
+                       "%s: offset %" PRIu64
+                       ": the batch was begun in a segment abandoned since (a failed sync): add its records again",
+                       path, b->first);
+    }
     /* the batch CRC: CRC-32C of the record CRCs, folded as batch_whole reads them */
     char crcs[4 * 256];
     size_t ncrcs = 0;
@@ -529,7 +540,7 @@ int clog_sync(clog_t *c, char *err, size_t errlen)
     uint64_t *bases = xmalloc((c->nsegs + 1) * sizeof *bases);
     for (size_t i = 0; i < c->nsegs; i++) {
         seg_t *s = &c->segs[i];
-        if (!s->spare && s->base + c->size > from && s->base <= w) {
+        if (!s->spare && !s->abandoned && s->base + c->size > from && s->base <= w) {
             fds[n] = s->fd;
             bases[n++] = s->base;
         }
@@ -552,6 +563,28 @@ int clog_sync(clog_t *c, char *err, size_t errlen)
         }
     }
     return rc;
+}
+
+void clog_abandon(clog_t *c, uint64_t *from, uint64_t *to)
+{
+    uint64_t d = atomic_load(&c->durable);
+    *from = d;
+    *to = c->tail;
+    if (c->tail <= d) {
+        return; /* nothing was waiting for the failed sync */
+    }
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->nsegs; i++) {
+        seg_t *s = &c->segs[i];
+        if (!s->spare && s->base + c->size > d && s->base < c->tail) {
+            s->abandoned = 1;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    uint64_t fresh = first_pos(seg_base_of(c, c->tail - 1) + c->size);
+    if (c->end < fresh) {
+        c->end = fresh;
+    }
 }
 
 /* ---- reads ---------------------------------------------------------------------- */
@@ -701,6 +734,7 @@ int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
     s->base = nb;
     s->life = life;
     s->spare = 1;
+    s->abandoned = 0; /* a new life: synced as any segment once it holds batches again */
     qsort(c->segs, c->nsegs, sizeof *c->segs, seg_cmp);
     pthread_mutex_unlock(&c->lock);
     return clog_sync_dir(c, err, errlen);

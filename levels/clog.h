@@ -163,7 +163,10 @@ int clog_batch_room(clog_t *c, clog_batch_t *b, uint64_t bytes);
 /* Append the batch with its COMMIT (one pwrite; the segment is made or taken
  * from the spares first when the batch starts one) and reset it. Not durable
  * until clog_sync. An empty batch writes nothing. Returns 0, or -1 with err
- * naming the file and offset; after -1 the log is unusable (close it). */
+ * naming the file and offset; after -1 the log is unusable (close it) —
+ * except for a batch begun before clog_abandon took its segment: -1 naming
+ * it, nothing written, the batch reset (add its records again: their
+ * offsets change), the log usable. */
 int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen);
 
 /* Make everything appended so far durable (fdatasync of every segment
@@ -171,6 +174,16 @@ int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen);
  * owner appends. Returns 0, or -1 with err naming the file (after a failed
  * fdatasync the segment must be abandoned, design §3). */
 int clog_sync(clog_t *c, char *err, size_t errlen);
+
+/* After a failed clog_sync (design §3 "fsyncgate": the kernel may have
+ * dropped the unsynced pages and a retry would report success): every
+ * segment holding bytes appended past clog_durable is abandoned — never
+ * synced or appended to again — and the next batch starts a fresh segment.
+ * Its COMMIT names the abandoned tail as its predecessor, so a chain from
+ * there carries on into it: an open with chain_from = *to never reads the
+ * abandoned range. *from, *to get that range [clog_durable, clog_end) (empty
+ * when nothing waited for the sync). Owner thread, with the syncer stopped. */
+void clog_abandon(clog_t *c, uint64_t *from, uint64_t *to);
 
 /* Read the record at offset. Returns 0 with *r; CLOG_NOT_RECORD when there
  * is no record of this log there (past the end, in no segment, not a record

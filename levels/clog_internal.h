@@ -23,7 +23,8 @@
 typedef struct seg {
     uint64_t base, life;
     int fd;
-    int spare; /* 1: holds no batch of this log (pre-written, recycled, or cut) */
+    int spare;     /* 1: holds no batch of this log (pre-written, recycled, or cut) */
+    int abandoned; /* 1: a sync of it failed (clog_abandon): never synced or appended to again */
 } seg_t;
 
 struct clog {

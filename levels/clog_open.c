@@ -399,7 +399,7 @@ static int seg_load(clog_t *c, uint64_t base, char *err, size_t errlen)
                 base);
         return CLOG_DAMAGED;
     }
-    clog_seg_insert(c, (seg_t){ base, life, fd, 1 });
+    clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0 });
     return 0;
 }
 

@@ -13,14 +13,17 @@
  *   'P' key length u32, value length u32, key, value    a LevelDB put
  *   'D' key length u32, key                              a LevelDB delete
  * Running and redo share one path: a held batch is kept as its encoded
- * record and made by the same decoder the redo uses (apply_record), so what
- * the redo does is what running did.
+ * record and made by the same code the redo uses (apply_record, over
+ * levels/clog_derived.h's decoder, which the readers' overlay uses too), so
+ * what the redo does is what running did.
  */
 #define _GNU_SOURCE
 #include "levels/clog_redo.h"
 #include "base/alloc.h"
 #include "base/err.h"
+#include "levels/clog_derived.h"
 #include "levels/clog_internal.h"
+#include "levels/clog_overlay.h"
 #include "levels/keys.h"
 #include "levels/logsync.h"
 
@@ -33,9 +36,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#define DERIVED_MAGIC "HGRD"
-#define DERIVED_HEAD  8
 
 typedef struct open_queue {
     uint32_t queue;
@@ -68,7 +68,8 @@ struct redo {
     size_t nqueues, qcap;
     open_slots_t *slots;
     size_t nslots, scap;
-    held_t *held; /* a FIFO: [hfirst, nheld) */
+    held_t *held;            /* a FIFO: [hfirst, nheld) */
+    clog_overlay_t *overlay; /* what the held batches write, for point reads */
     size_t hfirst, nheld, hcap;
     uint64_t applied, checkpoint;
     redo_open_report_t *counts; /* the open's report while redoing, else NULL */
@@ -283,44 +284,33 @@ static int bad_record(uint64_t end, const char *what, size_t at, char *err, size
  * deletes with `M "applied"` = end, unsynced. 0, REDO_DAMAGED, or -1. */
 static int apply_record(redo_t *r, uint64_t end, const char *p, size_t n, char *err, size_t errlen)
 {
-    if (n < DERIVED_HEAD || memcmp(p, DERIVED_MAGIC, 4) != 0) {
+    int64_t ops = derived_ops(p, n);
+    if (ops < 0) {
         return bad_record(end, "no derived-writes record (the batch was not written by clog_redo)", 0, err, errlen);
     }
-    uint32_t ops = be32_get(p + 4);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     size_t at = DERIVED_HEAD;
     int rc = 0;
     uint64_t nq = 0, nh = 0, ns = 0, ndb = 0;
-    for (uint32_t i = 0; i < ops && rc == 0; i++) {
-        size_t left = n - at;
-        char tag = left > 0 ? p[at] : 0;
-        const char *f = p + at + 1;
-        if (tag == 'Q' && left >= 29) {
-            cq_entry_t e = { be64_get(f + 12), be64_get(f + 20) };
-            rc = apply_cq(r, be32_get(f), be64_get(f + 4), &e, err, errlen);
-            at += 29;
+    for (int64_t i = 0; i < ops && rc == 0; i++) {
+        derived_op_t op;
+        if (!derived_next(p, n, &at, &op)) {
+            rc = bad_record(end, "an unknown or cut operation", at, err, errlen);
+        } else if (op.tag == 'Q') {
+            rc = apply_cq(r, op.queue, op.index, &op.entry, err, errlen);
             nq++;
-        } else if (tag == 'H' && left >= 13) {
-            rc = apply_head(r, be32_get(f), be64_get(f + 4), err, errlen);
-            at += 13;
+        } else if (op.tag == 'H') {
+            rc = apply_head(r, op.queue, op.index, err, errlen);
             nh++;
-        } else if (tag == 'S' && left >= 41) {
-            slot_t s = { be64_get(f + 16), be32_get(f + 24), be32_get(f + 28), be64_get(f + 32) };
-            rc = apply_slot(r, be64_get(f), be64_get(f + 8), &s, err, errlen);
-            at += 41;
+        } else if (op.tag == 'S') {
+            rc = apply_slot(r, op.base, op.ordinal, &op.slot, err, errlen);
             ns++;
-        } else if (tag == 'P' && left >= 9 && left - 9 >= (uint64_t)be32_get(f) + be32_get(f + 4)) {
-            uint32_t kl = be32_get(f), vl = be32_get(f + 4);
-            leveldb_writebatch_put(wb, f + 8, kl, f + 8 + kl, vl);
-            at += 9 + (size_t)kl + vl;
-            ndb++;
-        } else if (tag == 'D' && left >= 5 && left - 5 >= be32_get(f)) {
-            uint32_t kl = be32_get(f);
-            leveldb_writebatch_delete(wb, f + 4, kl);
-            at += 5 + (size_t)kl;
+        } else if (op.tag == 'P') {
+            leveldb_writebatch_put(wb, op.key, op.klen, op.val, op.vlen);
             ndb++;
         } else {
-            rc = bad_record(end, "an unknown or cut operation", at, err, errlen);
+            leveldb_writebatch_delete(wb, op.key, op.klen);
+            ndb++;
         }
     }
     if (rc == 0 && at != n) {
@@ -375,6 +365,40 @@ int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64
     return rc == CLOG_BATCH_FULL ? REDO_BATCH_FULL : rc;
 }
 
+/* Hold the derived-writes record rec (owned from now on) of the batch ending at end. */
+static void hold(redo_t *r, uint64_t end, char *rec, size_t len)
+{
+    if (r->nheld == r->hcap) {
+        if (r->hfirst > 0) {
+            memmove(r->held, r->held + r->hfirst, (r->nheld - r->hfirst) * sizeof *r->held);
+            r->nheld -= r->hfirst;
+            r->hfirst = 0;
+        } else {
+            r->hcap = r->hcap ? r->hcap * 2 : 64;
+            r->held = xrealloc(r->held, r->hcap * sizeof *r->held);
+        }
+    }
+    r->held[r->nheld++] = (held_t){ end, rec, len };
+}
+
+/* Add the derived-writes record to lb (the batch's last data record) and
+ * append the batch. 0, or -1 with err. */
+static int append_with_record(redo_t *r, clog_batch_t *lb, const char *rec, size_t len, char *err, size_t errlen)
+{
+    uint64_t at;
+    int rc = clog_batch_add(r->log, lb, rec, len, &at, err, errlen);
+    if (rc == CLOG_BATCH_FULL) {
+        return err_set(err, errlen,
+                       "commit log batch at offset %" PRIu64 ": its %zu bytes of derived writes do not fit in the "
+                       "rest of its segment (cut the batch earlier)",
+                       lb->first, len);
+    }
+    if (rc != 0 || clog_append(r->log, lb, err, errlen) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
 int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen)
 {
     if (b->ops == 0 && b->messages == 0) {
@@ -386,29 +410,12 @@ int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t err
     }
     memcpy(b->derived, DERIVED_MAGIC, 4);
     be32_put(b->derived + 4, b->ops);
-    uint64_t at;
-    int rc = clog_batch_add(r->log, &b->log, b->derived, b->len, &at, err, errlen);
-    if (rc == CLOG_BATCH_FULL) {
-        return err_set(err, errlen,
-                       "commit log batch at offset %" PRIu64 ": its %zu bytes of derived writes do not fit in the "
-                       "rest of its segment (cut the batch earlier)",
-                       b->log.first, b->len);
-    }
-    if (rc != 0 || clog_append(r->log, &b->log, err, errlen) != 0) {
+    if (append_with_record(r, &b->log, b->derived, b->len, err, errlen) != 0) {
         return -1;
     }
     uint64_t e = clog_end(r->log);
-    if (r->nheld == r->hcap) {
-        if (r->hfirst > 0) {
-            memmove(r->held, r->held + r->hfirst, (r->nheld - r->hfirst) * sizeof *r->held);
-            r->nheld -= r->hfirst;
-            r->hfirst = 0;
-        } else {
-            r->hcap = r->hcap ? r->hcap * 2 : 64;
-            r->held = xrealloc(r->held, r->hcap * sizeof *r->held);
-        }
-    }
-    r->held[r->nheld++] = (held_t){ e, b->derived, b->len };
+    overlay_add(r->overlay, e, b->derived, b->len);
+    hold(r, e, b->derived, b->len);
     b->derived = NULL;
     b->len = b->cap = 0;
     b->ops = b->messages = 0;
@@ -427,6 +434,7 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen)
         if (rc != 0) {
             return rc;
         }
+        overlay_drop(r->overlay, h->end, h->rec, h->len);
         free(h->rec);
         r->hfirst++;
     }
@@ -450,12 +458,13 @@ static int sync_dir(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
-/* The checkpoint; with `clean`, also M "clean" = B (the log closes here),
- * else M "clean" deleted (the log may grow past B from now on), in the same
- * synced write. */
-static int checkpoint(redo_t *r, int clean, char *err, size_t errlen)
+/* The checkpoint at B = b (r->applied, or past it: the end of a range whose
+ * held writes are carried in the log past b, redo_sync_failed), with
+ * `M "applied"` raised to B when below; with `clean`, also M "clean" = B (the
+ * log closes here), else M "clean" deleted (the log may grow past B from now
+ * on), in the same synced write. */
+static int checkpoint_at(redo_t *r, uint64_t b, int clean, char *err, size_t errlen)
 {
-    uint64_t b = r->applied;
     for (size_t i = 0; i < r->nqueues; i++) {
         if (r->queues[i].dirty) {
             if (cq_flush(r->queues[i].q, err, errlen) != 0 || cq_sync(r->queues[i].q, err, errlen) != 0) {
@@ -477,11 +486,14 @@ static int checkpoint(redo_t *r, int clean, char *err, size_t errlen)
     if (logsync_run(r->dbsync, err, errlen) != 0 || sync_dir(r->dir, err, errlen) != 0) {
         return -1;
     }
-    key_buf_t k = mark_key("checkpoint"), kc = mark_key("clean");
+    key_buf_t k = mark_key("checkpoint"), kc = mark_key("clean"), ka = mark_key("applied");
     char v[8], *dberr = NULL;
     be64_put(v, b);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_writebatch_put(wb, k.b, k.n, v, sizeof v);
+    if (b > r->applied) {
+        leveldb_writebatch_put(wb, ka.b, ka.n, v, sizeof v);
+    }
     if (clean) {
         leveldb_writebatch_put(wb, kc.b, kc.n, v, sizeof v);
     } else {
@@ -495,12 +507,50 @@ static int checkpoint(redo_t *r, int clean, char *err, size_t errlen)
         return -1;
     }
     r->checkpoint = b;
+    if (b > r->applied) {
+        r->applied = b;
+    }
     return 0;
 }
 
 int redo_checkpoint(redo_t *r, char *err, size_t errlen)
 {
-    return checkpoint(r, 0, err, errlen);
+    return checkpoint_at(r, r->applied, 0, err, errlen);
+}
+
+int redo_sync_failed(redo_t *r, redo_failure_t *f, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    /* what the last good sync covered is made as usual */
+    if (redo_apply_durable(r, err, errlen) != 0) {
+        return -1;
+    }
+    clog_abandon(r->log, &f->from, &f->to);
+    /* the held batches past it are carried into the fresh segment: each a batch of its derived-writes record
+       alone (the messages stay in the abandoned range; their callers get the error) */
+    for (size_t i = r->hfirst; i < r->nheld; i++) {
+        clog_batch_t lb = { 0 };
+        int rc = append_with_record(r, &lb, r->held[i].rec, r->held[i].len, err, errlen);
+        clog_batch_free(&lb);
+        if (rc != 0) {
+            return -1;
+        }
+        overlay_move(r->overlay, r->held[i].end, clog_end(r->log), r->held[i].rec, r->held[i].len);
+        r->held[i].end = clog_end(r->log);
+        f->carried++;
+    }
+    f->end = clog_end(r->log);
+    char e2[512];
+    if (clog_sync(r->log, e2, sizeof e2) != 0) {
+        return err_set(err, errlen, "commit log: the fresh segment after an abandoned one failed too: %s", e2);
+    }
+    /* B at the abandoned range's end, before the carried writes are made: from here on an open starts past
+       the range and redoes the carried batches; before here it ends at the last good sync, where nothing of
+       the carried batches was made */
+    if (checkpoint_at(r, f->to > r->applied ? f->to : r->applied, 0, err, errlen) != 0) {
+        return -1;
+    }
+    return redo_apply_durable(r, err, errlen);
 }
 
 /* Close every file and free r; the first failure is kept in err. */
@@ -522,6 +572,7 @@ static int redo_close_files(redo_t *r, char *err, size_t errlen)
         free(r->held[i].rec);
     }
     clog_close(r->log);
+    overlay_free(r->overlay);
     logsync_free(r->dbsync);
     leveldb_writeoptions_destroy(r->wo_nosync);
     leveldb_writeoptions_destroy(r->wo_sync);
@@ -544,7 +595,7 @@ int redo_close(redo_t *r, char *err, size_t errlen)
         rc = redo_apply_durable(r, err, errlen);
     }
     if (rc == 0) {
-        rc = checkpoint(r, 1, err, errlen);
+        rc = checkpoint_at(r, r->applied, 1, err, errlen);
     }
     char e2[512];
     if (redo_close_files(r, e2, sizeof e2) != 0 && rc == 0) {
@@ -571,6 +622,11 @@ uint64_t redo_checkpointed(const redo_t *r)
 size_t redo_held(const redo_t *r)
 {
     return r->nheld - r->hfirst;
+}
+
+const clog_overlay_t *redo_overlay(const redo_t *r)
+{
+    return r->overlay;
 }
 
 /* ---- open and close ------------------------------------------------------------------ */
@@ -646,6 +702,7 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
     r->dir = xstrdup(o->dir);
     r->db = o->db;
     r->dbsync = logsync_new(o->db_dir);
+    r->overlay = overlay_new();
     r->wo_nosync = leveldb_writeoptions_create();
     r->wo_sync = leveldb_writeoptions_create();
     leveldb_writeoptions_set_sync(r->wo_sync, 1);

@@ -18,7 +18,8 @@
  *  - nothing but the log is ever ahead of the durable log: redo_commit
  *    appends and holds the derived writes; redo_apply_durable makes the held
  *    writes of every batch that clog_durable covers, in log order (CQ and
- *    slot writes, then the LevelDB batch with its mark, unsynced);
+ *    slot writes, then the LevelDB batch with its mark, unsynced); readers
+ *    see held writes through redo_overlay;
  *  - a checkpoint (redo_checkpoint) takes B = the end of the last applied
  *    batch, fdatasyncs every CQ and slot file written, LevelDB's write-ahead
  *    logs (levels/logsync.c) and the directory, then writes `M "checkpoint"`
@@ -57,6 +58,7 @@
 #define HG_LEVELS_CLOG_REDO_H
 
 #include "levels/clog.h"
+#include "levels/clog_overlay.h"
 #include "levels/cq.h"
 #include "levels/slot.h"
 
@@ -123,6 +125,11 @@ uint64_t redo_applied(const redo_t *r);      /* the end of the last batch whose 
 uint64_t redo_checkpointed(const redo_t *r); /* the last checkpoint's B */
 size_t redo_held(const redo_t *r);           /* batches appended whose derived writes wait for the log's sync */
 
+/* What the held batches write, for point reads to consult before the CQ and
+ * slot files and LevelDB (levels/clog_overlay.h; §3 rule 2): kept by
+ * redo_commit, redo_apply_durable and redo_sync_failed. Owner thread. */
+const clog_overlay_t *redo_overlay(const redo_t *r);
+
 /* Add a message record (clog_batch_add's contract; *offset is its id), keeping
  * REDO_MESSAGE_RESERVE bytes per message and REDO_BATCH_RESERVE per batch
  * free in the segment for the derived-writes record (redo_commit refuses a
@@ -141,7 +148,9 @@ void redo_db_delete(redo_batch_t *b, const void *key, size_t klen);
  * hold its derived writes; *end (may be NULL) gets the batch's end. An empty
  * batch writes nothing. -1 with err (the derived writes do not fit in the
  * rest of the segment: the caller cut the batch too late; or clog_append's
- * failure, after which the log is unusable). */
+ * failure: after a write error the log is unusable, after clog_append's
+ * refusal of a batch begun in a segment abandoned since, nothing was written
+ * and the batch can be built again). */
 int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen);
 
 /* Make the held derived writes of every batch below clog_durable, in order.
@@ -150,6 +159,30 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen);
 
 /* The checkpoint (above): B = redo_applied. 0, or -1 with err (B not moved). */
 int redo_checkpoint(redo_t *r, char *err, size_t errlen);
+
+/* What redo_sync_failed did. */
+typedef struct redo_failure {
+    uint64_t from, to; /* the abandoned range: the batches ending in (from, to] were covered by the failed
+                          sync, and their callers get the error */
+    uint64_t carried;  /* held batches whose derived writes were carried into the fresh segment */
+    uint64_t end;      /* the log's end after the carry */
+} redo_failure_t;
+
+/* After clog_sync(redo_log(r)) failed (design §3 "fsyncgate"; owner thread,
+ * the syncer stopped, no batch being built): the batches the last good sync
+ * covered are applied; the segments holding the rest are abandoned
+ * (clog_abandon); each held batch past them is carried — its derived-writes
+ * record appended alone, as a batch of its own, in a fresh segment — and
+ * that segment is synced; a checkpoint takes B = the abandoned range's end
+ * (CQ and slot files, LevelDB's logs, then `M "checkpoint"` and
+ * `M "applied"` = B by a synced write); then the carried writes are made.
+ * From the checkpoint on, an open starts past the abandoned range and never
+ * reads it; a cut before it finds the log ending at f->from with nothing of
+ * the carried batches made. The carried batches are kept (their derived
+ * writes: the messages in the abandoned range may be lost). 0 with *f; -1
+ * with err when a step fails (the fresh segment's sync too: the log is
+ * unusable, close it with redo_close's failure expected). */
+int redo_sync_failed(redo_t *r, redo_failure_t *f, char *err, size_t errlen);
 
 void redo_batch_free(redo_batch_t *b);
 

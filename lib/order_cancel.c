@@ -284,6 +284,11 @@ uint64_t hg_order_db_connects(const hg_order_db *db)
     return db != NULL ? db_connects(db->conn) : 0;
 }
 
+uint64_t hg_order_db_commits_unknown(const hg_order_db *db)
+{
+    return db != NULL ? db_commits_unknown(db->conn) : 0;
+}
+
 int hg_order_db_prepare(hg_order_db *db, hg_order_error_t *err)
 {
     hg_order_error_t local;

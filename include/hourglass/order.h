@@ -279,6 +279,15 @@ unsigned long hg_order_db_connection_id(const hg_order_db *db);
 /* How many times the handle (re)connected since open, the first one included. */
 uint64_t hg_order_db_connects(const hg_order_db *db);
 
+/* How many COMMITs on this handle, since open, failed with the connection
+ * lost while the COMMIT was in flight (2013, a KILL CONNECTION …): their
+ * outcome is unknown, the transaction may have landed. A cancel (or a
+ * batch's transaction) that ends so is HG_ORDER_TRANSIENT and its retry
+ * answers NOT_PENDING if it did land: a caller that counts its cancels adds
+ * this to bound them from above. A failure before the COMMIT was sent, or
+ * a COMMIT the server refused (rolled back), is not counted. 0 for NULL. */
+uint64_t hg_order_db_commits_unknown(const hg_order_db *db);
+
 /* ------------------------------------------------------------------ cancel and pay */
 
 /* Cancel order_id if it is still pending, in one transaction (see the top of

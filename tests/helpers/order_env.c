@@ -63,6 +63,58 @@ int oe_suite_start(oe_env_t *env, unsigned (*failures)(void))
     return 0;
 }
 
+int oe_suite_start_binlog(oe_env_t *env, unsigned (*failures)(void))
+{
+    static const char *const binlog[] = { "--log-bin", NULL };
+    env->server.extra_args = binlog;
+    return oe_suite_start(env, failures);
+}
+
+/* sql on env's admin connection: 0, or -1 (printed). */
+static int admin_exec(oe_env_t *env, const char *sql)
+{
+    if (mysql_query(env->admin, sql) == 0)
+        return 0;
+    fprintf(stderr, "SQL failed: %s: %s\n", sql, mysql_error(env->admin));
+    return -1;
+}
+
+int oe_hold_commits(oe_env_t *env, unsigned wait_ms)
+{
+    char sql[96];
+    snprintf(sql, sizeof sql, "SET GLOBAL binlog_commit_wait_usec = %u", wait_ms * 1000);
+    if (admin_exec(env, sql) != 0)
+        return -1;
+    return admin_exec(env, "SET GLOBAL binlog_commit_wait_count = 2"); /* waits for a second COMMIT to join */
+}
+
+typedef struct commit_search {
+    oe_env_t *env;
+    long long id;
+} commit_search_t;
+
+/* tu_poll_until's check: 1 once a connection's statement is COMMIT (its id in ->id). */
+static int commit_in_flight(void *arg)
+{
+    commit_search_t *s = arg;
+    s->id = oe_scalar(s->env, "SELECT id FROM information_schema.processlist WHERE info = 'COMMIT' LIMIT 1");
+    return s->id > 0;
+}
+
+long long oe_kill_commit_in_flight(oe_env_t *env, int deadline_ms)
+{
+    commit_search_t search = { env, -1 };
+    int found = tu_poll_until(commit_in_flight, &search, deadline_ms, 5) == 0;
+    char sql[64];
+    snprintf(sql, sizeof sql, "KILL CONNECTION %lld", search.id);
+    int killed = found && admin_exec(env, sql) == 0;
+    if (!found)
+        fprintf(stderr, "no COMMIT in flight within %d ms\n", deadline_ms);
+    if (admin_exec(env, "SET GLOBAL binlog_commit_wait_count = 0") != 0)
+        return -1;
+    return killed ? search.id : -1;
+}
+
 /* The program's own add_suites, called by add_selected_suites. */
 static int (*program_add_suites)(void);
 

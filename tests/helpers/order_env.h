@@ -47,6 +47,24 @@ int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t e
  * with no extra broker flags; a failure is printed to stderr. Returns 0 / -1. */
 int oe_suite_start(oe_env_t *env, unsigned (*failures)(void));
 
+/* oe_suite_start with the MariaDB's binary log on (--log-bin: env->server.extra_args
+ * is set to it), which oe_hold_commits needs. Returns 0 / -1. */
+int oe_suite_start_binlog(oe_env_t *env, unsigned (*failures)(void));
+
+/* Hold every COMMIT on env's MariaDB (started by oe_suite_start_binlog) up to
+ * wait_ms in the binary log's group commit wait (binlog_commit_wait_usec,
+ * binlog_commit_wait_count 2), so that a test can KILL a connection while its
+ * COMMIT is in flight (oe_kill_commit_in_flight). A KILL does not cut that
+ * wait short: the COMMIT lands after it, and its client sees the connection
+ * lost — an outcome it cannot know. Returns 0, or -1 with the cause printed. */
+int oe_hold_commits(oe_env_t *env, unsigned wait_ms);
+
+/* Poll (every 5 ms, up to deadline_ms) for a connection whose statement is
+ * COMMIT, KILL CONNECTION it, and stop holding COMMITs (binlog_commit_wait_count
+ * 0: later ones go at once; also when none was found). Returns the killed
+ * connection's id, or -1 with the cause printed. */
+long long oe_kill_commit_in_flight(oe_env_t *env, int deadline_ms);
+
 /* The main() of an order test program: SIGPIPE ignored, the order library
  * initialised (before any thread starts), then tu_cunit_main(argc, argv,
  * add_suites). $HG_TEST_CASES, when set, runs only the cases whose names

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
+ssize_t pread(int fd, void *buf, size_t n, off_t off);
 ssize_t write(int fd, const void *buf, size_t n);
 int rename(const char *from, const char *to);
 int fdatasync(int fd);
@@ -40,8 +41,14 @@ struct entry {
     uint64_t old_size; /* the file's size before the write */
     uint32_t len;      /* bytes written (the new bytes follow the old) */
     uint32_t old_len;  /* bytes replaced (those below old_size) */
-    uint32_t synced;   /* a later sync of the file covered it */
+    uint32_t synced;   /* ENTRY_SYNCED: a later sync covered it; ENTRY_LOST: a failed sync dropped it */
     uint32_t pad;
+};
+
+enum {
+    ENTRY_UNSYNCED = 0,
+    ENTRY_SYNCED = 1,
+    ENTRY_LOST = 2,
 };
 
 struct journal {
@@ -54,7 +61,13 @@ struct journal {
     uint64_t kill_at; /* die before this call (0: never) */
     int armed;
     int overflow;
-    size_t renames; /* renames since the directory's last fsync */
+    uint64_t fail_sync_at; /* the nth sync of a file named fail_prefix* fails (0: none) */
+    char fail_prefix[64];
+    uint64_t prefixed_syncs;                         /* syncs of such files so far */
+    uint64_t failed_syncs;                           /* syncs made to fail */
+    uint64_t read_dev, read_ino, read_from, read_to; /* preads watched (read_to > read_from) */
+    uint64_t range_reads;                            /* preads of that file overlapping [read_from, read_to) */
+    size_t renames;                                  /* renames since the directory's last fsync */
     struct renamed {
         char from[PATH_MAX], to[PATH_MAX];
         int replaced; /* to existed: the loss cannot be simulated */
@@ -101,6 +114,44 @@ void powercut_reset(void)
     g_j->armed = 0;
     g_j->overflow = 0;
     g_j->renames = 0;
+    g_j->fail_sync_at = 0;
+    g_j->fail_prefix[0] = '\0';
+    g_j->prefixed_syncs = 0;
+    g_j->failed_syncs = 0;
+    g_j->read_to = g_j->read_from = 0;
+    g_j->range_reads = 0;
+}
+
+void powercut_fail_sync(uint64_t nth, const char *prefix)
+{
+    g_j->prefixed_syncs = 0;
+    g_j->fail_sync_at = nth;
+    snprintf(g_j->fail_prefix, sizeof g_j->fail_prefix, "%s", prefix);
+}
+
+uint64_t powercut_failed_syncs(void)
+{
+    return g_j->failed_syncs;
+}
+
+int powercut_watch_reads(const char *path, uint64_t from, uint64_t to, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "powercut: cannot watch reads of %s: %s", path, strerror(errno));
+        return -1;
+    }
+    g_j->read_dev = (uint64_t)st.st_dev;
+    g_j->read_ino = (uint64_t)st.st_ino;
+    g_j->read_from = from;
+    g_j->read_to = to;
+    g_j->range_reads = 0;
+    return 0;
+}
+
+uint64_t powercut_range_reads(void)
+{
+    return g_j->range_reads;
 }
 
 void powercut_arm(uint64_t kill_at)
@@ -212,6 +263,21 @@ ssize_t write(int fd, const void *buf, size_t n)
     return k;
 }
 
+ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+    static ssize_t (*real)(int, void *, size_t, off_t);
+    if (real == NULL) {
+        real = (ssize_t(*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+    }
+    struct stat st;
+    if (g_j != NULL && g_j->read_to > g_j->read_from && n > 0 && fstat(fd, &st) == 0 &&
+        (uint64_t)st.st_dev == g_j->read_dev && (uint64_t)st.st_ino == g_j->read_ino && (uint64_t)off < g_j->read_to &&
+        (uint64_t)off + n > g_j->read_from) {
+        __atomic_add_fetch(&g_j->range_reads, 1, __ATOMIC_SEQ_CST);
+    }
+    return real(fd, buf, n, off);
+}
+
 static int path_under_dir(const char *path)
 {
     return strncmp(path, g_j->dir, g_j->dirlen) == 0;
@@ -250,7 +316,24 @@ static void sync_dir(void)
     pthread_mutex_unlock(&g_j->mu);
 }
 
-/* The file's entries become durable. The real sync is skipped, armed or not,
+/* 1 when the name of fd's file starts with prefix. */
+static int has_prefix(int fd, const char *prefix)
+{
+    char link[64], path[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n <= 0) {
+        return 0;
+    }
+    path[n] = '\0';
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, prefix, strlen(prefix)) == 0;
+}
+
+/* The file's entries become durable; or, at the sync powercut_fail_sync
+ * chose, they are lost (EIO: the page cache keeps them, the disk never gets
+ * them). The real sync is skipped, armed or not,
  * for the directory and every file under it: the simulated disk is the
  * files' contents, which a power-off rewrites, so the host's durability adds
  * nothing but time. */
@@ -269,14 +352,20 @@ static int sync_file(int fd, const char *name)
     }
     pthread_mutex_lock(&g_j->mu);
     count_call();
+    int fail = g_j->fail_sync_at != 0 && has_prefix(fd, g_j->fail_prefix) && ++g_j->prefixed_syncs == g_j->fail_sync_at;
     for (size_t at = 0; at < g_j->used;) {
         struct entry *e = (struct entry *)(g_j->entries + at);
-        if (e->dev == (uint64_t)st.st_dev && e->ino == (uint64_t)st.st_ino) {
-            e->synced = 1;
+        if (e->dev == (uint64_t)st.st_dev && e->ino == (uint64_t)st.st_ino && e->synced == ENTRY_UNSYNCED) {
+            e->synced = fail ? ENTRY_LOST : ENTRY_SYNCED;
         }
         at += entry_bytes(e);
     }
+    g_j->failed_syncs += (uint64_t)fail;
     pthread_mutex_unlock(&g_j->mu);
+    if (fail) {
+        errno = EIO;
+        return -1;
+    }
     return 0;
 }
 
@@ -355,15 +444,19 @@ static int replay(int fd, const struct entry *e, uint64_t *s, powercut_stats_t *
 }
 
 /* Undo, then replay a subset of, the unsynced entries of the file of entry
- * `from` (marking them done in `done`). */
+ * `from` (marking them done in `done`). A write a failed sync lost is undone
+ * and never replayed; the file's synced writes after it are undone with it
+ * and made again whole (they may overlap it: the disk has them). */
 static int cut_file(size_t from, char *done, uint64_t *s, powercut_stats_t *st, char *err, size_t errlen)
 {
     const struct entry *f = (const struct entry *)(g_j->entries + from);
     size_t n = 0, cap = 16;
     const struct entry **es = malloc(cap * sizeof *es);
+    int lost = 0; /* a lost write seen: the file's synced writes after it are undone and made again */
     for (size_t at = from; at < g_j->used;) {
         const struct entry *e = (const struct entry *)(g_j->entries + at);
-        if (!e->synced && !done[at / 8] && e->dev == f->dev && e->ino == f->ino) {
+        lost |= e->synced == ENTRY_LOST && e->dev == f->dev && e->ino == f->ino;
+        if ((e->synced != ENTRY_SYNCED || lost) && !done[at / 8] && e->dev == f->dev && e->ino == f->ino) {
             if (n == cap) {
                 es = realloc(es, (cap *= 2) * sizeof *es);
             }
@@ -389,6 +482,14 @@ static int cut_file(size_t from, char *done, uint64_t *s, powercut_stats_t *st, 
             }
         }
         for (size_t i = 0; rc == 0 && i < n; i++) {
+            if (es[i]->synced == ENTRY_LOST) {
+                st->lost++; /* a failed sync dropped it: never on the disk */
+                continue;
+            }
+            if (es[i]->synced == ENTRY_SYNCED) {
+                rc = put(fd, (const char *)(es[i] + 1) + es[i]->old_len, es[i]->len, es[i]->off, path, err, errlen);
+                continue; /* durable after the lost one: on the disk whole */
+            }
             st->unsynced++;
             rc = replay(fd, es[i], s, st, path, err, errlen);
         }
@@ -435,7 +536,7 @@ int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t er
     char *done = calloc(g_j->used / 8 + 1, 1);
     for (size_t at = 0; rc == 0 && at < g_j->used;) {
         const struct entry *e = (const struct entry *)(g_j->entries + at);
-        if (!e->synced && !done[at / 8]) {
+        if (e->synced != ENTRY_SYNCED && !done[at / 8]) {
             rc = cut_file(at, done, &s, st, err, errlen);
         }
         at += entry_bytes(e);

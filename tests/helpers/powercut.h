@@ -5,7 +5,7 @@
  * fdatasync/fsync and can tear a write at a sector boundary.
  *
  * Method (an undo journal): linked into a test program, this module defines
- * pwrite, write, rename, fdatasync and fsync, so the code under test calls
+ * pwrite, write, rename, fdatasync, fsync and pread, so the code under test calls
  * them. Once
  * armed (in a forked child), every pwrite/write to a regular file under the
  * watched directory is applied to the real file and journalled with the
@@ -16,6 +16,15 @@
  * the durable bytes and size) and reapplies a random subset of them in order:
  * each kept whole, dropped, or torn at a 512- or 4096-byte boundary of the
  * file (one side of the boundary kept).
+ *
+ * A sync can be made to fail (powercut_fail_sync): the nth fdatasync/fsync
+ * of a file whose name starts with a prefix returns EIO and its unsynced
+ * writes are lost — the child still reads them (the page cache keeps them),
+ * the power-off never reapplies them (the disk never got them), as Linux
+ * does after a failed writeback (design §3 "fsyncgate").
+ *
+ * Reads can be watched: preads of one file overlapping a byte range are
+ * counted (armed or not), so a test can show a range is never read.
  *
  * Syncs of the directory and of files under it never reach the host's disk
  * (armed or not): the simulated disk is the files' contents.
@@ -45,6 +54,7 @@ typedef struct powercut_stats {
     uint64_t dropped;      /* lost */
     uint64_t torn;         /* one side of a sector boundary kept */
     uint64_t renames_lost; /* renames undone (not covered by a directory fsync) */
+    uint64_t lost;         /* writes a failed sync dropped (never reapplied) */
 } powercut_stats_t;
 
 /* Map the shared journal (journal_bytes) and watch files under dir; call once,
@@ -57,6 +67,19 @@ void powercut_reset(void);
 /* In the child: journal from now on and die by SIGKILL before the kill_at-th
  * watched call (1-based; 0: never). */
 void powercut_arm(uint64_t kill_at);
+
+/* The nth fdatasync/fsync from this call on (1-based; armed) of a watched file whose name starts with prefix fails with
+ * EIO and loses that file's unsynced writes (above). */
+void powercut_fail_sync(uint64_t nth, const char *prefix);
+
+/* The syncs made to fail since powercut_reset. */
+uint64_t powercut_failed_syncs(void);
+
+/* Count preads of the file at path overlapping [from, to), in any process
+ * sharing the journal, until powercut_reset (which also ends the watch). 0,
+ * or -1 with err (no such file). */
+int powercut_watch_reads(const char *path, uint64_t from, uint64_t to, char *err, size_t errlen);
+uint64_t powercut_range_reads(void);
 
 /* The watched calls made since powercut_reset (what the child got to). */
 uint64_t powercut_calls(void);

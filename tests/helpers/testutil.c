@@ -34,7 +34,9 @@
  * - CUnit. tu_cunit_main reads every failure counter (assertions, failed
  *   tests, failed suite init/cleanup) before CU_cleanup_registry, because
  *   CU_basic_run_tests returns success even when tests fail, and a suite whose
- *   init fails runs no tests at all and must still fail the program.
+ *   init fails runs no tests at all and must still fail the program. Each
+ *   case's line carries its wall time ("passed (12.3 s)"), so slow cases show
+ *   in every log.
  *   tu_suites_main / tu_add_suite build the registry from tables of tests;
  *   tu_check_at (TU_CHECK, TU_REQUIRE) is the one formatted assertion every
  *   suite uses (broker_proc.h's BP_CHECK is the same thing).
@@ -766,6 +768,56 @@ void tu_mariadb_stop(tu_mariadb_t *db)
 
 /* ---------------------------------------------------------------- CUnit */
 
+/* ---- per-case wall time -------------------------------------------------
+ * CU_basic_run_* installs its own test start/complete handlers when the run
+ * starts, so they cannot be wrapped beforehand. The suite start handler is one
+ * basic mode leaves alone: at each suite's start it wraps basic's test handlers
+ * (once), so every case's line reads "passed (12.3 s)" or "FAILED (12.3 s)",
+ * a failure followed by its list as basic prints it. */
+
+static CU_TestStartMessageHandler basic_test_start;
+static CU_TestCompleteMessageHandler basic_test_complete;
+static struct timespec case_started;
+
+static void timed_test_start(const CU_pTest test, const CU_pSuite suite)
+{
+    basic_test_start(test, suite);
+    clock_gettime(CLOCK_MONOTONIC, &case_started);
+}
+
+static void timed_test_complete(const CU_pTest test, const CU_pSuite suite, const CU_pFailureRecord failures)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double seconds = (double)(now.tv_sec - case_started.tv_sec) + (double)(now.tv_nsec - case_started.tv_nsec) / 1e9;
+    if (failures == NULL) {
+        basic_test_complete(test, suite, failures);
+        printf(" (%.1f s)", seconds);
+    } else {
+        /* Basic would print "FAILED" and the failure list at once, so the time
+         * could not stay on the case's line: the same lines are printed here. */
+        printf("FAILED (%.1f s)", seconds);
+        unsigned i = 1;
+        for (CU_pFailureRecord f = failures; f != NULL; f = f->pNext, i++)
+            printf("\n    %u. %s:%u  - %s", i, f->strFileName != NULL ? f->strFileName : "", f->uiLineNumber,
+                   f->strCondition != NULL ? f->strCondition : "");
+    }
+    fflush(stdout);
+}
+
+static void wrap_basic_test_handlers(const CU_pSuite suite)
+{
+    (void)suite;
+    if (CU_get_test_complete_handler() == timed_test_complete)
+        return;
+    basic_test_start = CU_get_test_start_handler();
+    basic_test_complete = CU_get_test_complete_handler();
+    if (basic_test_start == NULL || basic_test_complete == NULL)
+        return;
+    CU_set_test_start_handler(timed_test_start);
+    CU_set_test_complete_handler(timed_test_complete);
+}
+
 int tu_cunit_main(int argc, char **argv, int (*add_suites)(void))
 {
     /* Line-buffered, so a crash still leaves the progress so far in the .log. */
@@ -782,6 +834,7 @@ int tu_cunit_main(int argc, char **argv, int (*add_suites)(void))
     }
 
     CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_set_suite_start_handler(wrap_basic_test_handlers);
     CU_ErrorCode run_rc;
     if (argc > 1) {
         CU_pSuite suite = CU_get_suite(argv[1]);
@@ -854,6 +907,49 @@ int tu_run_capture(const char *const *argv, char *out, size_t outlen)
     if (waitpid(pid, &status, 0) != pid)
         return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void tu_argv_init(tu_argv_t *a)
+{
+    memset(a, 0, sizeof *a);
+}
+
+void tu_argv_add(tu_argv_t *a, const char *word)
+{
+    if (a->n < TU_ARGV_MAX)
+        a->word[a->n++] = word;
+    else
+        a->overflow = 1;
+    a->word[a->n] = NULL;
+}
+
+void tu_argv_add_list(tu_argv_t *a, const char *const *words)
+{
+    for (size_t i = 0; words != NULL && words[i] != NULL; i++)
+        tu_argv_add(a, words[i]);
+}
+
+void tu_argv_add_va(tu_argv_t *a, va_list ap)
+{
+    for (const char *w; (w = va_arg(ap, const char *)) != NULL;)
+        tu_argv_add(a, w);
+}
+
+int tu_argv_check(const tu_argv_t *a)
+{
+    if (!a->overflow)
+        return 0;
+    fprintf(stderr, "\n  %s: more than %d arguments: not run\n", a->n > 0 ? a->word[0] : "(empty)", TU_ARGV_MAX);
+    return -1;
+}
+
+int tu_run_capture_argv(const tu_argv_t *a, char *out, size_t outlen)
+{
+    if (outlen > 0)
+        out[0] = '\0';
+    if (tu_argv_check(a) != 0 || a->n == 0)
+        return -1;
+    return tu_run_capture(a->word, out, outlen);
 }
 
 /* ---- table-driven suites and formatted assertions ----------------------- */
@@ -1147,4 +1243,94 @@ int tu_http_get(int port, const char *path, char *out, size_t outlen)
     char req[256];
     int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
     return http_exchange(port, req, rl, out, outlen, TU_HTTP_DEADLINE_MS);
+}
+
+/* ---- docs/metrics.md against a /metrics page ------------------------------------ */
+
+#define TU_MAX_FAMILIES 256
+
+typedef struct tu_family {
+    char name[128], type[32];
+} tu_family_t;
+
+/* The "# TYPE NAME TYPE" lines of page into f[TU_MAX_FAMILIES]; how many. */
+static size_t page_families(const char *page, tu_family_t *f)
+{
+    size_t n = 0;
+    for (const char *p = page; p != NULL && *p != '\0' && n < TU_MAX_FAMILIES; p = strchr(p, '\n'), p = p ? p + 1 : p)
+        if (sscanf(p, "# TYPE %127s %31s", f[n].name, f[n].type) == 2)
+            n++;
+    return n;
+}
+
+/* The rows "| `NAME` | TYPE | …" of section "## daemon" of the file at path
+ * into f[TU_MAX_FAMILIES]; how many, -1 when the file or the section is
+ * missing (printed). */
+static long doc_families(const char *path, const char *daemon, tu_family_t *f)
+{
+    FILE *in = fopen(path, "r");
+    if (in == NULL) {
+        fprintf(stderr, "%s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[2048], heading[160];
+    snprintf(heading, sizeof heading, "## %s\n", daemon);
+    int inside = 0, found = 0;
+    size_t n = 0;
+    while (fgets(line, sizeof line, in) != NULL && n < TU_MAX_FAMILIES) {
+        if (strncmp(line, "## ", 3) == 0) {
+            inside = strcmp(line, heading) == 0;
+            found |= inside;
+            continue;
+        }
+        if (inside && sscanf(line, "| `%127[^`]` | %31[a-z] |", f[n].name, f[n].type) == 2)
+            n++;
+    }
+    fclose(in);
+    if (!found) {
+        fprintf(stderr, "%s: no section \"## %s\"\n", path, daemon);
+        return -1;
+    }
+    return (long)n;
+}
+
+static const tu_family_t *family_find(const tu_family_t *f, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(f[i].name, name) == 0)
+            return &f[i];
+    return NULL;
+}
+
+int tu_metrics_doc_diff(const char *page, const char *daemon)
+{
+    static const char path[] = HG_SRCDIR "/docs/metrics.md";
+    tu_family_t *served = calloc(2 * TU_MAX_FAMILIES, sizeof *served), *documented = served + TU_MAX_FAMILIES;
+    if (served == NULL)
+        return -1;
+    size_t ns = page_families(page, served);
+    long nd = doc_families(path, daemon, documented);
+    int differ = nd < 0 ? -1 : 0;
+    if (ns == 0) {
+        fprintf(stderr, "%s's /metrics page has no # TYPE line\n", daemon);
+        differ = -1;
+    }
+    for (size_t i = 0; differ >= 0 && i < ns; i++) {
+        const tu_family_t *d = family_find(documented, (size_t)nd, served[i].name);
+        if (d == NULL) {
+            fprintf(stderr, "%s serves %s (%s), not in docs/metrics.md\n", daemon, served[i].name, served[i].type);
+            differ++;
+        } else if (strcmp(d->type, served[i].type) != 0) {
+            fprintf(stderr, "%s serves %s as a %s, docs/metrics.md says %s\n", daemon, served[i].name, served[i].type,
+                    d->type);
+            differ++;
+        }
+    }
+    for (long i = 0; differ >= 0 && i < nd; i++)
+        if (family_find(served, ns, documented[i].name) == NULL) {
+            fprintf(stderr, "docs/metrics.md lists %s under %s, which does not serve it\n", documented[i].name, daemon);
+            differ++;
+        }
+    free(served);
+    return differ;
 }

@@ -12,6 +12,7 @@
 #ifndef HG_TESTUTIL_H
 #define HG_TESTUTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -69,6 +70,39 @@ int tu_write_file(const char *path, const char *text);
  * the child never blocks on a full pipe). Returns the exit status, or -1 when
  * it did not exit normally or could not be started. */
 int tu_run_capture(const char *const *argv, char *out, size_t outlen);
+
+/* An argument vector built word by word — the tests' hourglass-cli runs: a
+ * fixed front (the program, --uri …), the words a caller's varargs gave, the
+ * flags that follow. At most TU_ARGV_MAX words, always NULL-terminated; a
+ * word beyond that is dropped and remembered, and tu_run_capture_argv
+ * refuses to run such a vector (a test never runs a command cut short). */
+#define TU_ARGV_MAX 64
+typedef struct tu_argv {
+    const char *word[TU_ARGV_MAX + 1]; /* borrowed: the strings outlive the run */
+    size_t n;
+    int overflow; /* words were dropped */
+} tu_argv_t;
+
+/* An empty vector. */
+void tu_argv_init(tu_argv_t *a);
+
+/* Append word (not NULL). */
+void tu_argv_add(tu_argv_t *a, const char *word);
+
+/* Append words[0..] up to their NULL (words may be NULL: nothing). */
+void tu_argv_add_list(tu_argv_t *a, const char *const *words);
+
+/* Append ap's const char * arguments up to their NULL (ap is used up: the
+ * caller va_ends it). */
+void tu_argv_add_va(tu_argv_t *a, va_list ap);
+
+/* 0 when a holds every word it was given, else -1 with the cause on stderr
+ * (the first word named). */
+int tu_argv_check(const tu_argv_t *a);
+
+/* tu_run_capture of a's words: the exit status, or -1 (tu_argv_check failed,
+ * or tu_run_capture's -1). */
+int tu_run_capture_argv(const tu_argv_t *a, char *out, size_t outlen);
 
 /* GET path from 127.0.0.1:port over HTTP/1.0; the whole response (status
  * line, headers, body) into out[outlen], NUL-terminated, cut to fit. Returns
@@ -131,6 +165,14 @@ int tu_file_count(const char *path, const char *text);
 int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, int *answered, char *first,
                       size_t firstlen, double *first_s);
 
+/* Compare the metric families of page (a daemon's /metrics text: its
+ * "# TYPE NAME TYPE" lines) with the table under "## daemon" in
+ * docs/metrics.md (HG_SRCDIR): a family served but not listed, listed but
+ * not served, or served with another type than the table's is printed to
+ * stderr, naming it. Returns how many differ (0: the same), -1 when the
+ * page has no family or the file or its section cannot be read (printed). */
+int tu_metrics_doc_diff(const char *page, const char *daemon);
+
 /* A blocking TCP connection to 127.0.0.1:port (close-on-exec), or -1. */
 int tu_tcp_connect(int port);
 
@@ -180,7 +222,8 @@ void tu_mariadb_stop(tu_mariadb_t *db);
  * 0 when nothing failed, 1 otherwise. CU_basic_run_tests alone returns success
  * even when assertions fail, so the failure count is read before the registry
  * is cleaned up (CONTRIBUTING.md). argv[1], when given, names one suite to run;
- * argv[2], one test of it (its full name). */
+ * argv[2], one test of it (its full name). Each case's line ends with its wall
+ * time: "passed (12.3 s)" or "FAILED (12.3 s)". */
 int tu_cunit_main(int argc, char **argv, int (*add_suites)(void));
 
 /* A suite of a CUnit program: its name and its tests, a table ending with

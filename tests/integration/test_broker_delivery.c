@@ -555,6 +555,9 @@ static void test_counters_and_metrics(void)
     const char *fs = strstr(body, "\nhourglass_fsync_seconds_count ");
     BP_CHECK(fs != NULL && atoll(fs + strlen("\nhourglass_fsync_seconds_count ")) >= 1,
              "/metrics lacks hourglass_fsync_seconds_count >= 1");
+    /* The page and docs/metrics.md name the same families, both ways (the difference named on stderr). */
+    BP_CHECK(tu_metrics_doc_diff(body, "hourglass-broker") == 0,
+             "/metrics and docs/metrics.md's hourglass-broker table differ (above)");
     rc_close(&h);
 }
 

@@ -35,20 +35,16 @@ static char out[OUT_MAX];
  * $HOURGLASS_URI; stdout and stderr into out. Returns the exit status. */
 static int check(const char *first, ...)
 {
-    const char *argv[32];
-    int n = 0;
+    tu_argv_t argv;
     va_list ap;
 
-    argv[n++] = CLI_PATH;
-    argv[n++] = "--check-config";
-    argv[n++] = first;
+    tu_argv_init(&argv);
+    tu_argv_add_list(&argv, (const char *const[]){ CLI_PATH, "--check-config", first, NULL });
     va_start(ap, first);
-    for (const char *a; n < 31 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[n++] = a;
+    tu_argv_add_va(&argv, ap);
     va_end(ap);
-    argv[n] = NULL;
     unsetenv("HOURGLASS_URI");
-    return tu_run_capture(argv, out, sizeof out);
+    return tu_run_capture_argv(&argv, out, sizeof out);
 }
 
 static void expect_refused(const char *uri, const char *extra, const char *want)

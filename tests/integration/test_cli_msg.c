@@ -40,20 +40,15 @@ static char out[OUT_MAX];
  * out. Returns the exit status (-1: did not exit normally). */
 static int cli(const char *first, ...)
 {
-    const char *argv[32];
-    int n = 0;
+    tu_argv_t argv;
     va_list ap;
 
-    argv[n++] = CLI_PATH;
-    argv[n++] = "--uri";
-    argv[n++] = uri;
-    argv[n++] = first;
+    tu_argv_init(&argv);
+    tu_argv_add_list(&argv, (const char *const[]){ CLI_PATH, "--uri", uri, first, NULL });
     va_start(ap, first);
-    for (const char *a; n < 31 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[n++] = a;
+    tu_argv_add_va(&argv, ap);
     va_end(ap);
-    argv[n] = NULL;
-    return tu_run_capture(argv, out, sizeof out);
+    return tu_run_capture_argv(&argv, out, sizeof out);
 }
 
 static int msg_init(void)

@@ -77,22 +77,15 @@ static char out[OUT_MAX];
  * stdout and stderr into out. Returns the exit status. */
 static int cli_run(const char *const *login, const char *first, va_list ap)
 {
-    const char *argv[48];
-    int n = 0;
+    tu_argv_t argv;
 
-    argv[n++] = CLI_PATH;
-    argv[n++] = first;
-    for (const char *a; n < 30 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[n++] = a;
-    for (size_t i = 0; login[i] != NULL && n < 40; i++)
-        argv[n++] = login[i];
-    argv[n++] = "--mysql-socket";
-    argv[n++] = env.server.socket;
-    argv[n++] = "--mysql-user";
-    argv[n++] = "root";
-    argv[n++] = "--mysql-database=" DB;
-    argv[n] = NULL;
-    return tu_run_capture(argv, out, sizeof out);
+    tu_argv_init(&argv);
+    tu_argv_add_list(&argv, (const char *const[]){ CLI_PATH, first, NULL });
+    tu_argv_add_va(&argv, ap);
+    tu_argv_add_list(&argv, login);
+    tu_argv_add_list(&argv, (const char *const[]){ "--mysql-socket", env.server.socket, "--mysql-user", "root",
+                                                   "--mysql-database=" DB, NULL });
+    return tu_run_capture_argv(&argv, out, sizeof out);
 }
 
 /* cli_run against the suite's broker (--uri uri, no login). */
@@ -110,18 +103,15 @@ static int cli(const char *first, ...)
 /* Run with exactly these arguments (no database flags, no --uri). */
 static int cli_raw(const char *first, ...)
 {
-    const char *argv[48];
-    int n = 0;
+    tu_argv_t argv;
     va_list ap;
 
-    argv[n++] = CLI_PATH;
-    argv[n++] = first;
+    tu_argv_init(&argv);
+    tu_argv_add_list(&argv, (const char *const[]){ CLI_PATH, first, NULL });
     va_start(ap, first);
-    for (const char *a; n < 46 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[n++] = a;
+    tu_argv_add_va(&argv, ap);
     va_end(ap);
-    argv[n] = NULL;
-    return tu_run_capture(argv, out, sizeof out);
+    return tu_run_capture_argv(&argv, out, sizeof out);
 }
 
 /* The line of out that starts with prefix after its leading blanks (copied

@@ -1560,18 +1560,19 @@ static const char *cli_stdin;
  * status, -1 when it did not exit normally. */
 static int run_cli(char *out, size_t outlen, char *errout, size_t errlen, ...)
 {
-    const char *argv[32];
-    int n = 0, outp[2], errp[2], status = 0;
+    tu_argv_t argv;
+    int outp[2], errp[2], status = 0;
     size_t got = 0, egot = 0;
     pid_t pid;
     va_list ap;
 
-    argv[n++] = CLI_PATH;
+    tu_argv_init(&argv);
+    tu_argv_add(&argv, CLI_PATH);
     va_start(ap, errlen);
-    for (const char *a; n < 31 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[n++] = a;
+    tu_argv_add_va(&argv, ap);
     va_end(ap);
-    argv[n] = NULL;
+    if (tu_argv_check(&argv) != 0)
+        return -1;
     int inp[2];
     if (pipe(outp) != 0 || pipe(errp) != 0 || pipe(inp) != 0)
         return -1;
@@ -1584,7 +1585,7 @@ static int run_cli(char *out, size_t outlen, char *errout, size_t errlen, ...)
         close(outp[0]);
         close(errp[0]);
         unsetenv("HOURGLASS_URI");
-        execv(CLI_PATH, (char *const *)argv);
+        execv(CLI_PATH, (char *const *)argv.word);
         _exit(127);
     }
     close(inp[0]);
@@ -1898,23 +1899,24 @@ static void test_cli_config_daemon_key(void)
  * exit status, -1 when it did not exit by itself. */
 static int run_cli_tty(char *out, size_t outlen, int wait_ms, ...)
 {
-    const char *argv[32];
-    int n = 0, master = -1, status = 0, closed = 0;
+    tu_argv_t argv;
+    int master = -1, status = 0, closed = 0;
     size_t got = 0;
     va_list ap;
 
-    argv[n++] = CLI_PATH;
+    tu_argv_init(&argv);
+    tu_argv_add(&argv, CLI_PATH);
     va_start(ap, wait_ms);
-    for (const char *a; n < 31 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[n++] = a;
+    tu_argv_add_va(&argv, ap);
     va_end(ap);
-    argv[n] = NULL;
+    if (tu_argv_check(&argv) != 0)
+        return -1;
     pid_t pid = forkpty(&master, NULL, NULL, NULL);
     if (pid < 0)
         return -1;
     if (pid == 0) {
         unsetenv("HOURGLASS_URI");
-        execv(CLI_PATH, (char *const *)argv);
+        execv(CLI_PATH, (char *const *)argv.word);
         _exit(127);
     }
     for (uint64_t end = tu_now_mono_ms() + (uint64_t)wait_ms; got + 1 < outlen;) {
@@ -2130,6 +2132,29 @@ static void test_cli_commands_and_exit_codes(void)
     rc = CLI("--user", "ops", "ping"); /* the CLI's own words, not the library's opts.password */
     BP_CHECK(rc == 2 && strstr(err, "--user 'ops' needs --password-file F (or the URI's user:pass@)") != NULL,
              "--user without a password: exit %d: %.400s", rc, err);
+    /* --user beside the URI's userinfo: a password given is a non-empty one after the ':' (common/uri_password.h,
+     * as the URI parser reads it), the same answer for the argv warning and for whether --user needs
+     * --password-file ("u:@" said it had one: the library's "empty password" came instead of the hint) */
+    static const struct {
+        const char *userinfo, *want; /* want: on stderr */
+        int rc, warned;              /* warned: the command-line password warning */
+    } userinfo_cases[] = {
+        { "u@", "--user 'ops' needs --password-file F (or the URI's user:pass@)", 2, 0 },
+        { "u:@", "--user 'ops' needs --password-file F (or the URI's user:pass@)", 2, 0 },
+        { "u:pw@", "cannot connect", 3, 1 },
+        { ":pw@", "bad URI: empty user name before '@'", 2, 1 },
+    };
+    for (size_t i = 0; i < sizeof userinfo_cases / sizeof userinfo_cases[0]; i++) {
+        char user_uri[128];
+        snprintf(user_uri, sizeof user_uri, "hourglass://%s127.0.0.1:%d/", userinfo_cases[i].userinfo, tu_free_port());
+        rc = run_cli(out, sizeof out, err, sizeof err, "--uri", user_uri, "--user", "ops", "--timeout", "500", "ping",
+                     (char *)NULL);
+        int warned = strstr(err, "using a password on the command line") != NULL;
+        BP_CHECK(rc == userinfo_cases[i].rc && strstr(err, userinfo_cases[i].want) != NULL &&
+                     warned == userinfo_cases[i].warned,
+                 "--user ops --uri %s: exit %d, want %d with '%s' (warning %s): %.400s", user_uri, rc,
+                 userinfo_cases[i].rc, userinfo_cases[i].want, userinfo_cases[i].warned ? "yes" : "no", err);
+    }
     /* the URI's user@ without a password, on both transports: the library's words, then the CLI's
      * hint (it said "opts.password (a daemon's password-file)", advice for a C programmer) */
     for (int i = 0; i < 2; i++) {

@@ -1199,6 +1199,11 @@ static void test_dlq_dropped_inspection(void)
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "inspection_lock_held"), 1);
     CU_ASSERT_TRUE(metric(comp.metrics_port, M "inspection_scans_completed_total") >= 1);
     CU_ASSERT_EQUAL(wait_metric(comp.metrics_port, M "dlq_depth{group=\"g_dlq_strict\"}", 0, 3000), 0);
+    /* Every layer ran, a DLQ group is watched: the page and docs/metrics.md name the same families, both ways. */
+    static char page[131072];
+    CU_ASSERT_EQUAL(tu_http_get(comp.metrics_port, "/metrics", page, sizeof page), 200);
+    TU_CHECK(tu_metrics_doc_diff(page, "hourglass-compensator") == 0,
+             "/metrics and docs/metrics.md's hourglass-compensator table differ (above)");
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     of_report_t rep;
     check_invariant("c_dlq", &rep);
@@ -2709,11 +2714,119 @@ static const tu_test_t rotation_tests[] = {
     { NULL, NULL },
 };
 
+/* ---------------------------------------------------------------- suite "commit" */
+
+/* The suite's MariaDB runs with the binary log on, so oe_hold_commits can
+ * hold a COMMIT in the group commit wait while the test KILLs its connection. */
+static int commit_init(void)
+{
+    if (oe_suite_start_binlog(&env, CU_get_number_of_failures) != 0)
+        return -1;
+    return tu_mkdtemp("compensator-commit", workdir, sizeof workdir);
+}
+
+static int commit_cleanup(void)
+{
+    layers_cleanup();
+    env.server.extra_args = NULL;
+    return 0;
+}
+
+/* One overdue order on database name, cancelled by layer ("overdue": an
+ * outbox row left 'sent'; "inspection": no outbox row) with cancel_batch
+ * ("1": hg_order_cancel; "100": hg_order_cancel_batch), whose COMMIT is
+ * held in the group commit wait while the test KILLs the layer's
+ * connection. The KILL does not cut the wait short: the COMMIT lands (the
+ * order cancelled with the layer's reason), the layer saw the connection
+ * lost — transient —, and no later round finds the order pending (the
+ * overdue layer's next round meets it as not pending; the inspection reads
+ * only pending orders). cancels_total misses it; commit_unknown_total counts the
+ * one COMMIT, so cancels_total <= orders cancelled <= cancels_total +
+ * commit_unknown_total. */
+static void commit_unknown_case(const char *name, const char *layer, const char *reason, const char *cancel_batch)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    int inspection = strcmp(layer, "inspection") == 0;
+    hg_order_db *db = fresh_database(name);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed(name, 1, 1, -600000, !inspection), 0);
+    /* Every COMMIT now waits 1.5 s for a second one to join its group commit: the KILL comes within it. */
+    CU_ASSERT_EQUAL_FATAL(oe_hold_commits(&env, 1500), 0);
+    char lock_name[64];
+    snprintf(lock_name, sizeof lock_name, "%s_test", name);
+    const char *extra[] = { "--layers",
+                            layer,
+                            "--overdue-interval",
+                            "200ms",
+                            "--overdue-grace",
+                            "0ms",
+                            "--inspect-interval",
+                            "200ms",
+                            "--inspect-grace",
+                            "0ms",
+                            "--cancel-batch",
+                            cancel_batch,
+                            "--lock-name",
+                            lock_name,
+                            NULL };
+    proc_t comp;
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, name, name, "t_unknown", extra), 0);
+    long long id = oe_kill_commit_in_flight(&env, 30000);
+    CU_ASSERT_TRUE(id > 0);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 1, 30000,
+                                   "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'"
+                                   " AND cancel_reason = '%s'",
+                                   name, reason),
+                    1);
+    char cancels[160], unknown[160], not_pending[160], transient[160];
+    snprintf(cancels, sizeof cancels, M "cancels_total{layer=\"%s\",reason=\"%s\"}", layer, reason);
+    snprintf(unknown, sizeof unknown, M "commit_unknown_total{layer=\"%s\",reason=\"%s\"}", layer, reason);
+    snprintf(not_pending, sizeof not_pending, M "cancel_attempts_total{layer=\"%s\",outcome=\"not-pending\"}", layer);
+    snprintf(transient, sizeof transient, M "cancel_attempts_total{layer=\"%s\",outcome=\"transient\"}", layer);
+    double transient_seen = wait_metric(comp.metrics_port, transient, 1, 30000);
+    /* two more rounds of the layer end: none finds the order pending again */
+    char runs[160];
+    snprintf(runs, sizeof runs, M "runs_total{layer=\"%s\",outcome=\"ok\"}", layer);
+    double runs_before = metric(comp.metrics_port, runs);
+    CU_ASSERT_TRUE(wait_metric(comp.metrics_port, runs, runs_before + 2, 30000) >= runs_before + 2);
+    double done = metric(comp.metrics_port, cancels), lost = metric(comp.metrics_port, unknown);
+    printf("\n    %s layer, cancel-batch %s, the COMMIT on connection %lld killed: /metrics cancels %.0f, "
+           "transient %.0f, not pending %.0f, commit unknown %.0f\n",
+           layer, cancel_batch, id, done, transient_seen, metric(comp.metrics_port, not_pending), lost);
+    CU_ASSERT_EQUAL(done, 0);
+    CU_ASSERT_EQUAL(transient_seen, 1);
+    CU_ASSERT_EQUAL(lost, 1);
+    CU_ASSERT_TRUE(done <= 1 && 1 <= done + lost);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    of_report_t rep;
+    check_invariant(name, &rep);
+    hg_order_db_close(db);
+}
+
+static void test_commit_unknown_overdue(void)
+{
+    commit_unknown_case("c_unknown_overdue", "overdue", "outbox-overdue", "1");
+}
+
+static void test_commit_unknown_inspection(void)
+{
+    commit_unknown_case("c_unknown_inspect", "inspection", "inspection", "100");
+}
+
+static const tu_test_t commit_tests[] = {
+    { "KILL CONNECTION during the overdue layer's COMMIT, cancel-batch 1: commit_unknown counts it",
+      test_commit_unknown_overdue },
+    { "KILL CONNECTION during the inspection's COMMIT, cancel-batch 100: counted once for the batch",
+      test_commit_unknown_inspection },
+    { NULL, NULL },
+};
+
 static int add_suites(void)
 {
     if (tu_add_suite("config", NULL, NULL, NULL, NULL, config_tests) != 0 ||
         tu_add_suite("layers", layers_init, layers_cleanup, NULL, NULL, layers_tests) != 0 ||
-        tu_add_suite("rotation", layers_init, layers_cleanup, NULL, NULL, rotation_tests) != 0)
+        tu_add_suite("rotation", layers_init, layers_cleanup, NULL, NULL, rotation_tests) != 0 ||
+        tu_add_suite("commit", commit_init, commit_cleanup, NULL, NULL, commit_tests) != 0)
         return -1;
     return 0;
 }

@@ -386,6 +386,11 @@ static void test_end_to_end(void)
      * batches: a duplicate whose row another worker's batch held) adds one. */
     long long local_retries = oe_metric(mport, "hourglass_consumer_local_retries_total");
     CU_ASSERT_EQUAL(hist, 402 + local_retries);
+    /* The page and docs/metrics.md name the same families, both ways (the difference named on stderr). */
+    static char page[65536];
+    CU_ASSERT_EQUAL(tu_http_get(mport, "/metrics", page, sizeof page), 200);
+    TU_CHECK(tu_metrics_doc_diff(page, "hourglass-consumer") == 0,
+             "/metrics and docs/metrics.md's hourglass-consumer table differ (above)");
 
     /* the bad payload is parked with its reason */
     resp_reply_t *r = rc_cmd(&c, "DLQ", "LIST", "e2e", NULL);
@@ -1122,6 +1127,100 @@ static void test_data_error_health(void)
     data_error_health(4);
 }
 
+/* ---------------------------------------------------------------- suite "commit" */
+
+/* A MariaDB of its own with the binary log on: binlog_commit_wait_count and
+ * binlog_commit_wait_usec hold a COMMIT in the group commit wait, so the test
+ * can KILL the consumer's connection while that COMMIT is in flight. */
+static oe_env_t commit_env;
+
+static int commit_init(void)
+{
+    return oe_suite_start_binlog(&commit_env, CU_get_number_of_failures);
+}
+
+static int commit_cleanup(void)
+{
+    oe_stop(&commit_env);
+    return 0;
+}
+
+typedef struct settled_ctx {
+    int port;
+    long long cancelled, not_pending;
+} settled_ctx_t;
+
+/* 1 once the consumer at ->port counted one message cancelled or not pending. */
+static int message_settled(void *arg)
+{
+    settled_ctx_t *s = arg;
+    s->cancelled = oe_metric(s->port, "hourglass_consumer_cancelled_total");
+    s->not_pending = oe_metric(s->port, "hourglass_consumer_not_pending_total");
+    return s->cancelled >= 0 && s->not_pending >= 0 && s->cancelled + s->not_pending >= 1;
+}
+
+/* A cancel whose COMMIT's outcome is unknown, with batch_size ("1": one
+ * order per transaction, hg_order_cancel; "100": the batch path,
+ * hg_order_cancel_batch): the consumer's connection is killed while the
+ * COMMIT waits in the binary log's group commit. A KILL does not cut that
+ * wait short, so the COMMIT lands after it and the retry finds the order not
+ * pending: cancelled_total misses it, commit_unknown_total counts the one
+ * COMMIT, and cancelled_total <= orders cancelled <= cancelled_total +
+ * commit_unknown_total. The table ends with the order cancelled either way. */
+static void commit_unknown_case(const char *name, const char *batch_size)
+{
+    rc_conn_t c;
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&commit_env, name, 1, &c), 0);
+    char dir[512], log_path[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-unknown", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    int mport = tu_free_port();
+    /* local retries until the killed COMMIT has landed and left the row (a batch skips it meanwhile: LOCKED) */
+    const char *extra[] = { "--batch-size", batch_size, "--retry-attempts", "100", "--retry-cap", "100ms", NULL };
+    pid_t pid = oe_start_consumer(&commit_env, name, name, 1, mport, log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    /* Every COMMIT now waits 1.5 s for a second one to join its group commit: the KILL comes within it. */
+    CU_ASSERT_EQUAL_FATAL(oe_hold_commits(&commit_env, 1500), 0);
+    send_ids(&c, 1, 1);
+    long long id = oe_kill_commit_in_flight(&commit_env, 30000);
+    CU_ASSERT_TRUE(id > 0);
+    CU_ASSERT_EQUAL(
+        oe_wait_scalar(&commit_env, 1, 60000, "SELECT COUNT(*) FROM %s.orders WHERE status='cancelled'", name), 1);
+    /* the counters follow the COMMIT the table shows: the retry settles the message */
+    settled_ctx_t settled = { mport, -1, -1 };
+    CU_ASSERT_EQUAL(tu_poll_until(message_settled, &settled, 60000, 20), 0);
+    long long cancelled = settled.cancelled, unknown = oe_metric(mport, "hourglass_consumer_commit_unknown_total");
+    printf("\n    batch-size %s, the COMMIT on connection %lld killed: /metrics cancelled %lld, not pending %lld, "
+           "commit unknown %lld\n",
+           batch_size, id, cancelled, settled.not_pending, unknown);
+    CU_ASSERT_EQUAL(cancelled + settled.not_pending, 1);
+    CU_ASSERT_EQUAL(unknown, 1);
+    CU_ASSERT_TRUE(cancelled <= 1 && 1 <= cancelled + unknown);
+
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    rc_close(&c);
+    tu_rmtree(dir);
+}
+
+static void test_commit_unknown_single(void)
+{
+    commit_unknown_case("unknown1", "1");
+}
+
+static void test_commit_unknown_batch(void)
+{
+    commit_unknown_case("unknown100", "100");
+}
+
+static const tu_test_t commit_tests[] = {
+    { "KILL CONNECTION during COMMIT, batch-size 1: commit_unknown counts it, the pair bounds the cancels",
+      test_commit_unknown_single },
+    { "KILL CONNECTION during COMMIT, batch-size 100: the same, one per transaction", test_commit_unknown_batch },
+    { NULL, NULL },
+};
+
 static const tu_test_t config_tests[] = {
     { "--check-config names the field", test_check_config },
     { NULL, NULL },
@@ -1150,7 +1249,8 @@ static const tu_test_t daemon_tests[] = {
 static int add_suites(void)
 {
     if (tu_add_suite("config", NULL, NULL, NULL, NULL, config_tests) != 0 ||
-        tu_add_suite("daemon", daemon_init, daemon_cleanup, NULL, NULL, daemon_tests) != 0)
+        tu_add_suite("daemon", daemon_init, daemon_cleanup, NULL, NULL, daemon_tests) != 0 ||
+        tu_add_suite("commit", commit_init, commit_cleanup, NULL, NULL, commit_tests) != 0)
         return -1;
     return 0;
 }

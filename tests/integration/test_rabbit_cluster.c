@@ -27,9 +27,12 @@
  *   partition   the producer and the consumer's workers start on node 3
  *               (its host first in their URI); after a third of 200
  *               orders' cancels (the producer waits there for the cut),
- *               node 3 is cut off from the other two for 90 s
+ *               node 3 is cut off from the other two for 30 s
  *               (rq_partition: nftables drops its distribution traffic; it
- *               still answers AMQP). Until the net tick (45..75 s) no node
+ *               still answers AMQP), the nodes' net_ticktime lowered to 20 s
+ *               for the case (60 s, the default, in the others, where a 15 s
+ *               SIGSTOP must not look like a cut). Until the net tick
+ *               (15..25 s; node 1 must have seen it by 30 s) no node
  *               completes a binding (Mnesia waits for node 3), but a
  *               reconnect binds nothing its client bound before: sends fail
  *               for at most PARTITION_FAILING_MS after the cut (they did
@@ -353,8 +356,49 @@ typedef struct producer {
 
 #define PRODUCER_DEADLINE_MS 240000 /* the producer gives up (and the test fails) after this */
 #define FAULT_PARTITION      0      /* faults_round: rq_partition, not a signal */
-#define PARTITION_S          90     /* past the net tick (45..75 s): node 3 pauses (pause_minority) */
-#define PARTITION_FAILING_MS 30000  /* sends may fail this long after the cut (the lost confirms, a resend) */
+#define PARTITION_TICKTIME_S 20     /* net_ticktime during the partition case: the cut is seen in 15..25 s */
+#define DEFAULT_TICKTIME_S   60     /* Erlang's and RabbitMQ's, which the other cases run with */
+#define PARTITION_S          30     /* past the net tick (15..25 s): node 3 pauses (pause_minority) */
+#define PARTITION_FAILING_MS \
+    12000 /* sends may fail this long after the cut (the lost confirms, a resend); under \
+                                       the earliest tick (15 s), so reconnects that wait for it fail the case */
+
+/* Set every node's net_ticktime to seconds at once (rpc:multicall from node
+ * 1, the shortest transition Erlang allows), then wait until each node runs
+ * with it (a lower tick takes effect at the end of the transition). Only the
+ * partition case runs with a short tick: a 15 s SIGSTOP would be taken for a
+ * cut under it. 0 / -1 with the cause printed. */
+static int set_net_ticktime(int seconds)
+{
+    char set[128], count[200], out[4096];
+    uint64_t deadline = tu_now_mono_ms() + 60000;
+
+    snprintf(set, sizeof set, "rpc:multicall(net_kernel, set_net_ticktime, [%d, 0]).", seconds);
+    if (rq_ctl(&rabbit, 0, out, sizeof out, "eval", set, NULL) != 0) {
+        printf("\n    %s: %s", set, out);
+        return -1;
+    }
+    /* A number, not the list: rabbitmqctl prints [60,60,60] as "<<<". */
+    snprintf(count, sizeof count,
+             "length([T || T <- element(1, rpc:multicall(net_kernel, get_net_ticktime, [])), T =:= %d]).", seconds);
+    while (tu_now_mono_ms() < deadline) {
+        if (rq_ctl(&rabbit, 0, out, sizeof out, "eval", count, NULL) == 0 && atoi(out) == rabbit.n)
+            return 0;
+        usleep(500000);
+    }
+    printf("\n    net_ticktime %d s on %s of %d nodes after 60 s", seconds, out, rabbit.n);
+    return -1;
+}
+
+/* 1 when node 1 no longer counts node `victim` among its connected nodes
+ * (it saw the cut at the net tick), 0 otherwise or when it cannot be asked. */
+static int node1_lost(int victim)
+{
+    char out[4096];
+    if (rq_ctl(&rabbit, 0, out, sizeof out, "eval", "nodes().", NULL) != 0)
+        return 0;
+    return strstr(out, rabbit.nodes[victim].name) == NULL;
+}
 
 /* A stalled case's failure path: where RabbitMQ holds its messages, asked
  * before the test tears anything down — the level queues its delays pass
@@ -587,6 +631,8 @@ static void faults_round(const char *db, size_t n, int fault)
                  rabbit.nodes[2].amqp_port, rabbit.nodes[0].amqp_port, rabbit.nodes[1].amqp_port);
         uri = p.uri = minority_first;
         p.hold_at = (int)n / 3;
+        TU_REQUIRE(set_net_ticktime(PARTITION_TICKTIME_S) == 0, "net_ticktime %d s on every node",
+                   PARTITION_TICKTIME_S);
     }
     if (fault == SIGSTOP) { /* a DLQ led by the node to be stopped */
         int leader, dlq_parked = park_in_dlq_on(2) == 0;
@@ -627,10 +673,12 @@ static void faults_round(const char *db, size_t n, int fault)
         print_wall_clock(" (cut at ", ")");
         before = atomic_load(&p.sent);
         atomic_store(&p.released, 1);
-        /* the nodes see the cut at the net tick (45..75 s), when node 3
-         * pauses (pause_minority): until then no declaration completes */
+        /* the nodes see the cut at the net tick (15..25 s), when node 3
+         * pauses (pause_minority): until then no binding completes */
         while (tu_now_mono_ms() - cut_at < PARTITION_S * 1000u)
             usleep(100000);
+        TU_CHECK(node1_lost(victim), "node 1 still lists node %d as connected %d s after the cut (net_ticktime %d s)",
+                 victim + 1, PARTITION_S, PARTITION_TICKTIME_S);
         printf(" — %d sent during the partition (longest send round so far %" PRIu64 " ms)",
                atomic_load(&p.sent) - before, p.longest_ms);
         TU_CHECK(atomic_load(&p.sent) > before, "no send succeeded in the %d s node %d was cut off (first error: %s)",
@@ -639,6 +687,7 @@ static void faults_round(const char *db, size_t n, int fault)
                  "a node that takes every byte is said to read nothing: %s", p.first_error);
         TU_CHECK(rq_heal(&rabbit, victim, err, sizeof err) == 0, "heal node %d: %s", victim + 1, err);
         printf("; healed");
+        TU_CHECK(set_net_ticktime(DEFAULT_TICKTIME_S) == 0, "net_ticktime back to %d s", DEFAULT_TICKTIME_S);
     } else {
         uint64_t stopped_at;
         victim = 2;
@@ -861,7 +910,7 @@ static void test_compensator(void)
 static const tu_test_t cluster_tests[] = {
     { "race: payments vs 3 duplicate cancels each through RabbitMQ, never both, stock exact", test_race },
     { "SIGSTOP a node for 15 s while sending and cancelling: nothing lost", test_pause_node },
-    { "partition the node the producer and consumer are on for 90 s: they leave it, nothing lost",
+    { "partition the node the producer and consumer are on for 30 s: they leave it, nothing lost",
       test_partition_node },
     { "hourglass-compensator on amqp://: the relay's messages cancel every order on time, the DLQ depth and its alert",
       test_compensator },

@@ -68,7 +68,7 @@ expect=(
     "$HG_DOCDIR/schema.sql" "$HG_DOCDIR/README.md" "$HG_DOCDIR/DESIGN.md" "$HG_DOCDIR/getting-started.md"
     "$HG_DOCDIR/architecture.md" "$HG_DOCDIR/architecture.svg" "$HG_DOCDIR/protocol.md"
     "$HG_DOCDIR/operations.md" "$HG_DOCDIR/order-service.md" "$HG_DOCDIR/broker.md"
-    "$HG_DOCDIR/order-cancel.md" "$HG_DOCDIR/compensator.md" "$HG_DOCDIR/libhourglass.md"
+    "$HG_DOCDIR/order-cancel.md" "$HG_DOCDIR/compensator.md" "$HG_DOCDIR/libhourglass.md" "$HG_DOCDIR/metrics.md"
 )
 for f in "${expect[@]}"; do
     [[ -f $stage$f ]] || fail "not installed: $f"

@@ -673,6 +673,7 @@ static void test_engine_print_uri_password(void)
         { "hourglass://u@host:7379", NULL },
         { "hourglass://host:7379/?x=a:b@c", NULL },
         { "amqp://guest:@host", NULL },
+        { "hourglass://:pw-Secret@host", "hourglass://@host" },
     };
     char udir[512], path[700], err[300] = "", text[4096], want[1024];
     TU_REQUIRE(tu_mkdtemp("cfg-uri", udir, sizeof udir) == 0, "mkdtemp");

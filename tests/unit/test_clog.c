@@ -565,6 +565,51 @@ static void test_syncer_thread(void)
     clog_close(c);
 }
 
+/* clog_abandon after a failed sync: the range past the durable end is
+ * reported, a batch begun before it is refused (nothing written), the next
+ * batch starts a fresh segment whose chain an open from the abandoned tail
+ * follows. */
+static void test_abandon(void)
+{
+    clog_t *c = open_log(0, NULL);
+    TU_REQUIRE(c != NULL, "open");
+    uint64_t ids[4];
+    append_batch(c, 2, 100, 1, ids);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "%s", err);
+    uint64_t synced = clog_end(c);
+    append_batch(c, 1, 100, 3, ids + 2);
+    uint64_t tail = clog_end(c);
+    clog_batch_t late = { 0 };
+    uint64_t late_id;
+    TU_REQUIRE(clog_batch_add(c, &late, "late", 4, &late_id, err, sizeof err) == 0, "%s", err);
+    uint64_t from, to;
+    clog_abandon(c, &from, &to);
+    TU_CHECK(from == synced && to == tail, "abandoned [%" PRIu64 ", %" PRIu64 "), want [%" PRIu64 ", %" PRIu64 ")",
+             from, to, synced, tail);
+    TU_CHECK(clog_append(c, &late, err, sizeof err) == -1 && strstr(err, "abandoned") != NULL && clog_end(c) == tail,
+             "a batch begun before the abandon is refused, nothing written: %s", err);
+    TU_REQUIRE(clog_batch_add(c, &late, "late", 4, &late_id, err, sizeof err) == 0 &&
+                   clog_append(c, &late, err, sizeof err) == 0,
+               "added again: %s", err);
+    clog_batch_free(&late);
+    TU_CHECK(late_id == SEG + CLOG_SEGMENT_HEADER, "the next batch starts the fresh segment (%" PRIu64 ")", late_id);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0 && clog_durable(c) == clog_end(c), "sync: %s", err);
+    uint64_t end = clog_end(c);
+    clog_close(c);
+    clog_options_t o = { dir, SEG, 0, 0, to, 0 };
+    clog_open_report_t rep;
+    TU_REQUIRE(clog_open(&o, &c, &rep, err, sizeof err) == 0, "reopen from the abandoned tail: %s", err);
+    TU_CHECK(rep.end == end && rep.batches == 1,
+             "the chain carries on into the fresh segment (end %" PRIu64 ", %" PRIu64 " batches)", rep.end,
+             rep.batches);
+    clog_reader_t rd = { 0 };
+    clog_record_t r;
+    TU_CHECK(clog_read(c, late_id, &rd, &r, err, sizeof err) == 0 && r.len == 4 && memcmp(r.data, "late", 4) == 0,
+             "the fresh segment's record reads back");
+    clog_reader_free(&rd);
+    clog_close(c);
+}
+
 static const tu_test_t clog_tests[] = {
     { "append, read, reopen", test_append_read_reopen },
     { "offsets raised to the floor", test_floor_raises_offsets },
@@ -576,6 +621,7 @@ static const tu_test_t clog_tests[] = {
     { "torn last batch is cut", test_torn_last_batch_cut },
     { "leading spare with a damaged start", test_leading_spare_with_damaged_start },
     { "syncer thread", test_syncer_thread },
+    { "abandon after a failed sync", test_abandon },
     { "bad inputs", test_bad_inputs },
     { NULL, NULL },
 };

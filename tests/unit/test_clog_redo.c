@@ -17,13 +17,20 @@
  * to redo, a LevelDB batch applied once while running and redone in order
  * over a LevelDB that kept a later batch but lost an earlier one, damage
  * (the log ending below the applied mark; a batch without its derived
- * record), and the replay time of 64 MiB of log.
+ * record), and the replay time of 64 MiB of log. A failed sync of the log
+ * (powercut_fail_sync: EIO, the writes lost): the segment abandoned, the
+ * held batches carried, the open never reading the abandoned range (preads
+ * watched) after a kill -9 and after a power cut; the abandoned segment
+ * recycled and used again.
  *
  * Suite "clog_redo_powercut": tests/helpers/powercut.c (linked in: it
  * interposes pwrite/write/rename/fsync/fdatasync, which LevelDB's own
  * write-ahead log, tables and manifest use too — libleveldb is a shared
  * library, so its calls reach these definitions) cuts the power in a writer
- * and, sometimes, again in a redo; the recovered state must equal the model
+ * and, sometimes, again in a redo, and in half the writer rounds fails one
+ * sync of the log (redo_sync_failed handles it; the ledger keeps the
+ * abandoned range so a cut inside the handling is judged right); the
+ * recovered state must equal the model
  * after a prefix of the batches holding every batch whose sync returned, and
  * nothing (CQ tail, slot, LevelDB key) may name anything past the log's end.
  * LevelDB's own open runs before the layer is armed: LevelDB 1.23 renames its
@@ -85,6 +92,11 @@ typedef struct ledger_batch {
 /* Shared between a writer child and the parent that checks. */
 typedef struct ledger {
     size_t n;
+    /* a failed sync being handled (redo_sync_failed called, not returned): the batches ending in
+       (ab_from, ab_to] are kept, carried past ab_to, when the log ends past ab_to */
+    int ab_pending;
+    uint64_t ab_from, ab_to;
+    uint64_t failures; /* failed syncs handled */
     ledger_batch_t b[MAX_BATCHES];
 } ledger_t;
 
@@ -104,6 +116,7 @@ static char dir[512];
 static char err[2048];
 static ledger_t *g_ledger;
 static model_t g_model;
+static int g_fail_next_sync; /* set by a test: the next sync of the log with something to sync fails */
 
 static void setup(void)
 {
@@ -117,6 +130,9 @@ static void setup(void)
     }
     powercut_reset();
     g_ledger->n = 0;
+    g_ledger->ab_pending = 0;
+    g_ledger->failures = 0;
+    g_fail_next_sync = 0;
     memset(&g_model, 0, sizeof g_model);
     err[0] = '\0';
 }
@@ -369,12 +385,55 @@ static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
     return rc;
 }
 
+/* The ledger's batches ending in (from, to] now end at `end` (carried) and
+ * are kept. */
+static void ledger_carried(uint64_t from, uint64_t to, uint64_t end)
+{
+    for (size_t j = 0; j < g_ledger->n; j++) {
+        if (g_ledger->b[j].end > from && g_ledger->b[j].end <= to) {
+            g_ledger->b[j].end = end;
+            g_ledger->b[j].state = SYNCED;
+        }
+    }
+    g_ledger->ab_pending = 0;
+}
+
+/* A failed sync of the log, handled: the ledger notes the range first (a
+ * cut inside redo_sync_failed is judged by check_after_cut), then the
+ * carried batches' new ends. 0, or -1 with err. */
+static int handle_sync_failure(redo_t *r)
+{
+    g_ledger->ab_from = clog_durable(redo_log(r));
+    g_ledger->ab_to = clog_end(redo_log(r));
+    g_ledger->ab_pending = 1;
+    redo_failure_t f;
+    if (redo_sync_failed(r, &f, err, sizeof err) != 0) {
+        return -1;
+    }
+    if (f.from != g_ledger->ab_from || f.to != g_ledger->ab_to) {
+        snprintf(err, sizeof err,
+                 "redo_sync_failed abandoned [%" PRIu64 ", %" PRIu64 "), want [%" PRIu64 ", %" PRIu64 ")", f.from, f.to,
+                 g_ledger->ab_from, g_ledger->ab_to);
+        return -1;
+    }
+    ledger_carried(f.from, f.to, f.end);
+    g_ledger->failures++;
+    return 0;
+}
+
 /* clog_sync, then the ledger's batches it covers are SYNCED, then the held
- * writes are made. */
+ * writes are made; a failed sync is handled (redo_sync_failed). */
 static int sync_and_apply(redo_t *r)
 {
+    if (g_fail_next_sync && clog_end(redo_log(r)) > clog_durable(redo_log(r))) {
+        g_fail_next_sync = 0;
+        powercut_fail_sync(1, "clog-");
+    }
     if (clog_sync(redo_log(r), err, sizeof err) != 0) {
-        return -1;
+        if (strstr(err, "must be abandoned") == NULL) {
+            return -1;
+        }
+        return handle_sync_failure(r);
     }
     uint64_t d = clog_durable(redo_log(r));
     for (size_t j = 0; j < g_ledger->n; j++) {
@@ -551,9 +610,34 @@ static void test_held_until_sync(void)
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     TU_CHECK(access(path, F_OK) != 0, "no slot file before the sync (%s)", path);
+    /* readers see the held writes through the overlay */
+    const op_t *q0 = &g_ledger->b[0].ops[0];
+    for (uint32_t j = 0; j < g_ledger->b[0].nops && q0->tag != 'Q'; j++) {
+        q0 = &g_ledger->b[0].ops[j];
+    }
+    cq_entry_t e;
+    slot_t sl;
+    const char *v;
+    size_t vn;
+    TU_CHECK(q0->tag == 'Q' && overlay_cq(redo_overlay(r), q0->q, q0->x, &e) == OVERLAY_HELD &&
+                 e.log_offset == g_model.ent[q0->q][q0->x].log_offset,
+             "the overlay holds the first batch's CQ entry");
+    TU_CHECK(overlay_slot(redo_overlay(r), g_model.seg[0].base, 0, &sl) == OVERLAY_HELD &&
+                 sl.id == g_model.seg[0].s[0].id && sl.flags == g_model.seg[0].s[0].flags,
+             "the overlay holds the first slot (%d: id %" PRIu64 " flags %u, want %" PRIu64 " %u, base %" PRIu64 ")",
+             overlay_slot(redo_overlay(r), g_model.seg[0].base, 0, &sl), sl.id, sl.flags, g_model.seg[0].s[0].id,
+             g_model.seg[0].s[0].flags, g_model.seg[0].base);
+    char kl[24];
+    key_of('k', 4, kl, sizeof kl);
+    TU_CHECK(overlay_get(redo_overlay(r), kl, strlen(kl), &v, &vn) ==
+                     (g_model.present[4] ? OVERLAY_HELD : OVERLAY_DELETED) &&
+                 (!g_model.present[4] || be64_get(v) == g_model.val[4]),
+             "the overlay holds the last batch's put");
 
     TU_REQUIRE(sync_and_apply(r) == 0, "%s", err);
     CU_ASSERT_EQUAL(redo_held(r), 0);
+    TU_CHECK(overlay_count(redo_overlay(r)) == 0, "made: the overlay holds nothing (%zu)",
+             overlay_count(redo_overlay(r)));
     CU_ASSERT_EQUAL(redo_applied(r), g_ledger->b[4].end);
     TU_CHECK(mark(db, "applied") == g_ledger->b[4].end, "the mark names the last batch applied");
     db_u64(db, k0, strlen(k0), &found);
@@ -562,6 +646,118 @@ static void test_held_until_sync(void)
     char why[1024] = "";
     TU_CHECK(check_state(db, &g_model, g_ledger->b[4].end, why, sizeof why) == 0, "%s", why);
     leveldb_close(db);
+}
+
+/* A failed sync of the log (design §3 "fsyncgate"): 3 batches synced, 3 more
+ * whose sync fails (powercut_fail_sync: EIO, their writes lost at a power
+ * cut), then 4 in the fresh segment. The writer dies by kill -9 (the page
+ * cache still holds the abandoned batches) or, with power_off, the power
+ * goes too (they are gone). Either way the open never reads the abandoned
+ * range (preads watched) and keeps every batch, the failed ones' derived
+ * writes carried. */
+static void sync_failure_then(int power_off)
+{
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        leveldb_t *db = db_open();
+        redo_t *r = NULL;
+        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
+            fprintf(stderr, "child: %s\n", err);
+            _exit(2);
+        }
+        powercut_arm(0);
+        uint64_t s = 5;
+        for (int k = 0; k < 10; k++) {
+            g_fail_next_sync = k == 5;
+            if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 || ((k == 2 || k >= 5) && sync_and_apply(r) != 0)) {
+                fprintf(stderr, "child: batch %d: %s\n", k, err);
+                _exit(3);
+            }
+        }
+        raise(SIGKILL);
+    }
+    int status;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "the writer failed: status %#x", status);
+    TU_REQUIRE(g_ledger->failures == 1 && powercut_failed_syncs() == 1, "one failed sync, handled (%" PRIu64 ")",
+               powercut_failed_syncs());
+    TU_CHECK(g_ledger->ab_from == g_ledger->b[2].end && g_ledger->ab_to > g_ledger->ab_from,
+             "the abandoned range [%" PRIu64 ", %" PRIu64 ") starts at the last synced batch's end %" PRIu64,
+             g_ledger->ab_from, g_ledger->ab_to, g_ledger->b[2].end);
+    TU_CHECK(g_ledger->b[3].end == g_ledger->b[5].end && g_ledger->b[5].end > g_ledger->ab_to &&
+                 g_ledger->b[5].end < g_ledger->b[6].end,
+             "the three failed batches carried past the range, before the next batch");
+    if (power_off) {
+        powercut_stats_t st;
+        TU_REQUIRE(powercut_power_off(77, &st, err, sizeof err) == 0, "%s", err);
+        TU_CHECK(st.lost >= 3, "the failed sync lost the abandoned batches' writes (%" PRIu64 ")", st.lost);
+    }
+    uint64_t base = g_ledger->ab_from - g_ledger->ab_from % SEG;
+    uint64_t to = g_ledger->ab_to < base + SEG ? g_ledger->ab_to : base + SEG;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/clog-%016" PRIx64 ".seg", dir, base);
+    TU_REQUIRE(powercut_watch_reads(path, g_ledger->ab_from - base, to - base, err, sizeof err) == 0, "%s", err);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+    TU_CHECK(powercut_range_reads() == 0, "the open read the abandoned range %" PRIu64 " times",
+             powercut_range_reads());
+    TU_CHECK(rep.checkpoint >= g_ledger->ab_to && rep.batches == 4 + (rep.checkpoint < g_ledger->b[5].end ? 3 : 0),
+             "the open started past the range (checkpoint %" PRIu64 ", %" PRIu64 " batches redone)", rep.checkpoint,
+             rep.batches);
+}
+
+static void test_sync_failure_kill(void)
+{
+    sync_failure_then(0);
+}
+
+static void test_sync_failure_power_cut(void)
+{
+    sync_failure_then(1);
+}
+
+/* An abandoned segment recycled (once the log's durable end is past it) and
+ * then used again is synced like any other: a power cut after the log has
+ * gone on into it keeps every synced batch. */
+static void test_abandoned_segment_recycled(void)
+{
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        leveldb_t *db = db_open();
+        redo_t *r = NULL;
+        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
+            fprintf(stderr, "child: %s\n", err);
+            _exit(2);
+        }
+        powercut_arm(0);
+        uint64_t s = 9;
+        int recycled = 0;
+        for (uint64_t k = 0; clog_end(redo_log(r)) < 2 * SEG + SEG / 4; k++) {
+            g_fail_next_sync = k == 3;
+            if (write_batch(r, &g_model, &s, k) != 0 || sync_and_apply(r) != 0) {
+                fprintf(stderr, "child: batch %" PRIu64 ": %s\n", k, err);
+                _exit(3);
+            }
+            if (!recycled && g_ledger->failures == 1 && clog_durable(redo_log(r)) > SEG) {
+                /* the checkpoint first: B (at the abandoned range's end) lies in segment 0 until then */
+                if (redo_checkpoint(r, err, sizeof err) != 0 || clog_recycle(redo_log(r), 0, err, sizeof err) != 0) {
+                    fprintf(stderr, "child: recycle: %s\n", err);
+                    _exit(4);
+                }
+                recycled = 1;
+            }
+        }
+        _exit(recycled ? 99 : 5);
+    }
+    int status;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 99,
+               "the writer failed: status %#x", status);
+    TU_REQUIRE(g_ledger->failures == 1 && g_ledger->ab_to < SEG, "one failed sync, in the first segment");
+    powercut_stats_t st;
+    TU_REQUIRE(powercut_power_off(5, &st, err, sizeof err) == 0, "%s", err);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
 }
 
 static void test_redo_after_kill(void)
@@ -923,7 +1119,8 @@ static void test_replay_time(void)
 typedef struct totals {
     powercut_stats_t cut;
     uint64_t rounds, redo_cuts, calls, synced_kept, appended_lost;
-    uint64_t cut_midway; /* children killed at their kill point, not after their last step */
+    uint64_t cut_midway;   /* children killed at their kill point, not after their last step */
+    uint64_t carried_cuts; /* cuts inside redo_sync_failed after its checkpoint */
 } totals_t;
 
 static void add_stats(totals_t *t, const powercut_stats_t *st)
@@ -933,6 +1130,7 @@ static void add_stats(totals_t *t, const powercut_stats_t *st)
     t->cut.dropped += st->dropped;
     t->cut.torn += st->torn;
     t->cut.renames_lost += st->renames_lost;
+    t->cut.lost += st->lost;
 }
 
 /* The writer: open (LevelDB before the arm), batches, syncs, applies and
@@ -952,7 +1150,9 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
         _exit(3);
     }
     model_rebuild(&g_model, g_ledger->n);
+    int fail_at = next_rand(&s) % 2 ? (int)(next_rand(&s) % BATCHES) : -1; /* a failed log sync, half the rounds */
     for (int k = 0; k < BATCHES && g_ledger->n < MAX_BATCHES; k++) {
+        g_fail_next_sync = k == fail_at;
         if (write_batch(r, &g_model, &s, g_ledger->n) != 0) {
             fprintf(stderr, "writer: batch: %s\n", err);
             _exit(4);
@@ -1025,6 +1225,12 @@ static long check_after_cut(uint64_t seed, int round, totals_t *t)
     }
     rc = redo_close(r, err, sizeof err);
     TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: redo_close: %s", seed, round, err);
+    if (g_ledger->ab_pending && rep.log.end > g_ledger->ab_to) {
+        /* cut inside redo_sync_failed after its checkpoint: the carried batches are the log's last */
+        ledger_carried(g_ledger->ab_from, g_ledger->ab_to, rep.log.end);
+        t->carried_cuts++;
+    }
+    g_ledger->ab_pending = 0;
     size_t p = 0;
     while (p < g_ledger->n && g_ledger->b[p].end <= rep.log.end) {
         p++;
@@ -1105,14 +1311,16 @@ static void test_power_cuts(void)
             "  %" PRIu64 " seeds, %" PRIu64 " writer cuts and %" PRIu64 " redo cuts (%" PRIu64
             " file calls) in %" PRIu64 " ms: %" PRIu64 " unsynced writes (%" PRIu64 " kept, %" PRIu64
             " dropped, %" PRIu64 " torn), %" PRIu64 " renames lost; %" PRIu64 " synced batches checked, %" PRIu64
-            " appended batches lost; %" PRIu64 " of the cuts midway\n",
+            " appended batches lost; %" PRIu64 " of the cuts midway; %" PRIu64 " failed log syncs handled (%" PRIu64
+            " writes they lost), %" PRIu64 " cuts inside the handling kept the carried batches\n",
             ran, t.rounds, t.redo_cuts, t.calls, tu_now_mono_ms() - t0, t.cut.unsynced, t.cut.kept, t.cut.dropped,
-            t.cut.torn, t.cut.renames_lost, t.synced_kept, t.appended_lost, t.cut_midway);
+            t.cut.torn, t.cut.renames_lost, t.synced_kept, t.appended_lost, t.cut_midway, g_ledger->failures,
+            t.cut.lost, t.carried_cuts);
     if (!failed && ran >= 50) {
         TU_CHECK(t.cut.torn > 0 && t.cut.dropped > 0 && t.appended_lost > 0 && t.redo_cuts > 0 && t.synced_kept > 0 &&
-                     t.cut_midway * 2 > t.rounds + t.redo_cuts,
-                 "the cuts tore and dropped writes, lost appended batches, cut redos, kept synced batches, and most "
-                 "landed midway (%" PRIu64 " of %" PRIu64 ")",
+                     g_ledger->failures > 0 && t.cut.lost > 0 && t.cut_midway * 2 > t.rounds + t.redo_cuts,
+                 "the cuts tore and dropped writes, lost appended batches, cut redos, kept synced batches, failed "
+                 "syncs were handled and lost writes, and most landed midway (%" PRIu64 " of %" PRIu64 ")",
                  t.cut_midway, t.rounds + t.redo_cuts);
     }
 }
@@ -1120,6 +1328,9 @@ static void test_power_cuts(void)
 static const tu_test_t redo_tests[] = {
     { "derived writes held until the log's sync, then applied", test_held_until_sync },
     { "redo after a kill, and nothing after a clean close", test_redo_after_kill },
+    { "a failed log sync: abandoned, carried, never read again (kill -9)", test_sync_failure_kill },
+    { "a failed log sync: abandoned, carried, never read again (power cut)", test_sync_failure_power_cut },
+    { "an abandoned segment, recycled and used again, is synced", test_abandoned_segment_recycled },
     { "redo twice over the same range", test_redo_twice },
     { "redo after a redo killed at each of its file calls", test_redo_after_killed_redo },
     { "a checkpoint leaves nothing to redo", test_checkpoint_then_nothing },

@@ -1,0 +1,42 @@
+/*
+ * levels/clog_derived.h — reading a batch's derived-writes record (the
+ * layout is atop levels/clog_redo.c, which writes it): one operation at a
+ * time, bounds-checked, so the redo's apply and the readers' overlay of held
+ * writes (levels/clog_overlay.h) decode it one way. Private to levels/.
+ */
+#ifndef HG_LEVELS_CLOG_DERIVED_H
+#define HG_LEVELS_CLOG_DERIVED_H
+
+#include "levels/cq.h"
+#include "levels/slot.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DERIVED_MAGIC "HGRD"
+#define DERIVED_HEAD  8 /* the magic and the op count */
+
+/* One operation, as derived_next decodes it. */
+typedef struct derived_op {
+    char tag;         /* 'Q' CQ entry, 'H' head move, 'S' where-slot, 'P' LevelDB put, 'D' LevelDB delete */
+    uint32_t queue;   /* 'Q', 'H' */
+    uint64_t index;   /* 'Q': the entry's index; 'H': the new head */
+    cq_entry_t entry; /* 'Q' */
+    uint64_t base;    /* 'S': the segment's base */
+    uint64_t ordinal; /* 'S' */
+    slot_t slot;      /* 'S' */
+    const char *key;  /* 'P', 'D': inside the record */
+    const char *val;  /* 'P' */
+    uint32_t klen, vlen;
+} derived_op_t;
+
+/* Check the record's head: its op count, or -1 when p[0..n) does not start
+ * with the magic. */
+int64_t derived_ops(const char *p, size_t n);
+
+/* Decode the operation at *at (start at DERIVED_HEAD) into *op and move *at
+ * past it: 1; 0 when it is unknown or cut by the record's end (*at is where
+ * it starts). */
+int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * levels/clog_overlay.h — the readers' view of held writes
+ * (docs/design-commitlog.md §3 rule 2): a batch's derived writes (CQ
+ * entries, where-slots, LevelDB puts and deletes) are held until the log's
+ * sync covers it, so a point read — a CQ entry at an index, a slot, a
+ * LevelDB key (a lease's `Y`, a `K` count, an `O` copy) — asks the overlay
+ * first and reads the file or LevelDB only when the overlay holds nothing
+ * for it. Range walks (the `I` expiry scan, a DLQ list) do not use it: they
+ * wait for the sync (§3).
+ *
+ * Contract: after overlay_add of every held batch's record in log order, and
+ * overlay_drop of each batch once its writes are made (in the same order),
+ * a lookup returns the value the last held batch writing that place gave it
+ * — the value the file or LevelDB will hold once every held batch is made —
+ * or OVERLAY_NONE when no held batch writes it (the file or LevelDB already
+ * holds the current value). Head moves are not kept (the caller's records
+ * hold the heads). Values returned point into the overlay, valid until the
+ * next overlay_add or overlay_drop. Owner thread only (the thread that holds
+ * and applies the batches). Never fails (out of memory aborts).
+ */
+#ifndef HG_LEVELS_CLOG_OVERLAY_H
+#define HG_LEVELS_CLOG_OVERLAY_H
+
+#include "levels/cq.h"
+#include "levels/slot.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    OVERLAY_NONE = 0,    /* nothing held: read the file or LevelDB */
+    OVERLAY_HELD = 1,    /* the held value is returned */
+    OVERLAY_DELETED = 2, /* the LevelDB key is deleted by a held batch */
+};
+
+typedef struct clog_overlay clog_overlay_t;
+
+clog_overlay_t *overlay_new(void);
+void overlay_free(clog_overlay_t *o); /* NULL: nothing */
+
+/* The held writes of the batch ending at `end`, its derived-writes record
+ * rec[0..len) (levels/clog_derived.h; a record that does not decode adds
+ * what decodes before the damage: the redo refuses it anyway). */
+void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len);
+
+/* The batch ending at `end` (the same record) has been made: forget each of
+ * its writes that no later held batch made again. */
+void overlay_drop(clog_overlay_t *o, uint64_t end, const char *rec, size_t len);
+
+/* The batch that ended at `from` now ends at `to` (carried after a failed
+ * sync: levels/clog_redo.h redo_sync_failed); called for the carried batches
+ * in log order. */
+void overlay_move(clog_overlay_t *o, uint64_t from, uint64_t to, const char *rec, size_t len);
+
+int overlay_cq(const clog_overlay_t *o, uint32_t queue, uint64_t index, cq_entry_t *e);
+int overlay_slot(const clog_overlay_t *o, uint64_t base, uint64_t ordinal, slot_t *s);
+int overlay_get(const clog_overlay_t *o, const void *key, size_t klen, const char **val, size_t *vlen);
+
+size_t overlay_count(const clog_overlay_t *o); /* places held */
+
+#endif
