@@ -133,6 +133,15 @@ static hg_client_t *open_client(void)
     return c;
 }
 
+/* A new vhost name on node 1 that guest may use fully. 0, or -1 with
+ * rabbitmqctl's output in out. */
+static int guest_vhost(const char *name, char *out, size_t outlen)
+{
+    if (rq_ctl(&rabbit, 0, out, outlen, "add_vhost", name, NULL) != 0)
+        return -1;
+    return rq_ctl(&rabbit, 0, out, outlen, "set_permissions", "-p", name, "guest", ".*", ".*", ".*", NULL);
+}
+
 /* Run a command; its reply in *out (NULL on failure), the code returned. */
 static hg_err_t cmd(hg_client_t *c, hg_reply_t **out, int argc, const char *const *argv)
 {
@@ -345,10 +354,7 @@ static void test_poison_reaches_dlq(void)
     hg_error_t err;
     hg_err_t e;
 
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "poison", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(
-        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "poison", "guest", ".*", ".*", ".*", NULL) == 0,
-        "set_permissions: %s", out);
+    TU_REQUIRE(guest_vhost("poison", out, sizeof out) == 0, "vhost poison for guest: %s", out);
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/poison?levels=100ms,200ms,300ms,400ms",
              rabbit.nodes[0].amqp_port);
     e = hg_client_open(uri, NULL, &c, &err);
@@ -555,10 +561,7 @@ static void test_upgraded_queues(void)
     hg_error_t err;
     hg_err_t e;
 
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "upgrade", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(
-        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "upgrade", "guest", ".*", ".*", ".*", NULL) == 0,
-        "set_permissions: %s", out);
+    TU_REQUIRE(guest_vhost("upgrade", out, sizeof out) == 0, "vhost upgrade for guest: %s", out);
     TU_REQUIRE(declare_old_queues(rabbit.nodes[0].amqp_port, "upgrade", old) == 0, "declaring the old queues");
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/upgrade", rabbit.nodes[0].amqp_port);
     e = hg_client_open(uri, NULL, &c, &err);
@@ -753,10 +756,7 @@ static void test_unbound_level_fails_the_send(void)
     hg_error_t err;
     hg_err_t e;
 
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "mandatory", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(
-        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "mandatory", "guest", ".*", ".*", ".*", NULL) == 0,
-        "set_permissions: %s", out);
+    TU_REQUIRE(guest_vhost("mandatory", out, sizeof out) == 0, "vhost mandatory for guest: %s", out);
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/mandatory", port);
     TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
     e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "mand-g", "mand-t", "FROM", "NOW" });
@@ -943,10 +943,7 @@ static void test_clean_close_is_polite(void)
     hg_reply_t *r = NULL;
     int polite = 0, abrupt = 0;
 
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "politeclose", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "politeclose", "guest", ".*", ".*", ".*",
-                      NULL) == 0,
-               "set_permissions: %s", out);
+    TU_REQUIRE(guest_vhost("politeclose", out, sizeof out) == 0, "vhost politeclose for guest: %s", out);
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/politeclose", rabbit.nodes[0].amqp_port);
     for (int i = 0; i < 3; i++) {
         hg_client_t *c = NULL;
@@ -1477,10 +1474,7 @@ static void test_router_rebinds_unbound_level(void)
     hg_error_t err;
     hg_err_t e;
 
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "mandhop", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(
-        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "mandhop", "guest", ".*", ".*", ".*", NULL) == 0,
-        "set_permissions: %s", out);
+    TU_REQUIRE(guest_vhost("mandhop", out, sizeof out) == 0, "vhost mandhop for guest: %s", out);
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/mandhop", port);
     TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
     e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "hop-g", "hop-t", "FROM", "NOW" });
