@@ -2,6 +2,12 @@
  * lib/rmq_topology.c — the exchanges and queues of the RabbitMQ transport,
  * declared idempotently and checked, and the group registry.
  *
+ * A binding deleted by hand (or lost) is not seen by a sweep that skips
+ * the bindings; a publish that it leaves with no queue comes back
+ * (mandatory: rmq_publish.c) and sets r->rebind, and the next sweep of
+ * that client binds everything again (and its next group ensure its
+ * group's two bindings): the repair.
+ *
  * Declarations run on channel 2 once per connection (rmq_topology) and once
  * per group and connection (rmq_group_ensure); bindings only until one
  * connection of the client made them, and not at all when an earlier
@@ -247,11 +253,13 @@ hg_err_t rmq_topology(rmq_t *r)
 
     if (r->topology_ok)
         return HG_OK;
-    if (!r->topology_bound && (e = topology_made_before(r)) != HG_OK)
+    if (!r->rebind && !r->topology_bound && (e = topology_made_before(r)) != HG_OK)
         return e;
     if ((e = rmq_admin(r)) != HG_OK)
         return e;
-    r->binds_in_place = r->topology_bound;
+    /* a publish came back unrouted (r->rebind): bind everything again,
+     * whatever hg.probe and earlier connections say */
+    r->binds_in_place = r->topology_bound && !r->rebind;
     if ((e = declare_exchange(r, RMQ_EX_UNROUTED, "fanout", amqp_empty_table)) != HG_OK ||
         (e = declare_quorum(r, RMQ_Q_UNROUTED, NULL, 0, 1)) != HG_OK ||
         (e = bind(r, RMQ_Q_UNROUTED, RMQ_EX_UNROUTED, "", amqp_empty_table)) != HG_OK ||
@@ -280,6 +288,10 @@ hg_err_t rmq_topology(rmq_t *r)
         return e;
     r->topology_ok = 1;
     r->topology_bound = 1;
+    if (r->rebind) { /* the group consumed binds again at its next ensure too */
+        r->rebind = 0;
+        r->bound_group[0] = r->bound_topic[0] = '\0';
+    }
     return HG_OK;
 }
 
