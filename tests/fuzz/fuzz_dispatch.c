@@ -42,6 +42,7 @@
 #include "broker/settings.h"
 #include "broker/writer.h"
 #include "levels/store.h"
+#include "proto/resp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -114,18 +115,6 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The value of hex digit c, or -1. */
-static int hex_digit(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* 1 when the input names SHUTDOWN anywhere (any case), also spelt with an
  * inline command's "\xHH" escapes ("\x73hutdown" is SHUTDOWN to the
  * inline parser, proto/request.c): a substring check alone let such an input
@@ -140,8 +129,8 @@ static int names_shutdown(const uint8_t *data, size_t size)
         die("malloc", strerror(errno));
     for (size_t i = 0; i < size; i++) {
         int hi, lo;
-        if (data[i] == '\\' && i + 3 < size && data[i + 1] == 'x' && (hi = hex_digit(data[i + 2])) >= 0 &&
-            (lo = hex_digit(data[i + 3])) >= 0) {
+        if (data[i] == '\\' && i + 3 < size && data[i + 1] == 'x' && (hi = resp_hex_value(data[i + 2])) >= 0 &&
+            (lo = resp_hex_value(data[i + 3])) >= 0) {
             plain[n++] = (char)(hi * 16 + lo);
             i += 3;
         } else {
