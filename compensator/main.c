@@ -485,9 +485,12 @@ int main(int argc, char **argv_shown)
     stop_grace_handle_signals(SIG_IGN); /* nothing left to stop; the stop thread ends next */
     comp_stop_finish();
     log_msg(LOG_LEVEL_INFO,
-            "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64 " (inspection)",
+            "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64
+            " (inspection), commit outcome unknown %" PRIu64 " (outbox-overdue) + %" PRIu64 " (inspection)",
             comp_load(&comp_stats.relay_sent), comp_load(&comp_stats.cancels[COMP_CANCELLER_OVERDUE][COMP_CANCEL_DONE]),
-            comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]));
+            comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]),
+            comp_load(&comp_stats.commit_unknown[COMP_CANCELLER_OVERDUE]),
+            comp_load(&comp_stats.commit_unknown[COMP_CANCELLER_INSPECTION]));
     comp_config_free(&cfg);
     return status;
 }

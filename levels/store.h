@@ -107,7 +107,7 @@ typedef struct store_options {
 
 /* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB
  * payloads, max-reconsume 16, 16 MiB of payload per lease call, no topic or group limit, 8 MiB cache,
- * 4 MiB write buffer, 500 files, 128 MiB log segments. */
+ * 64 MiB write buffer (the broker's write-buffer-size), 500 files, 128 MiB log segments. */
 void store_options_default(store_options_t *o);
 
 /* The sequence counter (keys.h 'M' "seq": ids, queue positions, group

@@ -51,6 +51,13 @@
 #define RMQ_MAX_RECONSUME    16                    /* as the broker's default max-reconsume */
 #define RMQ_REFUSED_PAUSE_MS 250                   /* first pause before resending refused publishes (doubling) */
 #define RMQ_CLOSE_WAIT_MS    2000                  /* a clean close waits at most this per step (rmq_close_consumer) */
+/* What became of one publish of a batch (rmq_t.batch_state). A message no
+ * queue takes comes back (basic.return) before its basic.ack. */
+#define RMQ_PUB_WAITING        0
+#define RMQ_PUB_ACKED          1
+#define RMQ_PUB_NACKED         (-1)
+#define RMQ_PUB_RETURNED       2 /* returned, its confirm still owed */
+#define RMQ_PUB_RETURNED_ACKED 3 /* returned, then confirmed: dropped by RabbitMQ, not sent */
 /* rmq_probe_idle_ms: the read timeout, at least the first; the second
  * without a read timeout. */
 #define RMQ_PROBE_IDLE_MIN_MS     2000
@@ -200,11 +207,21 @@ typedef struct rmq {
     uint64_t next_seq;    /* seq of the next publish */
     uint64_t batch_first; /* seq of batch_state[0] */
     size_t batch_n;
-    signed char *batch_state; /* 0 waiting, 1 acked, -1 nacked */
+    signed char *batch_state;   /* RMQ_PUB_*: what became of each publish of the batch */
+    const rmq_out_t *batch_out; /* the batch's messages while it waits (basic.return finds its own) */
     size_t batch_cap;
     /* publishes RabbitMQ refused (basic.nack) in the last rmq_publish; while
      * set, rmq_ensure starts a new connection (rmq_publish says why) */
     size_t refused;
+    /* publishes of the last rmq_publish that no queue took (basic.return of
+     * a mandatory publish: a binding or queue is missing); where the first
+     * went, "exchange X, routing key K" */
+    size_t returned;
+    char returned_to[2 * RMQ_NAME_MAX + 64];
+    /* the next rmq_topology binds everything, whatever hg.probe or an
+     * earlier connection says, and the next group ensure rebinds its group:
+     * set when a publish came back unrouted (the topology is damaged) */
+    int rebind;
     rmq_watchdog_t *watchdog; /* bounds every librabbitmq call (the guard); made with r */
     int guard_depth;          /* transport calls entered (rmq_guard_enter) */
     uint32_t guard_ms;        /* the timeout of the step guarded now (for the error) */
@@ -288,7 +305,13 @@ uint64_t rmq_wall_ms(void);
  * confirmed, else the first error (set on the client). A refusal
  * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
  * the caller to settle what it holds; the next rmq_ensure replaces it. The
- * send paths resend refused messages (rmq_refused_pause). Each message's
+ * send paths resend refused messages (rmq_refused_pause). Every message is
+ * published mandatory: one that no queue takes (a binding or queue of the
+ * topology is missing) comes back (basic.return) and is HG_ERR_SERVER
+ * (r->returned > 0), naming the exchange and routing key, never a confirmed
+ * drop; the connection stays up and r->rebind makes the next rmq_topology
+ * bind the whole topology again (the send paths do not resend it in the
+ * same call: the caller learns the topology was damaged). Each message's
  * writes take at most the read timeout, the wait for the confirms another:
  * past either, HG_ERR_TIMEOUT naming what waited and the timeout (r's
  * watchdog cuts a write that librabbitmq would wait on for ever). A batch

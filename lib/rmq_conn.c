@@ -14,7 +14,8 @@
  *
  * The frame pump is the one place frames are read outside RPCs: deliveries
  * of channel 1 are copied into the ready list, publisher confirms
- * (basic.ack / basic.nack) settle the batch in flight, a channel or
+ * (basic.ack / basic.nack) settle the batch in flight, a message no queue
+ * took (basic.return of a mandatory publish) marks its publish, a channel or
  * connection close is answered and turned into an error. Frames that arrive
  * during an RPC on channel 2 are queued by rabbitmq-c and read here later.
  *
@@ -689,9 +690,51 @@ static void confirm(rmq_t *r, uint64_t tag, int multiple, signed char result)
 {
     for (size_t i = 0; i < r->batch_n; i++) {
         uint64_t seq = r->batch_first + i;
-        if ((seq == tag || (multiple && seq < tag)) && r->batch_state[i] == 0)
+        if (seq != tag && !(multiple && seq < tag))
+            continue;
+        if (r->batch_state[i] == RMQ_PUB_WAITING)
             r->batch_state[i] = result;
+        else if (r->batch_state[i] == RMQ_PUB_RETURNED)
+            r->batch_state[i] = RMQ_PUB_RETURNED_ACKED;
     }
+}
+
+/* basic.return of a mandatory publish: no queue took it. Its content
+ * follows (read and dropped here); its basic.ack comes after it, so the
+ * publish is the first one of the batch still waiting with the same message
+ * id and routing key. Marked returned, and r->returned_to says where it went
+ * (the first of the batch). */
+static hg_err_t returned(rmq_t *r, const amqp_frame_t *f)
+{
+    const amqp_basic_return_t *ret = f->payload.method.decoded;
+    char exchange[RMQ_NAME_MAX + 1], key[RMQ_NAME_MAX + 1], id[HG_ID_MAX] = "";
+    amqp_message_t msg;
+    amqp_rpc_reply_t x;
+
+    /* copied first: reading the content may reuse the frame's memory */
+    snprintf(exchange, sizeof(exchange), "%.*s", (int)ret->exchange.len, (const char *)ret->exchange.bytes);
+    snprintf(key, sizeof(key), "%.*s", (int)ret->routing_key.len, (const char *)ret->routing_key.bytes);
+    x = amqp_read_message(r->st, f->channel, &msg, 0);
+    if (x.reply_type != AMQP_RESPONSE_NORMAL)
+        return rmq_rpc_fail(r, f->channel, "reading a returned message (basic.return)");
+    if (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+        snprintf(id, sizeof(id), "%.*s", (int)msg.properties.message_id.len,
+                 (const char *)msg.properties.message_id.bytes);
+    amqp_destroy_message(&msg);
+    for (size_t i = 0; i < r->batch_n && r->batch_out != NULL; i++) {
+        const rmq_out_t *o = &r->batch_out[i];
+        if (r->batch_state[i] != RMQ_PUB_WAITING || strcmp(o->id, id) != 0 || strcmp(o->routing_key, key) != 0)
+            continue;
+        r->batch_state[i] = RMQ_PUB_RETURNED;
+        if (r->returned++ == 0) {
+            int len = snprintf(r->returned_to, sizeof(r->returned_to), "exchange %s, routing key %s",
+                               exchange[0] ? exchange : "(default)", key);
+            if (o->level > 0 && len > 0 && (size_t)len < sizeof(r->returned_to))
+                snprintf(r->returned_to + len, sizeof(r->returned_to) - (size_t)len, ", %s %d", RMQ_H_LEVEL, o->level);
+        }
+        break;
+    }
+    return HG_OK;
 }
 
 static hg_err_t handle_method(rmq_t *r, const amqp_frame_t *f)
@@ -720,14 +763,16 @@ static hg_err_t handle_method(rmq_t *r, const amqp_frame_t *f)
     }
     case AMQP_BASIC_ACK_METHOD: {
         amqp_basic_ack_t *a = m.decoded;
-        confirm(r, a->delivery_tag, a->multiple, 1);
+        confirm(r, a->delivery_tag, a->multiple, RMQ_PUB_ACKED);
         return HG_OK;
     }
     case AMQP_BASIC_NACK_METHOD: {
         amqp_basic_nack_t *a = m.decoded;
-        confirm(r, a->delivery_tag, a->multiple, -1);
+        confirm(r, a->delivery_tag, a->multiple, RMQ_PUB_NACKED);
         return HG_OK;
     }
+    case AMQP_BASIC_RETURN_METHOD:
+        return returned(r, f);
     case AMQP_BASIC_CANCEL_METHOD:
         r->consuming[0] = '\0';
         return HG_OK;

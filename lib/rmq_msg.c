@@ -702,6 +702,14 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
         return rmq_reply_finish(&b, reply);
     }
     e = rmq_publish(r, &o, 1, &res);
+    if (e == HG_ERR_SERVER && r->returned > 0 && r->st != NULL) {
+        /* no queue took the retry (the topology is damaged): still held on
+         * a live connection, so a NACK again (after the rebinding sweep)
+         * settles it; never acknowledged with its retry lost */
+        m->next = r->held;
+        r->held = m;
+        return e;
+    }
     if (e == HG_OK && r->st != NULL)
         e = rmq_settle(r, RMQ_WORK_CHANNEL, m->tag, 1);
     rmq_msg_free(m);

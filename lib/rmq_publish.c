@@ -10,6 +10,17 @@
  * read timeout passes. Channel 1 is in confirm mode (rmq_conn.c opens it
  * so), so RabbitMQ numbers the publishes 1, 2, … per connection: next_seq.
  *
+ * Every publish is mandatory. Without it RabbitMQ confirms a message that
+ * no queue takes (no binding matches: a binding or queue deleted by hand, or
+ * lost) and drops it — a confirmed send that is lost. With it, such a
+ * message comes back as basic.return with its content before the basic.ack
+ * of the same publish; the pump (rmq_conn.c) marks that publish returned,
+ * and the batch reports it as HG_ERR_SERVER naming the exchange and routing
+ * key. A message an alternate exchange takes (hg.due's hg.unrouted, the
+ * remainder chain) is routed, not returned. A returned publish sets
+ * r->rebind: the client's next declaration sweep binds everything again
+ * (rmq_topology.c), which repairs what the return found missing.
+ *
  * librabbitmq writes a publish with no deadline, so the writes are bounded
  * by the guard (rmq_watchdog.c): the connection's watchdog is armed over its
  * socket and the client's stop fd for the whole batch, with a deadline of
@@ -105,7 +116,7 @@ static int publish_one(rmq_t *r, const rmq_out_t *o)
     body.bytes = (void *)(o->payload != NULL ? o->payload : "");
     body.len = o->payload_len;
     return amqp_basic_publish(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(exchange), amqp_cstring_bytes(o->routing_key),
-                              0, 0, &p, body);
+                              1 /* mandatory: a message no queue takes comes back */, 0, &p, body);
 }
 
 /* The results of a batch that ended early (a lost connection, a missing
@@ -115,7 +126,29 @@ static int publish_one(rmq_t *r, const rmq_out_t *o)
 static void results_so_far(const rmq_t *r, size_t n, hg_err_t *results)
 {
     for (size_t i = 0; i < n; i++)
-        results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_IO;
+        results[i] = r->batch_state[i] == RMQ_PUB_ACKED ? HG_OK : HG_ERR_IO;
+}
+
+/* Whether publish i of the batch is settled: confirmed or refused (a
+ * returned one still waits for its confirm). */
+static int settled(const rmq_t *r, size_t i)
+{
+    return r->batch_state[i] != RMQ_PUB_WAITING && r->batch_state[i] != RMQ_PUB_RETURNED;
+}
+
+/* The end of a batch in which some messages came back unrouted: the next
+ * sweep binds the whole topology again, and the next group ensure its
+ * group. Returns the error that names where the first went and what to do. */
+static hg_err_t unrouted(rmq_t *r)
+{
+    r->rebind = 1;
+    r->topology_ok = 0;
+    r->ensured_group[0] = '\0';
+    /* HG_ERRMSG_MAX is 256: what matters first */
+    return client_fail(r->client, HG_ERR_SERVER,
+                       "no queue is bound for %s (RabbitMQ at %s returned %zu message(s), none sent): the topology is "
+                       "damaged; this client binds it all again before its next publish: send again",
+                       r->returned_to, r->address, r->returned);
 }
 
 /* A batch the stop fd ended: the connection's state is unknown (confirms
@@ -167,6 +200,8 @@ static hg_err_t publish_guarded(rmq_t *r, const rmq_out_t *out, size_t n, hg_err
     for (size_t i = 0; i < n; i++)
         results[i] = HG_ERR_IO;
     r->refused = 0;
+    r->returned = 0;
+    r->returned_to[0] = '\0';
     if (r->st == NULL || amqp_get_sockfd(r->st) < 0) { /* librabbitmq closed it (a timeout) */
         rmq_disconnect(r);
         return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
@@ -178,6 +213,7 @@ static hg_err_t publish_guarded(rmq_t *r, const rmq_out_t *out, size_t n, hg_err
     memset(r->batch_state, 0, n);
     r->batch_first = r->next_seq;
     r->batch_n = n;
+    r->batch_out = out;
     for (size_t i = 0; i < n; i++) {
         int rc;
         /* each message within the read timeout: a long batch that the node
@@ -203,7 +239,7 @@ static hg_err_t publish_guarded(rmq_t *r, const rmq_out_t *out, size_t n, hg_err
         hg_err_t e;
         done = 0;
         for (size_t i = 0; i < n; i++)
-            done += r->batch_state[i] != 0;
+            done += settled(r, i);
         if (done == n)
             break;
         e = rmq_pump(r, deadline, 0, 0);
@@ -228,8 +264,8 @@ static hg_err_t publish_guarded(rmq_t *r, const rmq_out_t *out, size_t n, hg_err
     if (rmq_guard_cut(r) != RMQ_CUT_NONE)
         rmq_disconnect(r); /* cut as the last confirm came: the socket is shut */
     for (size_t i = 0; i < n; i++) {
-        results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_SERVER;
-        if (results[i] == HG_OK)
+        results[i] = r->batch_state[i] == RMQ_PUB_ACKED ? HG_OK : HG_ERR_SERVER;
+        if (results[i] == HG_OK || r->batch_state[i] == RMQ_PUB_RETURNED_ACKED)
             continue;
         r->refused++;
         if (first == HG_OK)
@@ -239,6 +275,17 @@ static hg_err_t publish_guarded(rmq_t *r, const rmq_out_t *out, size_t n, hg_err
                                 r->address);
     }
     r->batch_n = 0;
+    if (r->returned > 0) {
+        /* a refusal as well keeps its error: the send paths resend the
+         * batch's failures on a new connection, after the rebinding sweep */
+        char refusal[HG_ERRMSG_MAX];
+        snprintf(refusal, sizeof(refusal), "%s", first != HG_OK ? hg_client_errmsg(r->client) : "");
+        hg_err_t e = unrouted(r);
+        if (first == HG_OK)
+            first = e;
+        else
+            client_fail(r->client, first, "%s", refusal);
+    }
     return first;
 }
 
@@ -248,6 +295,7 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
 
     rmq_guard_enter(r);
     e = publish_guarded(r, out, n, results);
+    r->batch_out = NULL; /* the caller's: a batch left unsettled (an error) must not point at it */
     rmq_guard_leave(r);
     return e;
 }

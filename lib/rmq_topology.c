@@ -2,6 +2,12 @@
  * lib/rmq_topology.c — the exchanges and queues of the RabbitMQ transport,
  * declared idempotently and checked, and the group registry.
  *
+ * A binding deleted by hand (or lost) is not seen by a sweep that skips
+ * the bindings; a publish that it leaves with no queue comes back
+ * (mandatory: rmq_publish.c) and sets r->rebind, and the next sweep of
+ * that client binds everything again (and its next group ensure its
+ * group's two bindings): the repair.
+ *
  * Declarations run on channel 2 once per connection (rmq_topology) and once
  * per group and connection (rmq_group_ensure); bindings only until one
  * connection of the client made them, and not at all when an earlier
@@ -247,11 +253,13 @@ hg_err_t rmq_topology(rmq_t *r)
 
     if (r->topology_ok)
         return HG_OK;
-    if (!r->topology_bound && (e = topology_made_before(r)) != HG_OK)
+    if (!r->rebind && !r->topology_bound && (e = topology_made_before(r)) != HG_OK)
         return e;
     if ((e = rmq_admin(r)) != HG_OK)
         return e;
-    r->binds_in_place = r->topology_bound;
+    /* a publish came back unrouted (r->rebind): bind everything again,
+     * whatever hg.probe and earlier connections say */
+    r->binds_in_place = r->topology_bound && !r->rebind;
     if ((e = declare_exchange(r, RMQ_EX_UNROUTED, "fanout", amqp_empty_table)) != HG_OK ||
         (e = declare_quorum(r, RMQ_Q_UNROUTED, NULL, 0, 1)) != HG_OK ||
         (e = bind(r, RMQ_Q_UNROUTED, RMQ_EX_UNROUTED, "", amqp_empty_table)) != HG_OK ||
@@ -280,6 +288,10 @@ hg_err_t rmq_topology(rmq_t *r)
         return e;
     r->topology_ok = 1;
     r->topology_bound = 1;
+    if (r->rebind) { /* the group consumed binds again at its next ensure too */
+        r->rebind = 0;
+        r->bound_group[0] = r->bound_topic[0] = '\0';
+    }
     return HG_OK;
 }
 
@@ -378,9 +390,35 @@ hg_err_t rmq_probe_idle(rmq_t *r)
  * The registry
  * ------------------------------------------------------------------------ */
 
+/* One unacknowledged get from queue on channel 2 (what names the step in an
+ * error): *m the message (NULL: the queue was empty), its delivery tag in
+ * it. A failure leaves the channel or connection gone, and RabbitMQ returns
+ * what the channel held. */
+static hg_err_t admin_get(rmq_t *r, const char *queue, const char *what, rmq_msg_t **m)
+{
+    amqp_rpc_reply_t x = amqp_basic_get(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), 0);
+    amqp_message_t msg;
+    uint64_t tag;
+
+    *m = NULL;
+    if (x.reply_type != AMQP_RESPONSE_NORMAL)
+        return rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+    if (x.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
+        return HG_OK;
+    tag = ((amqp_basic_get_ok_t *)x.reply.decoded)->delivery_tag;
+    x = amqp_read_message(r->st, RMQ_ADMIN_CHANNEL, &msg, 0);
+    if (x.reply_type != AMQP_RESPONSE_NORMAL)
+        return rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+    rmq_guard_step(r);
+    *m = rmq_msg_decode(&msg.properties, &msg.body, tag);
+    amqp_destroy_message(&msg);
+    amqp_maybe_release_buffers_on_channel(r->st, RMQ_ADMIN_CHANNEL);
+    return HG_OK;
+}
+
 hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
 {
-    rmq_msg_t *head = NULL, *tail = NULL;
+    rmq_msg_t *head = NULL, *tail = NULL, *m;
     char what[RMQ_QUEUE_NAME_MAX + 32];
     hg_err_t e;
 
@@ -388,29 +426,7 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
     if ((e = rmq_admin(r)) != HG_OK)
         return e;
     snprintf(what, sizeof(what), "browsing queue %s", queue);
-    for (;;) {
-        uint64_t tag;
-        amqp_rpc_reply_t x = amqp_basic_get(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), 0);
-        amqp_basic_get_ok_t *ok;
-        amqp_message_t msg;
-        rmq_msg_t *m;
-        if (x.reply_type != AMQP_RESPONSE_NORMAL) {
-            e = rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
-            break;
-        }
-        if (x.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
-            break;
-        ok = x.reply.decoded;
-        tag = ok->delivery_tag;
-        x = amqp_read_message(r->st, RMQ_ADMIN_CHANNEL, &msg, 0);
-        if (x.reply_type != AMQP_RESPONSE_NORMAL) {
-            e = rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
-            break;
-        }
-        rmq_guard_step(r);
-        m = rmq_msg_decode(&msg.properties, &msg.body, tag);
-        amqp_destroy_message(&msg);
-        amqp_maybe_release_buffers_on_channel(r->st, RMQ_ADMIN_CHANNEL);
+    while ((e = admin_get(r, queue, what, &m)) == HG_OK && m != NULL) {
         if (tail != NULL)
             tail->next = m;
         else
@@ -428,29 +444,19 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
 hg_err_t rmq_queue_peek(rmq_t *r, const char *queue, int *nonempty)
 {
     char what[RMQ_QUEUE_NAME_MAX + 32];
-    amqp_rpc_reply_t x;
-    amqp_message_t msg;
-    uint64_t tag;
+    rmq_msg_t *m;
     hg_err_t e;
 
     *nonempty = 0;
     if ((e = rmq_admin(r)) != HG_OK)
         return e;
     snprintf(what, sizeof(what), "looking into queue %s", queue);
-    x = amqp_basic_get(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), 0);
-    if (x.reply_type != AMQP_RESPONSE_NORMAL)
-        return rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
-    if (x.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
-        return HG_OK;
-    tag = ((amqp_basic_get_ok_t *)x.reply.decoded)->delivery_tag;
-    x = amqp_read_message(r->st, RMQ_ADMIN_CHANNEL, &msg, 0);
-    if (x.reply_type != AMQP_RESPONSE_NORMAL) /* the channel is gone: RabbitMQ returns the message */
-        return rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
-    rmq_guard_step(r);
-    amqp_destroy_message(&msg);
-    amqp_maybe_release_buffers_on_channel(r->st, RMQ_ADMIN_CHANNEL);
+    if ((e = admin_get(r, queue, what, &m)) != HG_OK || m == NULL)
+        return e;
     *nonempty = 1;
-    return rmq_settle(r, RMQ_ADMIN_CHANNEL, tag, 0);
+    rmq_browse_return(r, m);
+    rmq_msg_free(m);
+    return HG_OK;
 }
 
 void rmq_browse_return(rmq_t *r, const rmq_msg_t *m)

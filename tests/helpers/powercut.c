@@ -9,6 +9,8 @@
  * and the bytes it wrote (len). A file's sync marks its entries synced; they
  * are never reused (a child writes little), and an overflow kills the child
  * and fails the power-off, naming the journal size.
+ *
+ * At the end, the suites' seed loop (powercut_run_seeds).
  */
 #define _GNU_SOURCE
 #include "tests/helpers/powercut.h"
@@ -27,6 +29,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "tests/helpers/testutil.h"
 
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t pread(int fd, void *buf, size_t n, off_t off);
@@ -543,4 +547,42 @@ int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t er
     }
     free(done);
     return rc;
+}
+
+/* ---- the seed loop ------------------------------------------------------ */
+
+/* The environment variable name as a whole number >= min into *out: 1 when
+ * set and valid, 0 when unset; a bad value ends the test naming it. */
+static int seed_env(const char *name, uint64_t min, uint64_t *out)
+{
+    const char *text = getenv(name);
+    if (text == NULL)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    int ok = text[0] >= '0' && text[0] <= '9' && *end == '\0' && errno == 0 && v >= min;
+    TU_REQUIRE(ok, "%s='%s': not a whole number from %" PRIu64, name, text, min);
+    *out = (uint64_t)v;
+    return 1;
+}
+
+powercut_seed_run_t powercut_run_seeds(const char *dir, uint64_t default_seeds, powercut_seed_fn run_seed, void *ctx)
+{
+    powercut_seed_run_t r = { 0 };
+    uint64_t from = 1, n = default_seeds;
+    if (seed_env("HG_POWERCUT_SEED", 0, &from))
+        n = 1;
+    else
+        seed_env("HG_POWERCUT_SEEDS", 1, &n);
+    uint64_t t0 = tu_now_mono_ms();
+    for (uint64_t seed = from; seed - from < n && !r.failed; seed++, r.ran++) {
+        tu_rmtree(dir);
+        TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+        r.failed = run_seed(seed, ctx) != 0;
+        if (r.failed)
+            fprintf(stderr, "power cut failure: replay with HG_POWERCUT_SEED=%" PRIu64 "\n", seed);
+    }
+    r.wall_ms = tu_now_mono_ms() - t0;
+    return r;
 }

@@ -40,6 +40,11 @@
  * Threads: the child's calls may come from any thread (the journal is under a
  * process-shared mutex); powercut_power_off runs in the parent after the
  * child is gone.
+ *
+ * The seed loop (powercut_run_seeds) is the power-cut suites' common driver:
+ * it reads HG_POWERCUT_SEED (replay one seed) and HG_POWERCUT_SEEDS (how many
+ * seeds, from 1), gives each seed an empty directory, stops at the first
+ * seed that fails and prints the line that replays it.
  */
 #ifndef HG_TESTS_POWERCUT_H
 #define HG_TESTS_POWERCUT_H
@@ -88,5 +93,24 @@ uint64_t powercut_calls(void);
  * reapply a subset chosen by seed. 0, or -1 with err (a file of the journal
  * that cannot be rewritten, a journal that overflowed). */
 int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t errlen);
+
+/* One seed's run, on an empty watched directory: 0 when it held, nonzero
+ * after a failure it reported itself. ctx is powercut_run_seeds's. */
+typedef int (*powercut_seed_fn)(uint64_t seed, void *ctx);
+
+/* What powercut_run_seeds did. */
+typedef struct powercut_seed_run {
+    uint64_t ran;     /* seeds run, the failed one included */
+    int failed;       /* a seed failed: the loop stopped there and printed its replay line */
+    uint64_t wall_ms; /* the loop's wall time */
+} powercut_seed_run_t;
+
+/* Run seeds 1..default_seeds (HG_POWERCUT_SEEDS=<n>: 1..n; HG_POWERCUT_SEED=<n>:
+ * n alone), each after emptying dir (removed and made again, 0700), until
+ * one fails; on a failure prints "power cut failure: replay with
+ * HG_POWERCUT_SEED=<seed>" on stderr. Inside a CUnit test: a variable that
+ * is not a whole number (a count of 0 too) or a dir that cannot be made ends
+ * the test with a failure naming it. */
+powercut_seed_run_t powercut_run_seeds(const char *dir, uint64_t default_seeds, powercut_seed_fn run_seed, void *ctx);
 
 #endif

@@ -147,22 +147,23 @@ int rq_wait_ready(rq_cluster_t *c, int i, int deadline_ms, char *err, size_t err
 
 int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...)
 {
-    const char *argv[32];
-    int argc = 0, pipefd[2], status = 0;
+    tu_argv_t argv;
+    int pipefd[2], status = 0;
     size_t used = 0;
     va_list ap;
     pid_t pid;
 
-    argv[argc++] = RQ_CTL;
-    argv[argc++] = "-n";
-    argv[argc++] = c->nodes[i].name;
+    tu_argv_init(&argv);
+    tu_argv_add(&argv, RQ_CTL);
+    tu_argv_add(&argv, "-n");
+    tu_argv_add(&argv, c->nodes[i].name);
     va_start(ap, outlen);
-    for (const char *a; argc < 31 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[argc++] = a;
+    tu_argv_add_va(&argv, ap);
     va_end(ap);
-    argv[argc] = NULL;
     if (outlen > 0)
         out[0] = '\0';
+    if (tu_argv_check(&argv) != 0)
+        return -1;
     if (pipe(pipefd) != 0)
         return -1;
     pid = fork();
@@ -177,7 +178,7 @@ int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...)
         close(pipefd[0]);
         close(pipefd[1]);
         set_env(c, NULL);
-        execv(RQ_CTL, (char *const *)argv);
+        execv(RQ_CTL, (char *const *)argv.word);
         _exit(127);
     }
     close(pipefd[1]);

@@ -127,7 +127,8 @@ int rq_set_partition_handling(rq_cluster_t *c, const char *mode, char *err, size
 
 /* Run rabbitmqctl against node i with the cluster's cookie and epmd:
  * args a NULL-terminated list after "-n NODE". Output (stdout+stderr) into
- * out[outlen]. Returns the exit status, or -1 when it could not run. */
+ * out[outlen]. Returns the exit status, or -1 when it could not run (more
+ * than TU_ARGV_MAX words in all: not run, said on stderr). */
 int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...) __attribute__((sentinel));
 
 /* The node (index) that leads quorum queue `queue`, asking node `ask`;

@@ -33,41 +33,41 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
+/* Run openssl with a's words (TC_OPENSSL first); what it printed goes into
+ * err when it fails. */
+static int run_openssl(const tu_argv_t *a, char *err, size_t errlen)
+{
+    char out[4096];
+    const char *what = a->n > 1 ? a->word[1] : "(no command)";
+    if (tu_argv_check(a) != 0)
+        return fail(err, errlen, "openssl %s ...: more than %d arguments, not run", what, TU_ARGV_MAX);
+    int rc = tu_run_capture_argv(a, out, sizeof out);
+    if (rc != 0)
+        return fail(err, errlen, "openssl %s ... exited %d: %s", what, rc, out);
+    return 0;
+}
+
 /* Run openssl with the NULL-terminated arguments. */
 static int run(char *err, size_t errlen, const char *arg0, ...)
 {
-    const char *argv[40];
-    char out[4096];
-    int n = 0;
+    tu_argv_t a;
     va_list ap;
-    argv[n++] = TC_OPENSSL;
-    argv[n++] = arg0;
+    tu_argv_init(&a);
+    tu_argv_add(&a, TC_OPENSSL);
+    tu_argv_add(&a, arg0);
     va_start(ap, arg0);
-    const char *a;
-    while ((a = va_arg(ap, const char *)) != NULL && n < 39) {
-        argv[n++] = a;
-    }
+    tu_argv_add_va(&a, ap);
     va_end(ap);
-    argv[n] = NULL;
-    int rc = tu_run_capture(argv, out, sizeof out);
-    if (rc != 0) {
-        return fail(err, errlen, "openssl %s ... exited %d: %s", arg0, rc, out);
-    }
-    return 0;
+    return run_openssl(&a, err, errlen);
 }
 
 int tc_openssl(const char *const *args, char *err, size_t errlen)
 {
-    const char *argv[40] = { TC_OPENSSL };
-    char out[4096];
-    size_t n = 1;
-    for (size_t i = 0; args[i] != NULL && n < 39; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    int rc = tu_run_capture(argv, out, sizeof out);
-    if (rc != 0)
-        return fail(err, errlen, "openssl %s ... exited %d: %s", args[0], rc, out);
-    return 0;
+    tu_argv_t a;
+    tu_argv_init(&a);
+    tu_argv_add(&a, TC_OPENSSL);
+    tu_argv_add_list(&a, args);
+    return run_openssl(&a, err, errlen);
 }
 
 static void path(char *dst, size_t len, const char *dir, const char *name)

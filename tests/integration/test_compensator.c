@@ -2798,6 +2798,11 @@ static void commit_unknown_case(const char *name, const char *layer, const char 
     CU_ASSERT_EQUAL(lost, 1);
     CU_ASSERT_TRUE(done <= 1 && 1 <= done + lost);
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    /* the stop line carries the same count, by layer */
+    char stop_line[160];
+    snprintf(stop_line, sizeof stop_line, "commit outcome unknown %d (outbox-overdue) + %d (inspection)", !inspection,
+             inspection);
+    TU_CHECK(tu_file_count(comp.log, stop_line) == 1, "the stop line says '%s'", stop_line);
     of_report_t rep;
     check_invariant(name, &rep);
     hg_order_db_close(db);

@@ -97,6 +97,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -130,6 +131,15 @@ static hg_client_t *open_client(void)
     hg_err_t e = hg_client_open(rabbit.uri, NULL, &c, &err);
     TU_REQUIRE(e == HG_OK, "hg_client_open(%s): %s", rabbit.uri, err.message);
     return c;
+}
+
+/* A new vhost name on node 1 that guest may use fully. 0, or -1 with
+ * rabbitmqctl's output in out. */
+static int guest_vhost(const char *name, char *out, size_t outlen)
+{
+    if (rq_ctl(&rabbit, 0, out, outlen, "add_vhost", name, NULL) != 0)
+        return -1;
+    return rq_ctl(&rabbit, 0, out, outlen, "set_permissions", "-p", name, "guest", ".*", ".*", ".*", NULL);
 }
 
 /* Run a command; its reply in *out (NULL on failure), the code returned. */
@@ -344,10 +354,7 @@ static void test_poison_reaches_dlq(void)
     hg_error_t err;
     hg_err_t e;
 
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "poison", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(
-        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "poison", "guest", ".*", ".*", ".*", NULL) == 0,
-        "set_permissions: %s", out);
+    TU_REQUIRE(guest_vhost("poison", out, sizeof out) == 0, "vhost poison for guest: %s", out);
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/poison?levels=100ms,200ms,300ms,400ms",
              rabbit.nodes[0].amqp_port);
     e = hg_client_open(uri, NULL, &c, &err);
@@ -554,10 +561,7 @@ static void test_upgraded_queues(void)
     hg_error_t err;
     hg_err_t e;
 
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "upgrade", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(
-        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "upgrade", "guest", ".*", ".*", ".*", NULL) == 0,
-        "set_permissions: %s", out);
+    TU_REQUIRE(guest_vhost("upgrade", out, sizeof out) == 0, "vhost upgrade for guest: %s", out);
     TU_REQUIRE(declare_old_queues(rabbit.nodes[0].amqp_port, "upgrade", old) == 0, "declaring the old queues");
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/upgrade", rabbit.nodes[0].amqp_port);
     e = hg_client_open(uri, NULL, &c, &err);
@@ -656,6 +660,173 @@ static void test_dedup_sends_everything(void)
         r = NULL;
     }
     TU_CHECK(got == 5, "delivered %zu of the 5 sends of key 42, want all 5", got);
+    hg_client_close(c);
+}
+
+/* Remove hg.level.<level>'s binding to hg.levels on vhost, as an operator's
+ * mistake would (the arguments are the library's: x-match all, hg-level n).
+ * 0, or -1 (reported). */
+static int unbind_level(int port, const char *vhost, int level)
+{
+    amqp_connection_state_t st = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(st);
+    char queue[32], value[16];
+    amqp_rpc_reply_t x;
+    int rc = -1;
+
+    snprintf(queue, sizeof queue, "hg.level.%d", level);
+    snprintf(value, sizeof value, "%d", level);
+    if (sock == NULL || amqp_socket_open(sock, "127.0.0.1", port) != AMQP_STATUS_OK) {
+        TU_CHECK(0, "connect to 127.0.0.1:%d", port);
+        amqp_destroy_connection(st);
+        return -1;
+    }
+    x = amqp_login(st, vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
+    if (x.reply_type == AMQP_RESPONSE_NORMAL && amqp_channel_open(st, 1) != NULL) {
+        amqp_table_entry_t e[2] = {
+            { .key = amqp_cstring_bytes("x-match"),
+              .value = { .kind = AMQP_FIELD_KIND_UTF8, .value = { .bytes = amqp_cstring_bytes("all") } } },
+            { .key = amqp_cstring_bytes("hg-level"),
+              .value = { .kind = AMQP_FIELD_KIND_UTF8, .value = { .bytes = amqp_cstring_bytes(value) } } },
+        };
+        amqp_table_t args = { .num_entries = 2, .entries = e };
+        amqp_queue_unbind(st, 1, amqp_cstring_bytes(queue), amqp_cstring_bytes("hg.levels"), amqp_empty_bytes, args);
+        x = amqp_get_rpc_reply(st);
+        rc = x.reply_type == AMQP_RESPONSE_NORMAL ? 0 : -1;
+        TU_CHECK(rc == 0, "queue.unbind %s from hg.levels refused (reply type %d)", queue, (int)x.reply_type);
+    } else {
+        TU_CHECK(0, "login to vhost %s or channel.open failed", vhost);
+    }
+    amqp_connection_close(st, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(st);
+    return rc;
+}
+
+/* Whether vhost holds a binding of hg.levels to queue (list_bindings);
+ * -1 when rabbitmqctl failed (reported). */
+static int level_bound(const char *vhost, const char *queue)
+{
+    char out[65536], line[512];
+    const char *p = out;
+    int n;
+
+    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_bindings", "-q", "-p", vhost, "source_name", "destination_name",
+               NULL) != 0) {
+        TU_CHECK(0, "list_bindings: %s", out);
+        return -1;
+    }
+    while (sscanf(p, "%511[^\n]%n", line, &n) == 1) {
+        char src[256], dst[256];
+        if (sscanf(line, "%255s %255s", src, dst) == 2 && strcmp(src, "hg.levels") == 0 && strcmp(dst, queue) == 0)
+            return 1;
+        p += n;
+        while (*p == '\n')
+            p++;
+    }
+    return 0;
+}
+
+/* Messages in queue of vhost (list_queues' messages); -1 unknown. */
+static long queue_messages(const char *vhost, const char *queue)
+{
+    char out[65536];
+    size_t len = strlen(queue);
+
+    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", vhost, "name", "messages", NULL) != 0)
+        return -1;
+    for (char *line = out; line != NULL && *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        if (strncmp(line, queue, len) == 0 && (line[len] == '\t' || line[len] == ' '))
+            return strtol(line + len + 1, NULL, 10);
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
+/* A level queue whose binding an operator deleted: a send to it fails naming the exchange and level (RabbitMQ
+ * would confirm it and drop it without mandatory), nothing lands anywhere; the next send of the same client
+ * binds the topology again and is delivered. A fresh client is used for the failing send: a client's first
+ * connection binds nothing when hg.probe exists, so restarting clients repairs nothing. */
+static void test_unbound_level_fails_the_send(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256], id[HG_ID_MAX] = "", sent[HG_ID_MAX] = "";
+    hg_client_t *c, *fresh;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(guest_vhost("mandatory", out, sizeof out) == 0, "vhost mandatory for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/mandatory", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "mand-g", "mand-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    hg_client_close(c);
+    TU_REQUIRE(level_bound("mandatory", "hg.level.2") == 1, "the sweep did not bind hg.level.2");
+
+    TU_REQUIRE(unbind_level(port, "mandatory", 2) == 0, "unbinding hg.level.2");
+    TU_REQUIRE(level_bound("mandatory", "hg.level.2") == 0, "hg.level.2 is still bound after queue.unbind");
+
+    TU_REQUIRE(hg_client_open(uri, NULL, &fresh, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = hg_send(fresh, "mand-t", NULL, "lost?", 5, hg_delay_level(2), id);
+    TU_CHECK(e == HG_ERR_SERVER, "a LEVEL 2 send with hg.level.2 unbound: %d (%s), want HG_ERR_SERVER (id '%s')",
+             (int)e, hg_client_errmsg(fresh), id);
+    TU_CHECK(strstr(hg_client_errmsg(fresh), "no queue is bound for exchange hg.levels") != NULL &&
+                 strstr(hg_client_errmsg(fresh), "hg-level 2") != NULL &&
+                 strstr(hg_client_errmsg(fresh), "send again") != NULL,
+             "the error does not name the exchange, level and repair: %s", hg_client_errmsg(fresh));
+    TU_CHECK(queue_messages("mandatory", "hg.level.2") == 0 && queue_messages("mandatory", "hg.unrouted") == 0,
+             "the refused send landed somewhere: hg.level.2 %ld, hg.unrouted %ld",
+             queue_messages("mandatory", "hg.level.2"), queue_messages("mandatory", "hg.unrouted"));
+    /* a batch: the routable message is sent, the other fails alone */
+    hg_send_item_t items[2] = {
+        { .topic = "mand-t", .payload = "now", .payload_len = 3, .delay = hg_delay_none() },
+        { .topic = "mand-t", .payload = "later", .payload_len = 5, .delay = hg_delay_level(2) },
+    };
+    TU_REQUIRE(level_bound("mandatory", "hg.level.2") == 0, "something bound hg.level.2 before the batch");
+    /* the failed send made this client rebind on its next publish: use another fresh one for the batch */
+    hg_client_t *batcher;
+    TU_REQUIRE(hg_client_open(uri, NULL, &batcher, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = hg_send_many(batcher, items, 2, NULL);
+    TU_CHECK(items[0].err == HG_OK && items[0].id[0] != '\0', "the routable message of the batch: %d (%s)",
+             (int)items[0].err, items[0].error);
+    TU_CHECK(items[1].err == HG_ERR_SERVER &&
+                 strstr(items[1].error, "no queue is bound for exchange hg.levels") != NULL,
+             "the unroutable message of the batch: %d (%s)", (int)items[1].err, items[1].error);
+    hg_client_close(batcher);
+
+    /* the repair: the client that saw the return binds everything before its next publish */
+    e = hg_send(fresh, "mand-t", NULL, "delivered", 9, hg_delay_level(2), sent);
+    TU_CHECK(e == HG_OK && sent[0] != '\0', "the send after the failure: %d (%s)", (int)e, hg_client_errmsg(fresh));
+    TU_CHECK(level_bound("mandatory", "hg.level.2") == 1, "hg.level.2 is not bound again after the next send");
+    hg_client_close(fresh);
+
+    /* every confirmed message arrives: the batch's "now" at once, "delivered" after level 2 */
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    int got_now = 0, got_later = 0, other = 0;
+    for (int round = 0; round < 30 && !(got_now && got_later); round++) {
+        e = cmd(c, &r, 7, (const char *const[]){ "PULL", "mand-g", "mand-t", "COUNT", "10", "BLOCK", "1000" });
+        TU_CHECK(e == HG_OK, "PULL: %s", hg_client_errmsg(c));
+        if (e != HG_OK)
+            break;
+        for (size_t i = 0; i < hg_reply_count(r); i++) {
+            const char *mid = hg_reply_str(hg_reply_element(hg_reply_element(r, i), 0), NULL);
+            if (strcmp(mid, items[0].id) == 0)
+                got_now++;
+            else if (strcmp(mid, sent) == 0)
+                got_later++;
+            else
+                other++;
+            TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "mand-g", mid }, __LINE__) == 1, "ACK %s", mid);
+        }
+        hg_reply_free(r);
+        r = NULL;
+    }
+    TU_CHECK(got_now == 1 && got_later == 1 && other == 0,
+             "delivered: the batch's routable message %d time(s), the send after the repair %d, others %d "
+             "(want 1, 1, 0)",
+             got_now, got_later, other);
     hg_client_close(c);
 }
 
@@ -772,10 +943,7 @@ static void test_clean_close_is_polite(void)
     hg_reply_t *r = NULL;
     int polite = 0, abrupt = 0;
 
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "politeclose", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "politeclose", "guest", ".*", ".*", ".*",
-                      NULL) == 0,
-               "set_permissions: %s", out);
+    TU_REQUIRE(guest_vhost("politeclose", out, sizeof out) == 0, "vhost politeclose for guest: %s", out);
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/politeclose", rabbit.nodes[0].amqp_port);
     for (int i = 0; i < 3; i++) {
         hg_client_t *c = NULL;
@@ -1274,6 +1442,77 @@ static void test_amqps_offers_policy_ciphers(void)
     free(g);
 }
 
+static atomic_int hops_delivered;
+
+static hg_outcome_t count_hop_handler(const hg_message_t *m, char *reason, size_t rlen, void *arg)
+{
+    (void)m, (void)reason, (void)rlen, (void)arg;
+    atomic_fetch_add(&hops_delivered, 1);
+    return HG_DONE;
+}
+
+static int hop_delivered(void *arg)
+{
+    (void)arg;
+    return atomic_load(&hops_delivered) > 0;
+}
+
+/* The hop router's publish of a chain's next hop to a level queue unbound by hand: it comes back, the hop goes back
+ * to hg.hops (never acknowledged with its next hop lost), the router's next round binds the topology again, and the
+ * message is delivered, late by the router's backoff only. */
+static void test_router_rebinds_unbound_level(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256], id[HG_ID_MAX] = "";
+    hg_consumer_opts_t o;
+    hg_consumer_t *consumer = NULL;
+    log_lines_t lines = { .lock = PTHREAD_MUTEX_INITIALIZER };
+    log_wait_t wait = { &lines, "no queue is bound for exchange hg.levels" };
+    pthread_t thread;
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(guest_vhost("mandhop", out, sizeof out) == 0, "vhost mandhop for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/mandhop", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "hop-g", "hop-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    /* 6 s = 5 s (level 2, routing key hop) + 1 s (level 1, by the router) */
+    e = hg_send(c, "hop-t", NULL, "chained", 7, hg_delay_ms(6000), id);
+    TU_REQUIRE(e == HG_OK, "DELAY 6000ms: %s", hg_client_errmsg(c));
+    hg_client_close(c);
+    TU_REQUIRE(unbind_level(port, "mandhop", 1) == 0, "unbinding hg.level.1");
+    TU_REQUIRE(level_bound("mandhop", "hg.level.1") == 0, "hg.level.1 is still bound after queue.unbind");
+
+    atomic_store(&hops_delivered, 0);
+    hg_consumer_opts_init(&o);
+    o.uri = uri;
+    o.group = "hop-g";
+    o.topic = "hop-t";
+    o.workers = 1;
+    o.block_ms = 200;
+    o.handler = count_hop_handler;
+    o.log = collect_log;
+    o.log_arg = &lines;
+    TU_REQUIRE(hg_consumer_new(&o, &consumer, &err) == HG_OK, "hg_consumer_new(%s): %s", uri, err.message);
+    TU_REQUIRE(pthread_create(&thread, NULL, address_consumer_run, consumer) == 0, "start the consumer's thread");
+    TU_CHECK(tu_poll_until(log_has, &wait, 30000, 50) == 0, "the router logged no unroutable hop within 30 s: %s",
+             lines.text);
+    TU_CHECK(tu_poll_until(hop_delivered, NULL, 60000, 50) == 0, "the chained message %s was not delivered within 60 s",
+             id);
+    hg_consumer_stop(consumer);
+    pthread_join(thread, NULL);
+    hg_consumer_free(consumer);
+    TU_CHECK(atomic_load(&hops_delivered) == 1, "delivered %d time(s), want 1", atomic_load(&hops_delivered));
+    TU_CHECK(level_bound("mandhop", "hg.level.1") == 1, "the router did not bind hg.level.1 again");
+    TU_CHECK(queue_messages("mandhop", "hg.hops") == 0 && queue_messages("mandhop", "hg.unrouted") == 0,
+             "left behind: hg.hops %ld, hg.unrouted %ld", queue_messages("mandhop", "hg.hops"),
+             queue_messages("mandhop", "hg.unrouted"));
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -1305,6 +1544,12 @@ static const tu_test_t node_tests[] = {
       test_address_names_the_live_node },
     { "amqps:// to a host that drops SYNs: a stop cuts the TCP connect at once", test_amqps_connect_stoppable },
     { "amqps:// offers only base/tls_policy.h's TLS 1.2 cipher suites", test_amqps_offers_policy_ciphers },
+    { "a level queue unbound by hand: a send to it fails naming hg.levels and the level (never confirmed and "
+      "dropped); the client's next send binds the topology again and is delivered",
+      test_unbound_level_fails_the_send },
+    { "the hop router's next hop to a level queue unbound by hand: back to hg.hops, the router binds again, "
+      "delivered",
+      test_router_rebinds_unbound_level },
     { NULL, NULL },
 };
 

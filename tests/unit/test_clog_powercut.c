@@ -269,8 +269,9 @@ static long check_after_cut(uint64_t seed, int round, totals_t *t)
 }
 
 /* One seed: ROUNDS of write, cut, check. 0, or -1 after a failure. */
-static int run_seed(uint64_t seed, totals_t *t)
+static int run_seed(uint64_t seed, void *totals)
 {
+    totals_t *t = totals;
     uint64_t s = seed * UINT64_C(0x100000001b3);
     g_ledger->n = 0;
     uint64_t floor = 0;
@@ -320,29 +321,16 @@ static void test_power_cuts(void)
     g_ledger = mmap(NULL, sizeof *g_ledger, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     TU_REQUIRE(g_ledger != MAP_FAILED, "mmap ledger");
     TU_REQUIRE(powercut_init(dir, 64u << 20, err, sizeof err) == 0, "%s", err);
-    const char *one = getenv("HG_POWERCUT_SEED");
-    const char *count = getenv("HG_POWERCUT_SEEDS");
-    uint64_t from = one ? strtoull(one, NULL, 10) : 1;
-    uint64_t n = one ? 1 : (count ? strtoull(count, NULL, 10) : 500);
     totals_t t = { 0 };
-    uint64_t t0 = tu_now_mono_ms(), ran = 0;
-    int failed = 0;
-    for (uint64_t seed = from; seed < from + n && !failed; seed++, ran++) {
-        tu_rmtree(dir);
-        TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir %s", dir);
-        failed = run_seed(seed, &t) != 0;
-        if (failed) {
-            fprintf(stderr, "power cut failure: replay with HG_POWERCUT_SEED=%" PRIu64 "\n", seed);
-        }
-    }
+    powercut_seed_run_t seeds = powercut_run_seeds(dir, 500, run_seed, &t);
     fprintf(stderr,
             "  %" PRIu64 " seeds, %" PRIu64 " cuts (%" PRIu64 " file calls) in %" PRIu64 " ms: %" PRIu64
             " unsynced writes (%" PRIu64 " kept, %" PRIu64 " dropped, %" PRIu64 " torn), %" PRIu64
             " renames lost; %" PRIu64 " synced batches checked, %" PRIu64 " appended batches lost, %" PRIu64
             " torn tails cut\n",
-            ran, t.rounds, t.calls, tu_now_mono_ms() - t0, t.cut.unsynced, t.cut.kept, t.cut.dropped, t.cut.torn,
+            seeds.ran, t.rounds, t.calls, seeds.wall_ms, t.cut.unsynced, t.cut.kept, t.cut.dropped, t.cut.torn,
             t.cut.renames_lost, t.synced_kept, t.appended_lost, t.tails_cut);
-    if (!failed && ran >= 50) { /* the cuts must have exercised what they are for */
+    if (!seeds.failed && seeds.ran >= 50) { /* the cuts must have exercised what they are for */
         TU_CHECK(t.cut.torn > 0 && t.cut.dropped > 0 && t.cut.renames_lost > 0 && t.appended_lost > 0 &&
                      t.tails_cut > 0,
                  "the cuts tore, dropped and undid a rename, lost batches, and the open cut a tail");

@@ -1261,8 +1261,9 @@ static long check_after_cut(uint64_t seed, int round, totals_t *t)
     return rc == 0 ? (long)p : -1;
 }
 
-static int run_seed(uint64_t seed, totals_t *t)
+static int run_seed(uint64_t seed, void *totals)
 {
+    totals_t *t = totals;
     uint64_t s = seed * 7919;
     uint64_t floor = 0;
     g_ledger->n = 0;
@@ -1292,31 +1293,18 @@ static int run_seed(uint64_t seed, totals_t *t)
 
 static void test_power_cuts(void)
 {
-    const char *one = getenv("HG_POWERCUT_SEED");
-    const char *count = getenv("HG_POWERCUT_SEEDS");
-    uint64_t from = one ? strtoull(one, NULL, 10) : 1;
-    uint64_t n = one ? 1 : (count ? strtoull(count, NULL, 10) : 100);
     totals_t t = { 0 };
-    uint64_t t0 = tu_now_mono_ms(), ran = 0;
-    int failed = 0;
-    for (uint64_t seed = from; seed < from + n && !failed; seed++, ran++) {
-        tu_rmtree(dir);
-        TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir %s", dir);
-        failed = run_seed(seed, &t) != 0;
-        if (failed) {
-            fprintf(stderr, "power cut failure: replay with HG_POWERCUT_SEED=%" PRIu64 "\n", seed);
-        }
-    }
+    powercut_seed_run_t seeds = powercut_run_seeds(dir, 100, run_seed, &t);
     fprintf(stderr,
             "  %" PRIu64 " seeds, %" PRIu64 " writer cuts and %" PRIu64 " redo cuts (%" PRIu64
             " file calls) in %" PRIu64 " ms: %" PRIu64 " unsynced writes (%" PRIu64 " kept, %" PRIu64
             " dropped, %" PRIu64 " torn), %" PRIu64 " renames lost; %" PRIu64 " synced batches checked, %" PRIu64
             " appended batches lost; %" PRIu64 " of the cuts midway; %" PRIu64 " failed log syncs handled (%" PRIu64
             " writes they lost), %" PRIu64 " cuts inside the handling kept the carried batches\n",
-            ran, t.rounds, t.redo_cuts, t.calls, tu_now_mono_ms() - t0, t.cut.unsynced, t.cut.kept, t.cut.dropped,
+            seeds.ran, t.rounds, t.redo_cuts, t.calls, seeds.wall_ms, t.cut.unsynced, t.cut.kept, t.cut.dropped,
             t.cut.torn, t.cut.renames_lost, t.synced_kept, t.appended_lost, t.cut_midway, g_ledger->failures,
             t.cut.lost, t.carried_cuts);
-    if (!failed && ran >= 50) {
+    if (!seeds.failed && seeds.ran >= 50) {
         TU_CHECK(t.cut.torn > 0 && t.cut.dropped > 0 && t.appended_lost > 0 && t.redo_cuts > 0 && t.synced_kept > 0 &&
                      g_ledger->failures > 0 && t.cut.lost > 0 && t.cut_midway * 2 > t.rounds + t.redo_cuts,
                  "the cuts tore and dropped writes, lost appended batches, cut redos, kept synced batches, failed "
