@@ -131,6 +131,9 @@ typedef struct bench {
 static char *bench_temp_dir; /* the mkdtemp to remove at exit, error or not; NULL with --dir */
 /* --lease-write-delay: every store is opened with it */
 static uint64_t bench_lease_write_delay_ms;
+/* every store's commit-log segment size: the default, 16 MiB with --quick (less to pre-write; at least the
+ * largest batch, STORE_BATCH_MAX_BYTES plus a payload) */
+static uint64_t bench_segment_bytes = STORE_DEFAULT_SEGMENT_BYTES;
 
 static void bench_rm_tree(const char *path);
 
@@ -566,6 +569,7 @@ static store_t *bench_store_open(const char *path, int sync, int create)
     o.sync = sync;
     o.create_if_missing = create;
     o.lease_write_delay_ms = bench_lease_write_delay_ms;
+    o.segment_bytes = bench_segment_bytes;
     store_t *s = NULL;
     char err[512];
     if (store_open(&o, clock_wall_ms(), &s, err, sizeof err) != 0) {
@@ -1718,6 +1722,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             b.quick = 1;
+            bench_segment_bytes = UINT64_C(16) << 20;
         } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
             dir = argv[++i];
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {

@@ -94,6 +94,9 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("write-buffer-size", CFG_SIZE, "64mb", 64 * KB, 4 * GB, OFF(write_buffer_size),
               "LevelDB memtable size; the broker holds up to twice this in RAM (DESIGN.md §2: why 64mb)") },
     { CFG_KEY("max-open-files", CFG_INT, "500", 16, 1000000, OFF(max_open_files), "LevelDB table file cache") },
+    { CFG_KEY("commitlog-segment-size", CFG_SIZE, "128mb", 64 * KB, 4 * GB, OFF(commitlog_segment_size),
+              "size of each commit-log segment file, written out whole when first used (a multiple of 4kb); a "
+              "data directory keeps the size its segments were made with") },
     { CFG_KEY("disk-reserve", CFG_SIZE, "256mb", 0, 64 * GB, OFF(disk_reserve),
               "space kept in DIR/BALLAST and given back when the disk fills, so the store can reopen and restart; "
               "writes resume once twice this is free (0: none)") },
@@ -285,6 +288,7 @@ static void fill_store_options(config_t *c)
     o->cache_bytes = (size_t)c->cache_size;
     o->write_buffer_bytes = (size_t)c->write_buffer_size;
     o->max_open_files = (int)c->max_open_files;
+    o->segment_bytes = (uint64_t)c->commitlog_segment_size;
     o->max_topics = (uint64_t)c->max_topics;
     o->max_groups = (uint64_t)c->max_groups;
     o->lease_write_delay_ms = (uint64_t)c->lease_write_delay_ms;
@@ -386,6 +390,10 @@ int config_validate(config_t *c, char *err, size_t errlen)
     }
     if (c->metrics_port != 0 && c->metrics_port == c->port && strcmp(c->bind, c->metrics_bind) == 0) {
         err_set(err, errlen, "metrics-port %lld is the same as port", c->metrics_port);
+        return -1;
+    }
+    if (store_check_segment_bytes((uint64_t)c->commitlog_segment_size, lerr, sizeof lerr) != 0) {
+        err_set(err, errlen, "commitlog-segment-size: %s", lerr);
         return -1;
     }
     fill_store_options(c);

@@ -70,7 +70,7 @@ static int validate_options(const store_options_t *o, char *err, size_t errlen)
         return err_set(err, errlen, "max-reconsume %u exceeds the limit of %d", o->max_reconsume,
                        STORE_MAX_MAX_RECONSUME);
     }
-    return store_log_check_options(o, err, errlen);
+    return store_check_segment_bytes(o->segment_bytes, err, errlen);
 }
 
 const lvl_table_t *store_levels(const store_t *s)

@@ -110,6 +110,13 @@ typedef struct store_options {
  * 64 MiB write buffer (the broker's write-buffer-size), 500 files, 128 MiB log segments. */
 void store_options_default(store_options_t *o);
 
+/* Whether bytes is a segment size the commit log can use (a multiple of 4096 in
+ * [CLOG_SEGMENT_MIN, CLOG_SEGMENT_MAX]): 0, or -1 with err saying why
+ * ("commit-log segment size N bytes is not a multiple of 4096 between MIN and MAX").
+ * store_open checks store_options_t.segment_bytes with it; the broker checks its
+ * commitlog-segment-size row with it before any store is opened. */
+int store_check_segment_bytes(uint64_t bytes, char *err, size_t errlen);
+
 /* The sequence counter (keys.h 'M' "seq": ids, queue positions, group
  * generations) is raised at every open to the wall clock's floor,
  * now_ms << STORE_SEQ_CLOCK_BITS, and never lowered. A directory carries its

@@ -308,10 +308,6 @@ int store_load_levels(store_t *s, char *err, size_t errlen);
 int store_load_topics(store_t *s, char *err, size_t errlen);
 int store_load_groups(store_t *s, char *err, size_t errlen);
 
-/* store_log.c: o's commit-log options refused with err naming the option
- * and its bounds (-1), or 0. */
-int store_log_check_options(const store_options_t *o, char *err, size_t errlen);
-
 /* store_log.c: open the commit log and redo what it holds past the
  * checkpoint, its next batch at or above floor (after store_check_meta,
  * before store_settle_meta). 0;

@@ -40,9 +40,8 @@ static int no_queue_bounds(void *ctx, uint32_t queue, uint64_t *head, uint64_t *
                    s->path, queue);
 }
 
-int store_log_check_options(const store_options_t *o, char *err, size_t errlen)
+int store_check_segment_bytes(uint64_t n, char *err, size_t errlen)
 {
-    uint64_t n = o->segment_bytes;
     if (n % 4096 != 0 || n < CLOG_SEGMENT_MIN || n > CLOG_SEGMENT_MAX) {
         return err_set(err, errlen,
                        "commit-log segment size %" PRIu64 " bytes is not a multiple of 4096 between %" PRIu64

@@ -25,6 +25,7 @@
 #include "tests/helpers/broker_proc.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -161,10 +162,11 @@ int bp_spawn(bp_broker_t *b, char *err, size_t errlen)
         set_err(err, errlen, "%s: %s (build it: make hourglass-broker)", b->binary, strerror(errno));
         return -1;
     }
-    char port[16], mport[16];
+    char port[16], mport[16], segment[24];
     snprintf(port, sizeof port, "%d", b->port);
     snprintf(mport, sizeof mport, "%d", b->metrics_port);
-    char *argv[8 + BP_MAX_EXTRA];
+    snprintf(segment, sizeof segment, "%" PRIu64, TU_SEGMENT_BYTES);
+    char *argv[10 + BP_MAX_EXTRA];
     int argc = 0;
     argv[argc++] = b->binary;
     argv[argc++] = (char *)BP_FLAG_PORT;
@@ -173,6 +175,8 @@ int bp_spawn(bp_broker_t *b, char *err, size_t errlen)
     argv[argc++] = b->data_dir;
     argv[argc++] = (char *)BP_FLAG_METRICS_PORT;
     argv[argc++] = mport;
+    argv[argc++] = (char *)BP_FLAG_SEGMENT_SIZE; /* before the extra flags: a test's own size wins */
+    argv[argc++] = segment;
     for (int i = 0; i < b->nextra; i++)
         argv[argc++] = b->extra[i];
     argv[argc] = NULL;

@@ -33,6 +33,7 @@
 #define BP_FLAG_PORT         "--port"
 #define BP_FLAG_DIR          "--dir"
 #define BP_FLAG_METRICS_PORT "--metrics-port"
+#define BP_FLAG_SEGMENT_SIZE "--commitlog-segment-size" /* TU_SEGMENT_BYTES */
 
 #define BP_MAX_EXTRA         32    /* most extra flags */
 #define BP_START_DEADLINE_MS 60000 /* start (or restart after kill -9) to first PONG */

@@ -94,6 +94,7 @@ void opts_default(store_options_t *o)
     store_options_default(o);
     o->path = g_data;
     o->sync = 0;
+    o->segment_bytes = TU_SEGMENT_BYTES;
 }
 
 store_t *open_at(const store_options_t *o, uint64_t now, int line)

@@ -17,6 +17,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The commit-log segment size of every store a test opens and every broker a
+ * test starts (store_options_t.segment_bytes, the broker's commitlog-segment-size):
+ * a segment is written out whole when first used, and the default's 128 MiB per
+ * test directory would be most of a suite's time and disk. At least the largest
+ * batch a test writes: STORE_BATCH_MAX_BYTES (4 MiB) plus one 4 MiB payload. */
+#define TU_SEGMENT_BYTES (UINT64_C(16) << 20)
+
 /* Create a fresh directory under $TMPDIR (or /tmp) named hg-<tag>-XXXXXX and
  * write its path into path[pathlen]. Returns 0 / -1. */
 int tu_mkdtemp(const char *tag, char *path, size_t pathlen);

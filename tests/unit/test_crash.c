@@ -77,6 +77,7 @@ static void open_store(store_t **s)
     store_options_default(&o);
     o.path = data_path;
     o.sync = 0;
+    o.segment_bytes = TU_SEGMENT_BYTES;
     o.max_reconsume = 2;
     o.retention_ms = 60 * 1000;
     o.lease_write_delay_ms = lease_write_delay_ms;

@@ -42,6 +42,7 @@ static void open_fresh(void)
     snprintf(path, sizeof path, "%s/data", dir);
     o.path = path;
     o.sync = 0;
+    o.segment_bytes = TU_SEGMENT_BYTES;
     err[0] = '\0';
     int rc = store_open(&o, T0, &st, err, sizeof err);
     if (rc != 0) {

@@ -623,6 +623,7 @@ static void run_model(uint64_t seed, uint64_t lease_write_delay_ms)
     store_options_default(&O);
     O.path = g_data;
     O.sync = 0;
+    O.segment_bytes = TU_SEGMENT_BYTES;
     O.max_reconsume = MAX_RECONSUME;
     O.lease_write_delay_ms = lease_write_delay_ms;
     g_now = T0;

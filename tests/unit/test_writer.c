@@ -342,6 +342,7 @@ static void rig_open(rig_t *r)
     snprintf(r->data, sizeof r->data, "%s/data", r->dir);
     store_options_default(&r->o);
     r->o.path = r->data;
+    r->o.segment_bytes = TU_SEGMENT_BYTES;
     TU_REQUIRE(store_open(&r->o, tu_now_wall_ms(), &r->s, err, sizeof err) == 0, "store_open: %s", err);
     TU_REQUIRE(evthread_use_pthreads() == 0, "evthread_use_pthreads");
     r->base = event_base_new();
