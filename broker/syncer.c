@@ -2,14 +2,14 @@
  * broker/syncer.c — the fsync thread (see syncer.h).
  *
  * Invariants:
- *  - A job queued with mark m is posted only after a logsync_run that began
+ *  - A job queued with mark m is posted only after a sync that began
  *    after the job was queued, hence after every batch holding ids below m
  *    was written (the storage thread writes before it queues).
  *  - synced_mark only grows while syncs succeed; it is the largest mark of
  *    the jobs a successful sync covered.
  *  - Once a sync failed, nothing is posted as durable until syncer_reset.
  *
- * Threads: the queue is shared under mu; the logsync_t belongs to the
+ * Threads: the queue is shared under mu; the sync function runs on the
  * syncer thread.
  */
 #include "broker/syncer.h"
@@ -22,13 +22,13 @@
 #include <time.h>
 
 #include "base/alloc.h"
-#include "levels/logsync.h"
 #include "base/clock.h"
 
 struct syncer {
     pthread_t thread;
     int started;
-    logsync_t *log;
+    syncer_sync_fn sync;
+    void *sync_ctx;
     syncer_post_fn post;
     void *ctx;
 
@@ -52,10 +52,11 @@ struct syncer {
 static const double fsync_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                                        0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5 };
 
-syncer_t *syncer_new(const char *path, syncer_post_fn post, void *ctx)
+syncer_t *syncer_new(syncer_sync_fn sync, void *sync_ctx, syncer_post_fn post, void *ctx)
 {
     syncer_t *sy = xcalloc(1, sizeof *sy);
-    sy->log = logsync_new(path);
+    sy->sync = sync;
+    sy->sync_ctx = sync_ctx;
     sy->post = post;
     sy->ctx = ctx;
     pthread_mutex_init(&sy->mu, NULL);
@@ -167,7 +168,7 @@ static void *syncer_main(void *arg)
         if (!failed) {
             uint64_t t0 = clock_mono_us();
             char err[512];
-            if (logsync_run(sy->log, err, sizeof err) != 0) {
+            if (sy->sync(sy->sync_ctx, err, sizeof err) != 0) {
                 pthread_mutex_lock(&sy->mu);
                 sy->failed = 1;
                 snprintf(sy->failed_msg, sizeof sy->failed_msg, "%s", err);
@@ -205,7 +206,6 @@ void syncer_stop(syncer_t *sy)
         pthread_cond_signal(&sy->cond);
         pthread_join(sy->thread, NULL);
     }
-    logsync_free(sy->log);
     pthread_mutex_destroy(&sy->mu);
     pthread_cond_destroy(&sy->cond);
     free(sy);

@@ -1,8 +1,10 @@
 /*
  * broker/syncer.h — the fsync thread beside the storage thread (`fsync
  * always`): the storage thread writes every batch unsynced and hands the jobs
- * whose replies need durability here; this thread fdatasyncs the store's
- * write-ahead log (levels/logsync.h) and only then posts those replies.
+ * whose replies need durability here; this thread makes them durable through
+ * the sync function it was given (the store's commit log: store_log_sync,
+ * levels/store.h) and only then posts those replies; the storage thread
+ * then writes the synced batches to LevelDB (store_apply_durable).
  *
  * So a SEND batch's fsync no longer holds the storage thread: due moves,
  * leases and ACKs of the next iterations run (and their replies go out)
@@ -38,8 +40,12 @@ typedef struct syncer syncer_t;
 /* Hand finished jobs (a NULL-terminated list through ->next) to the loop. */
 typedef void (*syncer_post_fn)(void *ctx, job_t *head, job_t *tail, size_t n);
 
-/* A syncer for the data directory at path. Never fails (aborts on OOM). */
-syncer_t *syncer_new(const char *path, syncer_post_fn post, void *ctx);
+/* Make everything written so far durable (the store's commit log:
+ * store_log_sync). Runs on the syncer thread. 0, or -1 with err. */
+typedef int (*syncer_sync_fn)(void *ctx, char *err, size_t errlen);
+
+/* A syncer that makes writes durable with sync(sync_ctx). Never fails (aborts on OOM). */
+syncer_t *syncer_new(syncer_sync_fn sync, void *sync_ctx, syncer_post_fn post, void *ctx);
 
 /* Start the thread: 0, or -1 with the cause in err. */
 int syncer_start(syncer_t *sy, char *err, size_t errlen);

@@ -60,6 +60,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     pthread_cond_init(&w->cond, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&w->done_mu, NULL);
+    pthread_mutex_init(&w->store_mu, NULL);
     w->done_ev = event_new(base, -1, 0, done_cb, w);
     if (w->done_ev == NULL) {
         log_error("cannot create the storage completion event (out of memory)");
@@ -69,6 +70,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     w->on_stopped = stopped;
     w->ctx = ctx;
     w->store = store;
+    w->synced_store = store;
     w->opts = opts;
     w->sched = sched_new(store, NULL, NULL);
     w->backup = backup_new();
@@ -99,10 +101,29 @@ static void post_synced(void *ctx, job_t *head, job_t *tail, size_t n)
     event_active(w->done_ev, EV_READ, 0);
 }
 
+void writer_set_synced_store(writer_t *w, store_t *store)
+{
+    pthread_mutex_lock(&w->store_mu);
+    w->synced_store = store;
+    pthread_mutex_unlock(&w->store_mu);
+}
+
+/* The syncer's sync function (syncer thread): the commit log of the store
+ * open now. The lock keeps the storage thread from closing it meanwhile. */
+static int sync_store_log(void *ctx, char *err, size_t errlen)
+{
+    writer_t *w = ctx;
+    pthread_mutex_lock(&w->store_mu);
+    int rc = w->synced_store != NULL ? store_log_sync(w->synced_store, err, errlen)
+                                     : (snprintf(err, errlen, "the store is closed (being reopened)"), -1);
+    pthread_mutex_unlock(&w->store_mu);
+    return rc;
+}
+
 int writer_start(writer_t *w, char *err, size_t errlen)
 {
     if (w->opts->sync) {
-        w->syncer = syncer_new(w->opts->path, post_synced, w);
+        w->syncer = syncer_new(sync_store_log, w, post_synced, w);
         if (syncer_start(w->syncer, err, errlen) != 0) {
             syncer_stop(w->syncer);
             w->syncer = NULL;
@@ -231,6 +252,7 @@ void writer_free(writer_t *w)
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->done_mu);
+    pthread_mutex_destroy(&w->store_mu);
     free(w);
 }
 

@@ -55,6 +55,11 @@ struct writer {
     uint64_t wake_budget, wake_one_message;     /* set before start */
     uint64_t sweep_held, sweep_woken_delivered; /* under done_mu: the loop's last figures */
 
+    /* the store the syncer syncs (store_log_sync): w->store while it is open, NULL while it is closed or
+       being closed; set by the storage thread, read by the syncer's sync function, under store_mu */
+    pthread_mutex_t store_mu;
+    store_t *synced_store;
+
     /* storage thread only */
     store_t *store;    /* NULL while a reopen fails */
     int batch_durable; /* a job since the last commit made a promise: fsync it */
@@ -131,5 +136,9 @@ void writer_service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int
 
 /* Monotonic ms of the next parked deadline or wake retry (UINT64_MAX: none). */
 uint64_t writer_earliest_parked_deadline(writer_t *w);
+
+/* Storage thread: w->store (NULL or just opened) is the store the syncer syncs from now on
+ * (writer.c). Call with NULL before closing it. */
+void writer_set_synced_store(writer_t *w, store_t *store);
 
 #endif

@@ -216,6 +216,7 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
         sched_free(w->sched);
         w->sched = NULL;
         backup_stop(w->backup); /* its snapshot belongs to the store */
+        writer_set_synced_store(w, NULL);
         if (sync_failed) {
             store_close_unsynced(w->store, NULL, 0); /* the memtable to a table from memory, not the log */
         } else {
@@ -261,6 +262,7 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
     }
     w->reopen_failed_free = 0;
     w->wake_all = 1; /* a new store: its marks of what changed before are gone */
+    writer_set_synced_store(w, w->store);
     w->sched = sched_new(w->store, NULL, NULL);
     w->stats.reopens++;
     atomic_store(&w->broken, 0);
@@ -471,6 +473,9 @@ static void commit_pending(writer_t *w, job_list_t *done)
     int pending = store_pending(w->store);
     uint64_t t0 = clock_mono_us();
     int rc = store_commit_durable(w->store, w->syncer ? 0 : w->batch_durable, err, sizeof err);
+    if (rc == 0) { /* what the syncer's syncs covered goes to LevelDB (a checkpoint when one is due) */
+        rc = store_apply_durable(w->store, err, sizeof err);
+    }
     w->batch_durable = 0;
     uint64_t t1 = clock_mono_us();
     if (pending > 0 && rc == 0) {
@@ -775,6 +780,7 @@ void *writer_main(void *arg)
     backup_stop(w->backup); /* a copy still running is stopped: its snapshot belongs to the store */
     if (w->store != NULL) {
         char err[512];
+        writer_set_synced_store(w, NULL);
         if (store_close(w->store, err, sizeof err) != 0) {
             log_error("closing the store: %s", err);
         } else {

@@ -66,7 +66,7 @@ static int entry_position(enum key_tag tag, const char *key, size_t klen, store_
 
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen)
 {
-    if (store_read_begin_whole(s, err, errlen) != 0) {
+    if (store_read_begin_whole(s, err, errlen) != 0 || store_read_barrier(s, err, errlen) != 0) {
         return -1;
     }
     int rc = 0;
@@ -409,7 +409,7 @@ static int walk_message(check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n
  * consequence. */
 static int check_walk(store_t *s, check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n, char *err, size_t errlen)
 {
-    if (store_read_begin_whole(s, err, errlen) != 0) {
+    if (store_read_begin_whole(s, err, errlen) != 0 || store_read_barrier(s, err, errlen) != 0) {
         return -1;
     }
     leveldb_readoptions_t *ro = leveldb_readoptions_create();

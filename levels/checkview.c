@@ -9,7 +9,9 @@
  * store is opened in a scratch view instead: a new directory holding hard
  * links to the table files (*.ldb, *.sst: LevelDB never writes a table once
  * it is made, and only unlinks its own name of one) and copies of CURRENT,
- * the MANIFEST-* files and the logs (LevelDB may write into those). The view
+ * the MANIFEST-* files and the logs (LevelDB may write into those), and
+ * copies of the commit log's segments (clog-*.seg: LevelDB lags the log by
+ * the batches not applied yet, which the view's open redoes). The view
  * is made beside the directory ("<dir>.check-XXXXXX", the same file system,
  * so links work and only the logs take room), or else under $TMPDIR (or
  * /tmp), with copies where a link fails (another file system, a read-only
@@ -80,6 +82,9 @@ static int view_kind(const char *name)
     }
     if (strcmp(name, "CURRENT") == 0 || strncmp(name, "MANIFEST-", 9) == 0 || logsync_log_number(name, &number)) {
         return 'C';
+    }
+    if (n > 9 && strncmp(name, "clog-", 5) == 0 && strcmp(name + n - 4, ".seg") == 0) {
+        return 'C'; /* the commit log: LevelDB lacks what its redo rewrites, and the open may cut its torn tail */
     }
     return 0;
 }

@@ -18,6 +18,13 @@
  * Reads see committed data only: every reading operation calls
  * store_read_begin first, which commits what is pending (unsynced).
  *
+ * Once the commit log is open (store_log.c), a commit is a log batch whose
+ * LevelDB writes are held until the log is synced (design-commitlog.md §3
+ * rule 2): a point read (store_get, store_has) asks the held writes first
+ * (the redo's overlay), an iterator first passes the barrier (the log synced
+ * and every held batch written to LevelDB). The LevelDB batch is used only
+ * before the redo opens (a new directory's meta records).
+ *
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store_internal.h"
@@ -35,14 +42,22 @@
 
 void store_put(store_t *s, const key_buf_t *k, const char *v, size_t vlen)
 {
-    leveldb_writebatch_put(s->batch, k->b, k->n, v, vlen);
+    if (s->redo != NULL) {
+        redo_db_put(&s->log_batch, k->b, k->n, v, vlen);
+    } else {
+        leveldb_writebatch_put(s->batch, k->b, k->n, v, vlen);
+    }
     s->pending++;
     s->batch_bytes += k->n + vlen + BATCH_ENTRY_OVERHEAD;
 }
 
 void store_del_raw(store_t *s, const char *key, size_t klen)
 {
-    leveldb_writebatch_delete(s->batch, key, klen);
+    if (s->redo != NULL) {
+        redo_db_delete(&s->log_batch, key, klen);
+    } else {
+        leveldb_writebatch_delete(s->batch, key, klen);
+    }
     s->pending++;
     s->batch_bytes += klen + BATCH_ENTRY_OVERHEAD;
 }
@@ -156,9 +171,9 @@ static void flush_records(store_t *s)
     }
 }
 
-int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
+/* Before the redo opens (a new directory's meta records): the batch straight into LevelDB. */
+static int write_leveldb_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
 {
-    flush_records(s);
     char *e = NULL;
     if (s->key_it != NULL) { /* it would not see this write */
         leveldb_iter_destroy(s->key_it);
@@ -175,6 +190,34 @@ int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
         s->batch = leveldb_writebatch_create();
     } else {
         leveldb_writebatch_clear(s->batch);
+    }
+    return 0;
+}
+
+/* Through the log: appended, its LevelDB writes held; synced and applied at
+ * once when sync asks it or when the unsynced log reaches
+ * STORE_HELD_MAX_BYTES (held batches are memory). */
+static int write_log_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
+{
+    if (store_log_append(s, dberr, dberrlen) != 0) {
+        return -1;
+    }
+    if (s->batch_bytes > STORE_BATCH_KEEP_BYTES) { /* its buffer keeps its capacity, as LevelDB's does */
+        clog_batch_free(&s->log_batch.log);
+    }
+    if (sync || store_log_unsynced_bytes(s) >= STORE_HELD_MAX_BYTES) {
+        return store_log_make_durable(s, dberr, dberrlen);
+    }
+    return 0;
+}
+
+int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
+{
+    flush_records(s);
+    int rc =
+        s->redo != NULL ? write_log_batch(s, sync, dberr, dberrlen) : write_leveldb_batch(s, sync, dberr, dberrlen);
+    if (rc != 0) {
+        return -1;
     }
     s->pending = 0;
     s->batch_bytes = 0;
@@ -196,6 +239,13 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen)
     int sync = durable && s->opt.sync;
     if (s->pending == 0) {
         if (!sync || !s->unsynced) {
+            return 0;
+        }
+        if (s->redo != NULL) { /* earlier unsynced commits need the log's fsync */
+            if (store_log_make_durable(s, err, errlen) != 0) {
+                return -1;
+            }
+            s->unsynced = 0;
             return 0;
         }
         /* Nothing pending, but earlier unsynced writes need their fsync: a
@@ -249,6 +299,23 @@ int store_read_begin(store_t *s, char *err, size_t errlen)
         return -1;
     }
     return s->pending ? store_commit_durable(s, 0, err, errlen) : 0;
+}
+
+int store_read_barrier(store_t *s, char *err, size_t errlen)
+{
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    return s->redo != NULL && redo_held(s->redo) > 0 ? store_log_make_durable(s, err, errlen) : 0;
+}
+
+/* The iterators' barrier: a failure breaks the store (store_log_make_durable
+ * does), which the walk's caller finds at its next commit or read. */
+static void iter_barrier(store_t *s)
+{
+    if (s->redo != NULL && redo_held(s->redo) > 0 && !s->broken) {
+        (void)store_log_make_durable(s, NULL, 0);
+    }
 }
 
 int store_commit_when_full(store_t *s, char *err, size_t errlen)
@@ -305,6 +372,18 @@ int store_fail_half_way(store_t *s, int pending_before, const char *what, char *
 
 int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *err, size_t errlen)
 {
+    if (s->redo != NULL && redo_held(s->redo) > 0) { /* a held batch's write is the key's current value */
+        const char *held;
+        int o = overlay_get(redo_overlay(s->redo), k->b, k->n, &held, vlen);
+        if (o == OVERLAY_DELETED) {
+            *val = NULL;
+            return 0;
+        }
+        if (o == OVERLAY_HELD) {
+            *val = xmemdup(held, *vlen); /* leveldb_free is free(3) */
+            return 1;
+        }
+    }
     char *e = NULL;
     *val = leveldb_get(s->db, s->ropt, k->b, k->n, vlen, &e);
     if (e != NULL) {
@@ -328,6 +407,7 @@ int store_has(store_t *s, const key_buf_t *k, char *err, size_t errlen)
 
 leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k)
 {
+    iter_barrier(s);
     leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropt);
     leveldb_iter_seek(it, k->b, k->n);
     return it;
@@ -335,6 +415,7 @@ leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k)
 
 leveldb_iterator_t *store_iter_committed(store_t *s)
 {
+    iter_barrier(s);
     if (s->key_it == NULL) {
         s->key_it = leveldb_create_iterator(s->db, s->ropt);
     }

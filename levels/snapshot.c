@@ -70,7 +70,7 @@ struct store_snapshot {
 
 store_snapshot_t *store_snapshot_take(store_t *s, char *err, size_t errlen)
 {
-    if (store_read_begin(s, err, errlen) != 0) { /* what is pending joins the snapshot */
+    if (store_read_barrier(s, err, errlen) != 0) { /* what is pending and what the log holds join the snapshot */
         return NULL;
     }
     store_snapshot_t *sn = xcalloc(1, sizeof *sn);
@@ -132,6 +132,22 @@ static void count_batch(store_copy_progress_t *progress, uint64_t *keys, uint64_
     *keys = *bytes = 0;
 }
 
+/* The commit log's marks (`M` "checkpoint", "applied", "clean": levels/clog_redo.h) name offsets of the
+ * live store's log, which the copy does not hold: a copied "applied" would make the copy's first open refuse
+ * it as a log that lost durable batches. The copy's open writes marks of its own (an empty log). */
+static int is_log_mark(const char *k, size_t kn)
+{
+    static const char *const marks[] = { "checkpoint", "applied", "clean" };
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+        key_buf_t m;
+        key_meta(&m, marks[i]);
+        if (kn == m.n && memcmp(k, m.b, kn) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The walk itself, into an open db; 0 done, 1 stopped, -1 error. */
 static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_copy_check_fn check, void *ctx,
                     store_copy_progress_t *progress, char *err, size_t errlen)
@@ -151,6 +167,9 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
     for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t kn, vn;
         const char *k = leveldb_iter_key(it, &kn);
+        if (is_log_mark(k, kn)) {
+            continue;
+        }
         const char *v = leveldb_iter_value(it, &vn);
         leveldb_writebatch_put(b, k, kn, v, vn);
         in_batch += kn + vn;

@@ -117,6 +117,7 @@ static void store_free(store_t *s)
     if (s->batch) {
         leveldb_writebatch_destroy(s->batch);
     }
+    redo_batch_free(&s->log_batch);
     while (s->pend_first != NULL) { /* leases not written (a failed close): lost, as in a crash */
         lease_pend_t *next = s->pend_first->all_next;
         free(s->pend_first);

@@ -55,6 +55,8 @@
 #define STORE_FORMAT_OLDEST           1
 #define STORE_FORMAT_SAME_RECORDS     3 /* the oldest format whose records this build reads unchanged */
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)
+#define STORE_CHECKPOINT_BYTES        (UINT64_C(64) << 20)  /* log applied between checkpoints, at most */
+#define STORE_HELD_MAX_BYTES          (UINT64_C(16) << 20)  /* log appended unsynced before a commit syncs it */
 #define STORE_DEFAULT_SEGMENT_BYTES   (UINT64_C(128) << 20) /* commit-log segments (design-commitlog.md §2) */
 #define STORE_DEFAULT_MAX_DELAY_MS    (UINT64_C(3) * 86400 * 1000)
 #define STORE_DEFAULT_MAX_RECONSUME   16
@@ -100,8 +102,8 @@ typedef struct store_options {
      * ever (lease_pend.c). */
     uint64_t lease_write_delay_ms;
     /* The commit log's segment size (docs/design-commitlog.md §2): a multiple of 4096 in
-     * [CLOG_SEGMENT_MIN, CLOG_SEGMENT_MAX], equal to the directory's existing segments'. Step 4a.1: the log is
-     * opened and closed beside LevelDB, nothing is written to it yet. */
+     * [CLOG_SEGMENT_MIN, CLOG_SEGMENT_MAX], for a log that has no segment yet; a directory whose log has
+     * segments keeps their size (store_open takes it from them). */
     uint64_t segment_bytes;
 } store_options_t;
 
@@ -224,6 +226,20 @@ int store_commit(store_t *s, char *err, size_t errlen);
  * earlier unsynced write durable (LevelDB's log is one file). The implicit
  * commit before a read is an unsynced one. */
 int store_commit_durable(store_t *s, int durable, char *err, size_t errlen);
+
+/* Make every batch committed so far durable: the commit log's fdatasync
+ * (design-commitlog.md §3). The one store call allowed on a thread other
+ * than the owner's, at the same time as the owner's calls (the broker's
+ * syncer, broker/syncer.h); the store must stay open meanwhile. After it, the
+ * owner's store_apply_durable writes those batches to LevelDB. 0, or -1 with
+ * err naming the segment (the store must then be closed with
+ * store_close_unsynced). */
+int store_log_sync(store_t *s, char *err, size_t errlen);
+
+/* Owner thread: write to LevelDB (unsynced) the commits the log's last sync
+ * covered, and take a checkpoint when one is due (64 MiB of log or a second).
+ * Cheap when there is nothing to do. 0, or -1 with err: the store is broken. */
+int store_apply_durable(store_t *s, char *err, size_t errlen);
 
 /* Operations waiting in the pending batch. */
 int store_pending(const store_t *s);

@@ -184,8 +184,10 @@ struct store {
     leveldb_readoptions_t *ropt;
     leveldb_writeoptions_t *wopt_sync; /* sync = 1 when the store syncs */
     leveldb_writeoptions_t *wopt_nosync;
-    int unsynced; /* a commit since the last synced one was not synced */
-    leveldb_writebatch_t *batch;
+    int unsynced;                 /* a commit since the last synced one was not synced */
+    leveldb_writebatch_t *batch;  /* the pending batch before the redo opens (a new directory's meta records) */
+    redo_batch_t log_batch;       /* the pending batch once it is open (store_log.c) */
+    uint64_t checkpoint_mono_ms;  /* when the last checkpoint was taken (clock_mono_ms) */
     int pending;                  /* operations in the batch */
     uint64_t level_damage_events; /* levels found damaged by the due move (store_level_damage_events) */
     uint64_t npend;               /* leases not written yet, over all groups (lease_pend.c) */
@@ -320,6 +322,23 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen);
  * nothing. */
 int store_log_close(store_t *s, char *err, size_t errlen);
 
+/* store_log.c: the commit path through the log (design-commitlog.md, 4a.2). Once
+ * the redo is open every commit is a log batch (s->log_batch, filled by
+ * store_put and store_del_raw) whose LevelDB writes are held until the log's
+ * sync covers it, then written unsynced with `M "applied"`; point reads see
+ * held writes through the overlay (store_get), range walks pass
+ * store_read_barrier first. */
+
+/* Append s->log_batch to the log (its writes held). 0, or -1 with err. */
+int store_log_append(store_t *s, char *err, size_t errlen);
+
+/* Make every batch appended so far durable (clog_sync when the log's durable
+ * end lags its end) and apply it (store_apply_durable). 0, or -1 with err. */
+int store_log_make_durable(store_t *s, char *err, size_t errlen);
+
+/* Bytes appended to the log and not yet synced (0 without a log). */
+uint64_t store_log_unsynced_bytes(const store_t *s);
+
 /* ---- db.c: the pending batch ---------------------------------------------------- */
 
 /* Add a put / a delete of k to the pending batch (one pending operation). */
@@ -374,6 +393,13 @@ int store_fail_half_way(store_t *s, int pending_before, const char *what, char *
  * decides durability), so the read sees every write that came before it.
  * 0, or -1 when the store is broken or that commit fails. */
 int store_read_begin(store_t *s, char *err, size_t errlen);
+
+/* store_read_begin, then the barrier for a range walk (an iterator): every
+ * batch committed so far is synced and written to LevelDB, so the walk sees
+ * it. The iterators (store_iter_at, store_iter_committed, store_iter_range)
+ * pass it themselves, breaking the store when it fails; a caller that can
+ * report the failure calls it first. 0, or -1 with err. */
+int store_read_barrier(store_t *s, char *err, size_t errlen);
 
 /* ---- db.c: reads of committed data -------------------------------------------------- */
 

@@ -24,11 +24,14 @@
  * Threading: the store's owner thread.
  */
 #include "levels/store_internal.h"
+#include "base/clock.h"
 #include "base/err.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int no_queue_bounds(void *ctx, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
 {
@@ -51,8 +54,36 @@ int store_check_segment_bytes(uint64_t n, char *err, size_t errlen)
     return 0;
 }
 
+/* The size of the segments the log in dir was made with (the size of its
+ * first clog-*.seg file), or `configured` when it has none: a directory keeps
+ * its size whatever the configuration says now (a check, a restore on another
+ * host), and clog_open checks every segment against it. */
+static uint64_t segment_bytes_of(const char *dir, uint64_t configured)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return configured; /* clog_open says why */
+    }
+    uint64_t size = configured;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        char path[4200];
+        struct stat st;
+        if (n > 9 && strncmp(e->d_name, "clog-", 5) == 0 && strcmp(e->d_name + n - 4, ".seg") == 0 &&
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path && stat(path, &st) == 0 &&
+            S_ISREG(st.st_mode) && store_check_segment_bytes((uint64_t)st.st_size, NULL, 0) == 0) {
+            size = (uint64_t)st.st_size;
+            break;
+        }
+    }
+    closedir(d);
+    return size;
+}
+
 int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
 {
+    s->opt.segment_bytes = segment_bytes_of(s->path, s->opt.segment_bytes);
     redo_options_t o = { .dir = s->path,
                          .segment_bytes = s->opt.segment_bytes,
                          .floor = floor,
@@ -73,6 +104,7 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
     if (rc != 0) {
         return err_set(err, errlen, "cannot open the commit log of %s: %s", s->path, why);
     }
+    s->checkpoint_mono_ms = clock_mono_ms(); /* the open took one */
     if (rep.log.cut_at != 0) {
         size_t n = strlen(s->open_note);
         snprintf(s->open_note + n, sizeof s->open_note - n,
@@ -95,4 +127,84 @@ int store_log_close(store_t *s, char *err, size_t errlen)
         return err_set(err, errlen, "closing the commit log of %s: %s", s->path, why);
     }
     return 0;
+}
+
+/* ---- the commit path (4a.2) ------------------------------------------------------------ */
+
+int store_log_append(store_t *s, char *err, size_t errlen)
+{
+    char why[512];
+    if (redo_commit(s->redo, &s->log_batch, NULL, why, sizeof why) != 0) {
+        return err_set(err, errlen, "commit log of %s: %s", s->path, why);
+    }
+    return 0;
+}
+
+uint64_t store_log_unsynced_bytes(const store_t *s)
+{
+    if (s->redo == NULL) {
+        return 0;
+    }
+    clog_t *c = redo_log(s->redo);
+    return clog_end(c) - clog_durable(c);
+}
+
+int store_log_sync(store_t *s, char *err, size_t errlen)
+{
+    char why[512];
+    if (clog_sync(redo_log(s->redo), why, sizeof why) != 0) {
+        return err_set(err, errlen, "commit log of %s: %s", s->path, why);
+    }
+    return 0;
+}
+
+/* A checkpoint is due once STORE_CHECKPOINT_BYTES of log were applied since
+ * the last one, or a second passed with anything applied since. */
+static int checkpoint_due(const store_t *s)
+{
+    uint64_t since = redo_applied(s->redo) - redo_checkpointed(s->redo);
+    return since >= STORE_CHECKPOINT_BYTES || (since > 0 && clock_mono_ms() - s->checkpoint_mono_ms >= 1000);
+}
+
+int store_apply_durable(store_t *s, char *err, size_t errlen)
+{
+    if (store_usable(s, err, errlen) != 0) {
+        return -1;
+    }
+    if (s->redo == NULL || redo_held(s->redo) == 0) {
+        return 0;
+    }
+    uint64_t before = redo_applied(s->redo);
+    char why[512];
+    if (redo_apply_durable(s->redo, why, sizeof why) != 0) {
+        store_break(s, why);
+        return err_set(err, errlen, "applying the commit log of %s: %s", s->path, why);
+    }
+    if (redo_applied(s->redo) != before && s->key_it != NULL) { /* it would not see what was applied */
+        leveldb_iter_destroy(s->key_it);
+        s->key_it = NULL;
+    }
+    if (checkpoint_due(s)) {
+        if (redo_checkpoint(s->redo, why, sizeof why) != 0) {
+            store_break(s, why);
+            return err_set(err, errlen, "checkpoint of the commit log of %s: %s", s->path, why);
+        }
+        s->checkpoint_mono_ms = clock_mono_ms();
+    }
+    return 0;
+}
+
+int store_log_make_durable(store_t *s, char *err, size_t errlen)
+{
+    if (s->redo == NULL) {
+        return 0;
+    }
+    if (store_log_unsynced_bytes(s) > 0) {
+        char why[512];
+        if (store_log_sync(s, why, sizeof why) != 0) {
+            store_break(s, why);
+            return err_set(err, errlen, "%s", why);
+        }
+    }
+    return store_apply_durable(s, err, errlen);
 }

@@ -61,6 +61,9 @@ void bt_wait_field(const char *group, const char *field, long long want, int dea
  * keeps its header and loses the rest of its body). The log's path into
  * log. Requires every step. */
 #define BT_TORN_WHOLE 20
+/* every SEND of bt_torn_log_end: the one whose LevelDB record the cut loses is in the commit log, which the
+ * next open redoes (docs/design-commitlog.md §3) */
+#define BT_TORN_SENT (BT_TORN_WHOLE + 1)
 void bt_torn_log_end(char *log, size_t loglen);
 
 /* How many times text occurs in bt_broker's log (tu_file_count). */

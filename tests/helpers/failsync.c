@@ -3,7 +3,8 @@
  * LevelDB write-ahead log with EIO, as a disk that loses a write does
  * (tests/integration/test_broker_fsync.c; broker/syncer.c is what it tests).
  *
- * fdatasync(fd) and fsync(fd) of a file whose path ends in ".log": when the
+ * fdatasync(fd) and fsync(fd) of a file whose path ends in ".log" or ".seg" (the
+ * store's commit log): when the
  * file named by $HG_FAILSYNC_TRIGGER exists, it is removed and the call
  * fails with EIO without syncing (once per trigger file). With
  * $HG_FAILSYNC_STICKY set, every later sync of that same file fails too, as
@@ -33,14 +34,15 @@
 int fdatasync(int fd);
 int fsync(int fd);
 
-/* The path of fd into path[len] ("" when unknown); 1 when it is a ".log". */
+/* The path of fd into path[len] ("" when unknown); 1 when it is a ".log" or a commit-log segment
+ * (".seg": what the broker's syncer syncs since the store commits through its commit log). */
 static int log_path(int fd, char *path, size_t len)
 {
     char link[64];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = readlink(link, path, len - 1);
     path[n > 0 ? n : 0] = '\0';
-    return n > 4 && strcmp(path + n - 4, ".log") == 0;
+    return n > 4 && (strcmp(path + n - 4, ".log") == 0 || strcmp(path + n - 4, ".seg") == 0);
 }
 
 static void record(const char *what, const char *path)

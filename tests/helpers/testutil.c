@@ -51,6 +51,7 @@
 
 #include "base/err.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -189,6 +190,56 @@ static int rmtree_entry(const char *fpath, const struct stat *sb, int typeflag, 
         return -1;
     }
     return 0;
+}
+
+/* The end of the last non-zero byte of the file at path (its size when that cannot be read). */
+static long long written_end(const char *path, long long size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return size;
+    char buf[65536];
+    long long end = size;
+    while (end > 0) {
+        long long at = end > (long long)sizeof buf ? end - (long long)sizeof buf : 0;
+        ssize_t n = pread(fd, buf, (size_t)(end - at), at);
+        if (n != end - at) {
+            close(fd);
+            return size;
+        }
+        while (n > 0 && buf[n - 1] == 0)
+            n--;
+        if (n > 0) {
+            close(fd);
+            return at + n;
+        }
+        end = at;
+    }
+    close(fd);
+    return 0;
+}
+
+long long tu_store_bytes_used(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    long long best = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char p[PATH_MAX];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        size_t len = strlen(e->d_name);
+        int segment = strncmp(e->d_name, "clog-", 5) == 0 && len > 4 && strcmp(e->d_name + len - 4, ".seg") == 0;
+        long long used = segment ? written_end(p, (long long)st.st_size) : (long long)st.st_size;
+        if (used > best)
+            best = used;
+    }
+    closedir(d);
+    return best;
 }
 
 int tu_rmtree(const char *path)

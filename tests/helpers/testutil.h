@@ -24,6 +24,13 @@
  * batch a test writes: STORE_BATCH_MAX_BYTES (4 MiB) plus one 4 MiB payload. */
 #define TU_SEGMENT_BYTES (UINT64_C(16) << 20)
 
+/* The furthest byte written in any file of the store directory dir: a file's
+ * size, but for a commit-log segment (clog-*.seg, pre-written whole with
+ * zeros) the end of its last non-zero byte. A test that fills the "disk" with
+ * RLIMIT_FSIZE sets the limit just past it (a write at an offset past the limit
+ * fails with EFBIG, inside a pre-written file too). -1 when dir cannot be read. */
+long long tu_store_bytes_used(const char *dir);
+
 /* Create a fresh directory under $TMPDIR (or /tmp) named hg-<tag>-XXXXXX and
  * write its path into path[pathlen]. Returns 0 / -1. */
 int tu_mkdtemp(const char *tag, char *path, size_t pathlen);

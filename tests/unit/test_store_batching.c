@@ -108,7 +108,7 @@ static int heap_stats_work(void)
 /* A large batch does not pin its memory after its commit: LevelDB's cleared
  * WriteBatch keeps the capacity of its largest contents (an earlier burst held
  * 710 MB), so the store replaces a batch that held more than a few MiB. 48 MiB
- * of payloads in one batch; after the commit and a compaction that takes the
+ * of payloads in one batch (64 MiB commit-log segments: a batch fits in one); after the commit and a compaction that takes the
  * memtable's copy out of the picture, the heap in use is back within 16 MiB of
  * where it was. Not measured (printed) where glibc's statistics do not see
  * the allocations (sanitizers, valgrind). */
@@ -123,10 +123,13 @@ static void test_large_batch_memory_returned(void)
         printf("\n    heap statistics unavailable under this allocator: not measured ");
         return;
     }
-    store_t *s = OPEN_DEFAULT();
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = UINT64_C(64) << 20; /* a commit-log batch fits in one segment */
+    store_t *s = OPEN(&o);
     SEND(s, "t", "x", 1, 0, T0, NULL); /* a level record, so the reopen owes a compaction of level 1 */
     CLOSE(&s);
-    s = OPEN_DEFAULT();
+    s = OPEN(&o);
     char *payload = malloc(PAYLOAD);
     TU_REQUIRE(payload != NULL, "malloc");
     memset(payload, 'p', PAYLOAD);

@@ -409,13 +409,15 @@ static store_t *open_with_a_big_group(void)
 }
 
 /* The child of test_group_delete_steps: the disk "fills" (RLIMIT_FSIZE: no
- * file may pass 512 KiB, LevelDB's new log included) while the maintenance
+ * file may be written 512 KiB past the furthest byte written so far, the
+ * commit log's segment and LevelDB's new log included) while the maintenance
  * steps delete g's leases. 0 when a step's commit failed so and broke the
  * store. */
 static int group_delete_steps_on_a_full_disk(store_t *c, char *err, size_t errlen)
 {
     signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of the signal */
-    struct rlimit lim = { 512 << 10, 512 << 10 };
+    rlim_t at = (rlim_t)tu_store_bytes_used(g_data) + (512 << 10);
+    struct rlimit lim = { at, at };
     if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
         return -1;
     }

@@ -1447,7 +1447,7 @@ static void test_check_dir_reads_only(void)
                  r.torn_bytes >= 30,
              "torn %d in %s at %" PRIu64 " (%" PRIu64 " bytes); want %s of %ld bytes", r.torn, r.torn_log,
              r.torn_offset, r.torn_bytes, log, size);
-    CHECK_EQ_U64(r.counts.messages, 19);
+    CHECK_EQ_U64(r.counts.messages, 20); /* what LevelDB's cut lost, the view's open redid from the commit log */
     CHECK_EQ_U64(dir_digest(g_data), before);
     store_t *s = OPEN(&o);
     TU_CHECK(strstr(store_open_note(s), "ended in a torn write") != NULL, "store_open did not cut: \"%s\"",
@@ -1566,7 +1566,10 @@ static void test_log_missing_applied_batch_refused(void)
     uint64_t id = SEND(s, "t", "x", 0, 0, T0, NULL);
     COMMIT(s);
     CLOSE(&s);
-    raw_meta_put("applied", UINT64_C(1) << 20, __LINE__);
+    int found = 0;
+    uint64_t applied = raw_meta_u64("applied", &found, __LINE__); /* the end of the SEND's log batch */
+    TU_REQUIRE(found && applied > 0, "no applied mark after a commit through the log");
+    raw_meta_put("applied", applied + (UINT64_C(1) << 20), __LINE__);
     store_options_t o;
     opts_default(&o);
     char err[1024] = "";
@@ -1574,10 +1577,9 @@ static void test_log_missing_applied_batch_refused(void)
     TU_CHECK(rc == STORE_OPEN_DAMAGED && s == NULL && strstr(err, "commit log") != NULL &&
                  strstr(err, "applied mark") != NULL && strstr(err, "is damaged") != NULL,
              "open: rc %d, want STORE_OPEN_DAMAGED naming the commit log and the applied mark: %s", rc, err);
-    int found = 0;
-    CHECK_EQ_U64(raw_meta_u64("applied", &found, __LINE__), UINT64_C(1) << 20);
+    CHECK_EQ_U64(raw_meta_u64("applied", &found, __LINE__), applied + (UINT64_C(1) << 20));
 
-    raw_meta_put("applied", 0, __LINE__);
+    raw_meta_put("applied", applied, __LINE__);
     s = OPEN_DEFAULT();
     GROUP_CREATE(s, "g", "t", 1, T0);
     msg_owned_t m[2];
@@ -1640,6 +1642,55 @@ static void test_log_segment_size_refused(void)
     TU_CHECK(s == NULL && access(g_data, F_OK) != 0, "the refused open made %s", g_data);
 }
 
+/* A directory keeps the segment size its log was made with: opened with
+ * another one configured (a check, a restore on a host configured
+ * otherwise), it opens with its messages, and new segments take its size. */
+static void test_log_keeps_its_segment_size(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = UINT64_C(1) << 20;
+    store_t *s = OPEN(&o);
+    uint64_t id = SEND(s, "t", "x", 0, 0, T0, NULL);
+    COMMIT(s);
+    CLOSE(&s);
+    o.segment_bytes = UINT64_C(2) << 20;
+    s = OPEN(&o);
+    char big[200000];
+    memset(big, 'b', sizeof big);
+    char err[512] = "";
+    for (int i = 0; i < 8; i++) { /* 1.6 MB: into a second segment */
+        uint64_t bid, due;
+        REQUIRE_OK(send_raw(s, "big", 3, NULL, 0, big, sizeof big, 0, 0, T0, &bid, &due, err, sizeof err), err);
+        COMMIT(s);
+    }
+    CLOSE(&s);
+    s = OPEN(&o);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
+    TU_CHECK(n == 1 && m[0].m.id == id, "leased %d", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    DIR *d = opendir(g_data);
+    TU_REQUIRE(d != NULL, "opendir %s", g_data);
+    struct dirent *e;
+    int segments = 0;
+    while ((e = readdir(d)) != NULL) {
+        char path[1200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", g_data, e->d_name);
+        if (strncmp(e->d_name, "clog-", 5) == 0 && stat(path, &st) == 0) {
+            segments++;
+            TU_CHECK(st.st_size == 1 << 20, "%s holds %lld bytes, not the directory's 1 MiB", e->d_name,
+                     (long long)st.st_size);
+        }
+    }
+    closedir(d);
+    TU_CHECK(segments >= 2, "%d segments after 1.6 MB of commits", segments);
+}
+
 static const tu_test_t open_tests[] = {
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
     { "a clean close leaves no log to replay", test_close_leaves_no_log },
@@ -1673,6 +1724,7 @@ static const tu_test_t open_tests[] = {
     { "a close leaves the commit log's clean checkpoint, an open removes it", test_log_closed_clean },
     { "an applied mark past the commit log's end is refused as damaged", test_log_missing_applied_batch_refused },
     { "a commit-log segment size the log cannot use is refused", test_log_segment_size_refused },
+    { "a directory keeps the segment size of its commit log", test_log_keeps_its_segment_size },
     { "an older format with another level table is refused before its upgrade",
       test_older_format_refused_before_upgrade },
     { NULL, NULL },

@@ -808,7 +808,7 @@ static void test_snapshot_restored_copy_is_live(void)
     TU_CHECK(rc == 0 && !r.whole_copy && r.torn && strcmp(r.torn_log, log) == 0,
              "a restored copy with a torn end: rc %d, whole_copy %d, torn %d in %s: %s", rc, r.whole_copy, r.torn,
              r.torn_log, err);
-    CHECK_EQ_U64(r.counts.messages, 9);
+    CHECK_EQ_U64(r.counts.messages, 10); /* what LevelDB's cut lost, the view's open redid from the commit log */
 }
 
 /* A copy a crash stopped after STORE_COPY_WHOLE was written but before the

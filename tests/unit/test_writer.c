@@ -278,34 +278,15 @@ static int loop_until(struct event_base *base, int *flag, int want)
     return *flag >= want;
 }
 
-static long long largest_file(const char *dir)
-{
-    DIR *d = opendir(dir);
-    long long best = -1;
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        char p[1024];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > best) {
-            best = st.st_size;
-        }
-    }
-    if (d != NULL) {
-        closedir(d);
-    }
-    return best;
-}
-
 /* A "disk" that takes a small write more, not a large one: RLIMIT_FSIZE
- * just above the largest file in dir (a write past it fails with EFBIG,
+ * just past the furthest byte written in dir (tu_store_bytes_used: a write past it fails with EFBIG,
  * which the writer takes for a full disk). *saved is the limit to give back
  * with disk_back. */
 static void disk_nearly_full(const char *dir, struct rlimit *saved)
 {
     TU_REQUIRE(getrlimit(RLIMIT_FSIZE, saved) == 0, "getrlimit: %s", strerror(errno));
     struct rlimit lim = *saved;
-    lim.rlim_cur = (rlim_t)largest_file(dir) + 65536;
+    lim.rlim_cur = (rlim_t)tu_store_bytes_used(dir) + 65536;
     signal(SIGXFSZ, SIG_IGN);
     TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
 }
