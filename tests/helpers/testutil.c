@@ -49,7 +49,6 @@
 
 #include "tests/helpers/testutil.h"
 
-#include "base/clock.h"
 #include "base/err.h"
 #include "tests/helpers/loopback_dial.h"
 
@@ -1028,8 +1027,9 @@ int tu_own_ipv4(char *buf, size_t len)
 }
 
 /* A blocking connection to 127.0.0.1:port (loopback_dial's tries), none
- * waiting past deadline (clock_mono_ms; 0: none); -1 with errno. A dial that
- * stalled out is said on stderr: a refusal is an answer a poll waits past. */
+ * waiting past deadline (tu_now_mono_ms, the clock loopback_dial reads; 0:
+ * none); -1 with errno. A dial that stalled out is said on stderr: a
+ * refusal is an answer a poll waits past. */
 static int tcp_connect_by(int port, uint64_t deadline)
 {
     loopback_dial_t how = { .try_ms = LOOPBACK_DIAL_TRY_MS, .tries = LOOPBACK_DIAL_TRIES, .deadline = deadline };
@@ -1082,8 +1082,12 @@ static int http_status_is(void *arg)
 int tu_poll_http_status(int port, const char *path, int want, int deadline_ms, int interval_ms, char *out,
                         size_t outlen)
 {
-    http_status_wait_t h = { port, want,   path,
-                             out,  outlen, tu_now_mono_ms() + (uint64_t)(deadline_ms > 0 ? deadline_ms : 0) };
+    http_status_wait_t h = { .port = port,
+                             .want = want,
+                             .path = path,
+                             .out = out,
+                             .outlen = outlen,
+                             .deadline = tu_now_mono_ms() + (uint64_t)(deadline_ms > 0 ? deadline_ms : 0) };
     if (outlen > 0)
         out[0] = '\0';
     return tu_poll_until(http_status_is, &h, deadline_ms, interval_ms);
