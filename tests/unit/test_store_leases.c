@@ -1178,21 +1178,6 @@ static void test_lease_damage_after_taken(void)
     CLOSE(&s);
 }
 
-/* Close a store that must be broken (it fails to close, naming why) and
- * forget it. */
-static void close_broken(store_t **sp, const char *says)
-{
-    for (int i = 0; i < MAX_OPEN; i++) {
-        if (g_open[i] == *sp) {
-            g_open[i] = NULL;
-        }
-    }
-    char err[1024] = "";
-    int rc = store_close(*sp, err, sizeof err);
-    TU_CHECK(rc == -1 && strstr(err, says) != NULL, "closing the broken store: rc %d \"%s\"", rc, err);
-    *sp = NULL;
-}
-
 /* An ACK whose release fails after the lease's delete is in the batch (the
  * message index record, read to drop it with its last copy, is damaged)
  * breaks the store, so that half is never written: before, the ACK returned
@@ -1229,7 +1214,7 @@ static void test_ack_half_way_breaks_store(void)
              "ACK over a damaged message index record: rc %d \"%s\"", rc, err);
     TU_CHECK(store_broken(s), "the ACK failed half-way but the store is usable: its half would be written");
     if (store_broken(s)) {
-        close_broken(&s, "failed half-way");
+        CLOSE_BROKEN(&s, "failed half-way");
     } else {
         CLOSE(&s);
     }
@@ -1284,7 +1269,7 @@ static void test_dlq_walk_damage(void)
              "drop over a damaged index record: rc %d, count %" PRIu64 " \"%s\"", rc, drop.count, err);
     TU_CHECK(store_broken(s), "the drop failed half-way but the store is usable: its half would be written");
     if (store_broken(s)) {
-        close_broken(&s, "failed half-way");
+        CLOSE_BROKEN(&s, "failed half-way");
     } else {
         CLOSE(&s);
     }
