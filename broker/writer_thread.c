@@ -594,6 +594,9 @@ static void report_level_damage(writer_t *w)
     if (events == w->level_damage_seen && w->levels_damaged_logged == 0) {
         return; /* nothing new, and no logged level to watch for its recovery */
     }
+    if (events > w->level_damage_seen) {
+        w->stats.level_damage_events += events - w->level_damage_seen;
+    }
     w->level_damage_seen = events;
     for (int l = 1; l <= store_levels(w->store)->count; l++) {
         store_level_info_t li;

@@ -988,6 +988,23 @@ static int level1_ready(void *arg)
     return got;
 }
 
+/* The value of the first series on the /metrics page whose line starts
+ * with prefix (a name, or a name and the start of its labels), or -1 when
+ * there is none. */
+static double series_value(const char *page, const char *prefix)
+{
+    char at[256];
+    snprintf(at, sizeof at, "\n%s", prefix);
+    const char *p = strstr(page, at);
+    if (p == NULL) {
+        return -1;
+    }
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(p + 1, "\n"), p + 1);
+    const char *sp = strrchr(line, ' ');
+    return sp == NULL ? -1 : strtod(sp + 1, NULL);
+}
+
 /* A damaged level key (a byte too many) met by the due move. At the head
  * of the level (nothing taken yet): the level is skipped and logged once
  * (before: the scheduler failed, and no level's due messages moved), a
@@ -1020,6 +1037,15 @@ static void test_damaged_level_key(void)
     }
     int lines = bt_log_count("corrupt level key");
     BP_CHECK(lines == 1, "the damaged head key was logged %d times in %d ms or more", lines, DAMAGE_WATCH_MS);
+    static char page[1 << 18];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", page, sizeof page) == 200, "GET /metrics");
+    double damaged3 = series_value(page, "hourglass_level_damaged{level=\"3\","),
+           damaged1 = series_value(page, "hourglass_level_damaged{level=\"1\","),
+           events = series_value(page, "hourglass_level_damage_events_total ");
+    BP_CHECK(damaged3 == 1 && damaged1 == 0 && events == 1,
+             "/metrics with level 3 damaged: hourglass_level_damaged level 3 %g, level 1 %g (want 1, 0), "
+             "hourglass_level_damage_events_total %g (want 1: its retries are not new findings)",
+             damaged3, damaged1, events);
     rc_close(&bt_conn);
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
     repair_level_key();
@@ -1383,7 +1409,8 @@ static const tu_test_t restart_tests[] = {
     { "refuses a directory in use and a changed level table", test_refusals },
     { "--check-data: refused in use, ok after kill -9 and after a clean stop", test_check_data },
     { "a torn write at the log's end (a power cut) is cut, the rest starts", test_torn_log_end },
-    { "a damaged level key: skipped and logged once, level 1 moves; met half-way, nothing written, logged once",
+    { "a damaged level key: skipped, logged once and in /metrics, level 1 moves; met half-way, nothing written, "
+      "logged once",
       test_damaged_level_key },
     { "SIGHUP under load: alive, log-level applied and logged, bad file kept out", test_sighup },
     { "log-file reopened on SIGHUP, log-format json, a bad log-file refused", test_log_file },
