@@ -389,6 +389,13 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_level_damage_events_total", "counter",
                     "Levels found damaged at their head by the due move (a failed retry of one is not counted again).",
                     st->level_damage_events);
+    prom_metric_u64(o, "hourglass_group_queues_damaged", "gauge",
+                    "Group queues (a retry queue, a topic log at a group's cursor) whose PULL fails at their head and "
+                    "that the group's PULLs skip (tried again every 60 s).",
+                    store_group_queues_damaged(s));
+    prom_metric_u64(o, "hourglass_group_damage_events_total", "counter",
+                    "Group queues found damaged at their head by a PULL (a failed retry of one is not counted again).",
+                    st->group_damage_events);
     prom_topics(o, s, max_topics);
     prom_metric_u64(o, "hourglass_sends_total", "counter", "Messages accepted by SEND.", st->sends);
     prom_metric_u64(o, "hourglass_deliveries_total", "counter", "Messages delivered by PULL.", st->deliveries);

@@ -47,6 +47,7 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
     }
     *found = 1;
     store_leases_forget(s, g);
+    store_group_damage_forget(s, g);
     store_topic_remove_group(g);
     store_mark_woken(s, g->topic); /* a PULL waiting on it now waits on the topic */
     map_del(&s->groups, group, group_len);
