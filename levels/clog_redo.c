@@ -344,10 +344,32 @@ static int apply_record(redo_t *r, uint64_t end, const char *p, size_t n, char *
 
 /* ---- running ------------------------------------------------------------------------- */
 
+/* The derived-writes record's size to keep room for: what b holds, `more`
+ * bytes, REDO_MESSAGE_RESERVE for each of `messages` and REDO_BATCH_RESERVE. */
+static uint64_t derived_bound(const redo_batch_t *b, uint32_t messages, uint64_t more)
+{
+    return (b->len ? b->len : DERIVED_HEAD) + more + (uint64_t)messages * REDO_MESSAGE_RESERVE + REDO_BATCH_RESERVE;
+}
+
+int redo_batch_room(redo_t *r, redo_batch_t *b, uint64_t bytes, char *err, size_t errlen)
+{
+    uint64_t derived = derived_bound(b, b->messages, bytes);
+    int rc = clog_batch_room(r->log, &b->log, CLOG_RECORD_HEADER + pad8(derived));
+    if (rc == CLOG_BATCH_FULL) {
+        return REDO_BATCH_FULL;
+    }
+    if (rc != 0) {
+        return err_set(err, errlen,
+                       "commit log batch: %" PRIu64 " more bytes of derived writes (%" PRIu64
+                       " with what the batch holds and its reserves) cannot fit in a segment",
+                       bytes, derived);
+    }
+    return 0;
+}
+
 int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
 {
-    uint64_t derived =
-        (b->len ? b->len : DERIVED_HEAD) + (uint64_t)(b->messages + 1) * REDO_MESSAGE_RESERVE + REDO_BATCH_RESERVE;
+    uint64_t derived = derived_bound(b, b->messages + 1, 0);
     int rc = clog_batch_room(r->log, &b->log, 2 * CLOG_RECORD_HEADER + pad8(n) + pad8(derived));
     if (rc == CLOG_BATCH_FULL) {
         return REDO_BATCH_FULL;

@@ -137,6 +137,18 @@ const clog_overlay_t *redo_overlay(const redo_t *r);
  * REDO_BATCH_FULL: commit, then add it again. */
 int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen);
 
+/* Whether `bytes` more bytes of derived writes (a put is 9 + key + value
+ * bytes, a delete 5 + key, a CQ write 29, a head move 13, a slot 41) fit the
+ * batch's derived-writes record in its segment, keeping redo_add_message's
+ * reserves: 0 when they fit (an empty batch moves to the next segment when
+ * they do not fit in the rest of this one, as clog_batch_room does), after
+ * which redo_commit will not refuse the batch for them (nor for each
+ * message's CQ write and slot and REDO_BATCH_RESERVE more); REDO_BATCH_FULL when
+ * the batch holds messages and they do not fit (commit it, then make the
+ * writes in the next batch); -1 with err when they could not fit in any
+ * segment. */
+int redo_batch_room(redo_t *r, redo_batch_t *b, uint64_t bytes, char *err, size_t errlen);
+
 /* Derived writes, in the order they are made at apply and redo time. */
 void redo_cq_write(redo_batch_t *b, uint32_t queue, uint64_t index, const cq_entry_t *e);
 void redo_cq_head(redo_batch_t *b, uint32_t queue, uint64_t head);

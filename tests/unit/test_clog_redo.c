@@ -1043,6 +1043,51 @@ static void test_bad_inputs(void)
     leveldb_close(db);
 }
 
+/* redo_batch_room answers for the derived-writes record as redo_commit
+ * will: a batch filled with messages takes a put exactly as large as the
+ * room it reports, and refuses 8 bytes more; an empty batch moves to the
+ * next segment; more than a segment is refused by name. */
+static void test_batch_room(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    redo_batch_t b = { 0 };
+    static char payload[1000];
+    uint64_t id, ordinal = 0;
+    int rc;
+    while ((rc = redo_add_message(r, &b, payload, sizeof payload, &id, err, sizeof err)) == 0) {
+        redo_slot_write(&b, 0, ordinal, &(slot_t){ id, 1, 0, ordinal });
+        ordinal++;
+    }
+    TU_REQUIRE(rc == REDO_BATCH_FULL && ordinal > 10, "a segment's worth of messages (%d, %" PRIu64 ")", rc, ordinal);
+    uint64_t fit = 0;
+    while (redo_batch_room(r, &b, fit + 8, err, sizeof err) == 0) {
+        fit += 8;
+    }
+    TU_CHECK(fit >= REDO_BATCH_RESERVE / 2, "the room left is %" PRIu64 " bytes", fit);
+    TU_CHECK(redo_batch_room(r, &b, fit + 8, err, sizeof err) == REDO_BATCH_FULL, "8 bytes more: the batch is full");
+    static char val[SEG];
+    redo_db_put(&b, "roomy", 5, val, fit - 9 - 5);
+    uint64_t end = 0;
+    TU_CHECK(redo_commit(r, &b, &end, err, sizeof err) == 0, "a put of the room reported is committed: %s", err);
+    TU_CHECK(end > 0 && end < SEG, "in the first segment (end %" PRIu64 ")", end);
+    /* an empty batch: a put nearly a segment long fits in the next one */
+    TU_CHECK(redo_batch_room(r, &b, SEG / 2, err, sizeof err) == 0, "%s", err);
+    redo_db_put(&b, "half", 4, val, SEG / 2 - 9 - 4);
+    TU_CHECK(redo_commit(r, &b, &end, err, sizeof err) == 0 && end > SEG, "moved to the next segment: %s", err);
+    TU_CHECK(redo_batch_room(r, &b, SEG, err, sizeof err) == -1 && strstr(err, "cannot fit in a segment") != NULL, "%s",
+             err);
+    redo_batch_free(&b);
+    TU_CHECK(redo_close(r, err, sizeof err) == 0, "%s", err);
+    int found;
+    size_t len = 0;
+    db_u64_len(db, "roomy", 5, &found, &len);
+    TU_CHECK(found && len == fit - 14, "the put was made at the close (%zu bytes)", len);
+    leveldb_close(db);
+}
+
 /* The replay time of 64 MiB of log (design §6: target <= 300 ms). */
 static void test_replay_time(void)
 {
@@ -1326,6 +1371,7 @@ static const tu_test_t redo_tests[] = {
     { "LevelDB kept a later batch and lost an earlier one: redone in order", test_db_hole_redone_in_order },
     { "damage: the log below the applied mark; a batch without its record", test_damage },
     { "bad inputs: a CQ write past its tail, writes too big for a segment", test_bad_inputs },
+    { "redo_batch_room: the derived record's room as redo_commit sees it", test_batch_room },
     { "replay time of 64 MiB of log", test_replay_time },
     { NULL, NULL },
 };
