@@ -626,6 +626,14 @@ int redo_close(redo_t *r, char *err, size_t errlen)
     return rc;
 }
 
+int redo_free(redo_t *r, char *err, size_t errlen)
+{
+    if (r == NULL) {
+        return 0;
+    }
+    return redo_close_files(r, err, errlen);
+}
+
 clog_t *redo_log(redo_t *r)
 {
     return r->log;

@@ -120,6 +120,16 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
  * step fails; r is freed either way. NULL: nothing. */
 int redo_close(redo_t *r, char *err, size_t errlen);
 
+/* Close every file and free r without syncing the log, applying held
+ * writes or taking a checkpoint — for a caller that must stop (its own open
+ * failed after redo_open, a sync of the log failed, redo_sync_failed
+ * failed): the held batches' derived writes are dropped, the files stay as
+ * they are, and the next redo_open redoes every batch the log kept from the
+ * last checkpoint. -1 with err when closing a CQ or slot file failed (it may
+ * have flushed writes of applied batches); r is freed either way. NULL:
+ * nothing. */
+int redo_free(redo_t *r, char *err, size_t errlen);
+
 clog_t *redo_log(redo_t *r);
 uint64_t redo_applied(const redo_t *r);      /* the end of the last batch whose derived writes were made */
 uint64_t redo_checkpointed(const redo_t *r); /* the last checkpoint's B */

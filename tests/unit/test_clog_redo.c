@@ -535,20 +535,34 @@ static int check_state(leveldb_t *db, const model_t *m, uint64_t end, char *why,
     return 0;
 }
 
-/* Open, redo, close, and check against the ledger's first p batches. */
-static void expect_recovered(size_t p, redo_open_report_t *rep)
+/* Open, redo, close, and check against the ledger's first p batches, for
+ * the p in [least, most] whose last batch ends where the log does (a power
+ * cut may keep unsynced batches). Returns p (0 after a failed check). */
+static size_t expect_prefix(size_t least, size_t most, redo_open_report_t *rep)
 {
     leveldb_t *db = db_open();
     TU_REQUIRE(db != NULL, "%s", err);
     redo_t *r = NULL;
     TU_REQUIRE(redo_open_on(db, 0, &r, rep) == 0, "redo_open: %s", err);
     TU_CHECK(redo_close(r, err, sizeof err) == 0, "redo_close: %s", err);
+    size_t p = least;
+    while (p < most && g_ledger->b[p].end <= rep->log.end) {
+        p++;
+    }
     uint64_t end = p > 0 ? g_ledger->b[p - 1].end : 0;
-    TU_CHECK(rep->log.end == end, "the log ends at %" PRIu64 ", want %" PRIu64, rep->log.end, end);
+    TU_CHECK(rep->log.end == end, "the log ends at %" PRIu64 ", want the end of batch %zu..%zu (%" PRIu64 ")",
+             rep->log.end, least, most, end);
     model_rebuild(&g_model, p);
     char why[1024] = "";
-    TU_CHECK(check_state(db, &g_model, end, why, sizeof why) == 0, "after %zu batches: %s", p, why);
+    int ok = check_state(db, &g_model, end, why, sizeof why) == 0;
+    TU_CHECK(ok, "after %zu batches: %s", p, why);
     leveldb_close(db);
+    return rep->log.end == end && ok ? p : 0;
+}
+
+static void expect_recovered(size_t p, redo_open_report_t *rep)
+{
+    expect_prefix(p, p, rep);
 }
 
 /* A child writes n batches (synced and applied every `sync_every`, a
@@ -758,6 +772,77 @@ static void test_abandoned_segment_recycled(void)
     TU_REQUIRE(powercut_power_off(5, &st, err, sizeof err) == 0, "%s", err);
     redo_open_report_t rep;
     expect_recovered(g_ledger->n, &rep);
+}
+
+/* redo_free after 6 batches synced and applied, 3 synced and held, 3 only
+ * appended: it makes nothing (no apply, no checkpoint, no clean mark), and
+ * the next open redoes every batch the log kept — all 12 when the page
+ * cache keeps the writes (power_off 0), the 9 synced and those of the rest
+ * the cut kept after a power cut — and nothing more. */
+static void free_then(int power_off)
+{
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        leveldb_t *db = db_open();
+        redo_t *r = NULL;
+        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
+            fprintf(stderr, "child: %s\n", err);
+            _exit(2);
+        }
+        powercut_arm(0);
+        uint64_t s = 11;
+        for (int k = 0; k < 12; k++) {
+            if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 || ((k == 2 || k == 5) && sync_and_apply(r) != 0)) {
+                fprintf(stderr, "child: batch %d: %s\n", k, err);
+                _exit(3);
+            }
+            if (k == 8) { /* synced, not applied */
+                if (clog_sync(redo_log(r), err, sizeof err) != 0) {
+                    _exit(4);
+                }
+                for (int j = 6; j <= 8; j++) {
+                    g_ledger->b[j].state = SYNCED;
+                }
+            }
+        }
+        if (redo_held(r) != 6 || redo_free(r, err, sizeof err) != 0) {
+            fprintf(stderr, "child: redo_free: %s\n", err);
+            _exit(5);
+        }
+        leveldb_close(db);
+        _exit(0);
+    }
+    int status;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "the writer failed: status %#x", status);
+    if (power_off) {
+        powercut_stats_t st;
+        TU_REQUIRE(powercut_power_off(31, &st, err, sizeof err) == 0, "%s", err);
+    }
+    /* (after the power-off: LevelDB's open renames CURRENT, which the armed journal would record) */
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    uint64_t applied = mark(db, "applied"), checkpoint = mark(db, "checkpoint"), clean = mark(db, "clean");
+    leveldb_close(db);
+    TU_CHECK(checkpoint == 0 && clean == 0 && (power_off || applied == g_ledger->b[5].end),
+             "redo_free applied, checkpointed and marked nothing (applied %" PRIu64 ", want %" PRIu64
+             " unless a power cut lost it; checkpoint %" PRIu64 ", clean %" PRIu64 ", want 0)",
+             applied, g_ledger->b[5].end, checkpoint, clean);
+    redo_open_report_t rep;
+    size_t p = expect_prefix(power_off ? 9 : 12, 12, &rep);
+    TU_CHECK(p > 0 && rep.checkpoint == 0 && rep.batches == p,
+             "redone from the open's checkpoint: %" PRIu64 " batches of the %zu the log kept", rep.batches, p);
+}
+
+static void test_free_kill(void)
+{
+    free_then(0);
+}
+
+static void test_free_power_cut(void)
+{
+    free_then(1);
 }
 
 static void test_redo_after_kill(void)
@@ -1364,6 +1449,8 @@ static const tu_test_t redo_tests[] = {
     { "a failed log sync: abandoned, carried, never read again (kill -9)", test_sync_failure_kill },
     { "a failed log sync: abandoned, carried, never read again (power cut)", test_sync_failure_power_cut },
     { "an abandoned segment, recycled and used again, is synced", test_abandoned_segment_recycled },
+    { "redo_free: nothing made; the next open redoes what the log kept (kill -9)", test_free_kill },
+    { "redo_free: nothing made; the next open redoes what the log kept (power cut)", test_free_power_cut },
     { "redo twice over the same range", test_redo_twice },
     { "redo after a redo killed at each of its file calls", test_redo_after_killed_redo },
     { "a checkpoint leaves nothing to redo", test_checkpoint_then_nothing },
