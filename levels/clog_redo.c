@@ -529,6 +529,7 @@ static int checkpoint_at(redo_t *r, uint64_t b, int clean, char *err, size_t err
         return -1;
     }
     r->checkpoint = b;
+    clog_keep_from(r->log, b); /* the next open follows the chain from B: its segment must stay */
     if (b > r->applied) {
         r->applied = b;
     }
@@ -765,6 +766,7 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
         }
     }
     if (rc == 0) {
+        clog_keep_from(r->log, rep->checkpoint);
         rep->bytes = rep->log.end - rep->checkpoint;
         r->applied = r->checkpoint = rep->checkpoint;
         redo_walk_t w = { r, NULL, 0, 0, err, errlen };

@@ -845,6 +845,47 @@ static void test_free_power_cut(void)
     free_then(1);
 }
 
+/* Write synced and applied batches until the log's end passes `to`. 0, or -1 with err. */
+static int write_synced_until(redo_t *r, uint64_t *s, uint64_t to)
+{
+    while (clog_end(redo_log(r)) < to) {
+        if (write_batch(r, &g_model, s, g_ledger->n) != 0 || sync_and_apply(r) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* clog_recycle refuses the checkpoint's segment and every one after it (the
+ * next open follows the chain from B): before any checkpoint past the first
+ * segment (B = 0: the open walks from the first segment), and the segment B
+ * lies in once the log has moved on; each is recycled once a checkpoint
+ * lies past it, and the next open keeps every batch. */
+static void test_recycle_keeps_checkpoint(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 3;
+    TU_REQUIRE(write_synced_until(r, &s, SEG + SEG / 4) == 0, "%s", err);
+    TU_CHECK(clog_recycle(redo_log(r), 0, err, sizeof err) == -1 && strstr(err, "checkpoint 0") != NULL,
+             "the first segment, durable and applied, is kept while B = 0: %s", err);
+    TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
+    uint64_t b = redo_checkpointed(r);
+    TU_REQUIRE(b > SEG && b < 2 * SEG, "B %" PRIu64 " in the second segment", b);
+    TU_REQUIRE(write_synced_until(r, &s, 2 * SEG + SEG / 4) == 0, "%s", err);
+    TU_CHECK(clog_recycle(redo_log(r), 0, err, sizeof err) == 0, "below B's segment: recycled (%s)", err);
+    TU_CHECK(clog_recycle(redo_log(r), SEG, err, sizeof err) == -1 && strstr(err, "checkpoint") != NULL,
+             "B's segment, durable and not in use, is kept: %s", err);
+    TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(clog_recycle(redo_log(r), SEG, err, sizeof err) == 0, "recycled once B moved past it (%s)", err);
+    TU_CHECK(redo_close(r, err, sizeof err) == 0, "%s", err);
+    leveldb_close(db);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+}
+
 static void test_redo_after_kill(void)
 {
     write_and_die(30, 4, 0, 0); /* 28 synced and applied, 2 only appended: kill -9 keeps them */
@@ -1451,6 +1492,7 @@ static const tu_test_t redo_tests[] = {
     { "an abandoned segment, recycled and used again, is synced", test_abandoned_segment_recycled },
     { "redo_free: nothing made; the next open redoes what the log kept (kill -9)", test_free_kill },
     { "redo_free: nothing made; the next open redoes what the log kept (power cut)", test_free_power_cut },
+    { "clog_recycle keeps the checkpoint's segment and those after it", test_recycle_keeps_checkpoint },
     { "redo twice over the same range", test_redo_twice },
     { "redo after a redo killed at each of its file calls", test_redo_after_killed_redo },
     { "a checkpoint leaves nothing to redo", test_checkpoint_then_nothing },
