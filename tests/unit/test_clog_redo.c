@@ -118,6 +118,64 @@ static ledger_t *g_ledger;
 static model_t g_model;
 static int g_fail_next_sync; /* set by a test: the next sync of the log with something to sync fails */
 
+/* What a case holds open in this process, released by teardown when the
+ * case ends early (a failed TU_REQUIRE): LevelDB's lock on the directory is
+ * per process, so a handle left open would fail every later case's open
+ * ("LOCK: already held by process"), in the forked children too. */
+#define MAX_HELD 8
+static leveldb_t *g_dbs[MAX_HELD];
+static redo_t *g_redos[MAX_HELD];
+
+static void hold_ptr(void **slots, void *p)
+{
+    for (size_t i = 0; p != NULL && i < MAX_HELD; i++) {
+        if (slots[i] == NULL) {
+            slots[i] = p;
+            return;
+        }
+    }
+    TU_REQUIRE(p == NULL, "more than %d handles held open", MAX_HELD);
+}
+
+static void release_ptr(void **slots, void *p)
+{
+    for (size_t i = 0; i < MAX_HELD; i++) {
+        if (slots[i] == p) {
+            slots[i] = NULL;
+        }
+    }
+}
+
+static void db_close(leveldb_t *db)
+{
+    release_ptr((void **)g_dbs, db);
+    leveldb_close(db);
+}
+
+/* redo_close of an r opened by redo_open_on. */
+static int redo_close_held(redo_t *r, char *e, size_t elen)
+{
+    release_ptr((void **)g_redos, r);
+    return redo_close(r, e, elen);
+}
+
+static void release_held(void)
+{
+    char ignored[256];
+    for (size_t i = 0; i < MAX_HELD; i++) {
+        if (g_redos[i] != NULL) {
+            redo_free(g_redos[i], ignored, sizeof ignored);
+            g_redos[i] = NULL;
+        }
+    }
+    for (size_t i = 0; i < MAX_HELD; i++) {
+        if (g_dbs[i] != NULL) {
+            leveldb_close(g_dbs[i]);
+            g_dbs[i] = NULL;
+        }
+    }
+}
+
 static void setup(void)
 {
     if (dir[0] == '\0') {
@@ -139,6 +197,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    release_held();
     tu_rmtree(dir);
 }
 
@@ -163,6 +222,7 @@ static leveldb_t *db_open_at(const char *path)
         snprintf(err, sizeof err, "leveldb_open %s: %s", path, dberr);
         leveldb_free(dberr);
     }
+    hold_ptr((void **)g_dbs, db);
     return db;
 }
 
@@ -229,7 +289,9 @@ static uint64_t mark(leveldb_t *db, const char *name)
 static int redo_open_on(leveldb_t *db, uint64_t floor, redo_t **r, redo_open_report_t *rep)
 {
     redo_options_t o = { dir, SEG, floor, db, dir, bounds_from_db, db };
-    return redo_open(&o, r, rep, err, sizeof err);
+    int rc = redo_open(&o, r, rep, err, sizeof err);
+    hold_ptr((void **)g_redos, *r);
+    return rc;
 }
 
 /* ---- the model and the workload ------------------------------------------------------ */
@@ -544,7 +606,7 @@ static size_t expect_prefix(size_t least, size_t most, redo_open_report_t *rep)
     TU_REQUIRE(db != NULL, "%s", err);
     redo_t *r = NULL;
     TU_REQUIRE(redo_open_on(db, 0, &r, rep) == 0, "redo_open: %s", err);
-    TU_CHECK(redo_close(r, err, sizeof err) == 0, "redo_close: %s", err);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "redo_close: %s", err);
     size_t p = least;
     while (p < most && g_ledger->b[p].end <= rep->log.end) {
         p++;
@@ -556,7 +618,7 @@ static size_t expect_prefix(size_t least, size_t most, redo_open_report_t *rep)
     char why[1024] = "";
     int ok = check_state(db, &g_model, end, why, sizeof why) == 0;
     TU_CHECK(ok, "after %zu batches: %s", p, why);
-    leveldb_close(db);
+    db_close(db);
     return rep->log.end == end && ok ? p : 0;
 }
 
@@ -656,10 +718,10 @@ static void test_held_until_sync(void)
     TU_CHECK(mark(db, "applied") == g_ledger->b[4].end, "the mark names the last batch applied");
     db_u64(db, k0, strlen(k0), &found);
     TU_CHECK(found, "the first batch's put is made after the sync");
-    TU_REQUIRE(redo_close(r, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(redo_close_held(r, err, sizeof err) == 0, "%s", err);
     char why[1024] = "";
     TU_CHECK(check_state(db, &g_model, g_ledger->b[4].end, why, sizeof why) == 0, "%s", why);
-    leveldb_close(db);
+    db_close(db);
 }
 
 /* A failed sync of the log (design §3 "fsyncgate"): 3 batches synced, 3 more
@@ -810,7 +872,7 @@ static void free_then(int power_off)
             fprintf(stderr, "child: redo_free: %s\n", err);
             _exit(5);
         }
-        leveldb_close(db);
+        db_close(db);
         _exit(0);
     }
     int status;
@@ -824,7 +886,7 @@ static void free_then(int power_off)
     leveldb_t *db = db_open();
     TU_REQUIRE(db != NULL, "%s", err);
     uint64_t applied = mark(db, "applied"), checkpoint = mark(db, "checkpoint"), clean = mark(db, "clean");
-    leveldb_close(db);
+    db_close(db);
     TU_CHECK(checkpoint == 0 && clean == 0 && (power_off || applied == g_ledger->b[5].end),
              "redo_free applied, checkpointed and marked nothing (applied %" PRIu64 ", want %" PRIu64
              " unless a power cut lost it; checkpoint %" PRIu64 ", clean %" PRIu64 ", want 0)",
@@ -880,8 +942,8 @@ static void test_recycle_keeps_checkpoint(void)
              "B's segment, durable and not in use, is kept: %s", err);
     TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
     TU_CHECK(clog_recycle(redo_log(r), SEG, err, sizeof err) == 0, "recycled once B moved past it (%s)", err);
-    TU_CHECK(redo_close(r, err, sizeof err) == 0, "%s", err);
-    leveldb_close(db);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
     redo_open_report_t rep;
     expect_recovered(g_ledger->n, &rep);
 }
@@ -904,7 +966,7 @@ static void test_redo_after_kill(void)
     leveldb_t *db = db_open();
     TU_REQUIRE(db != NULL, "%s", err);
     TU_CHECK(mark(db, "clean") == g_ledger->b[29].end, "the clean close's mark names its end");
-    leveldb_close(db);
+    db_close(db);
     /* the next life: its open deletes the mark before it appends; killed after one more batch */
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
@@ -947,7 +1009,7 @@ static void test_redo_twice(void)
     leveldb_put(db, wo, k.b, k.n, v, sizeof v, &dberr);
     leveldb_writeoptions_destroy(wo);
     TU_REQUIRE(dberr == NULL, "%s", dberr);
-    leveldb_close(db);
+    db_close(db);
     redo_open_report_t again;
     expect_recovered(20, &again);
     TU_CHECK(again.batches == rep.batches && again.batches == 20,
@@ -1026,10 +1088,10 @@ static void test_db_batch_once(void)
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_delete(db, wo, "once", 4, &dberr);
     leveldb_writeoptions_destroy(wo);
-    TU_REQUIRE(redo_apply_durable(r, err, sizeof err) == 0 && redo_close(r, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(redo_apply_durable(r, err, sizeof err) == 0 && redo_close_held(r, err, sizeof err) == 0, "%s", err);
     db_u64(db, "once", 4, &found);
     TU_CHECK(!found, "neither a second apply nor the close makes the batch again");
-    leveldb_close(db);
+    db_close(db);
 }
 
 /* The open: LevelDB kept a later batch's writes and its mark but lost an
@@ -1086,8 +1148,8 @@ static void test_db_hole_redone_in_order(void)
     TU_CHECK(y != NULL && n == 6 && memcmp(y, "from-2", 6) == 0, "the later batch's value wins, in log order");
     leveldb_free(y);
     leveldb_readoptions_destroy(ro);
-    TU_CHECK(redo_close(r, err, sizeof err) == 0, "%s", err);
-    leveldb_close(db);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
 }
 
 static void test_damage(void)
@@ -1119,7 +1181,7 @@ static void test_damage(void)
     /* a batch written past the redo (no derived-writes record) is refused by name */
     clog_options_t co = { dir, SEG, 0, 0, 0, 0 };
     clog_t *c = NULL;
-    leveldb_close(db);
+    db_close(db);
     tu_rmtree(dir);
     TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir");
     db = db_open();
@@ -1132,7 +1194,7 @@ static void test_damage(void)
     clog_close(c);
     rc = redo_open_on(db, 0, &r, NULL);
     TU_CHECK(rc == REDO_DAMAGED && strstr(err, "no derived-writes record") != NULL, "%d: %s", rc, err);
-    leveldb_close(db);
+    db_close(db);
 }
 
 static void test_bad_inputs(void)
@@ -1164,9 +1226,9 @@ static void test_bad_inputs(void)
              "%s", err);
     redo_batch_free(&b);
     char e2[256];
-    TU_CHECK(redo_close(r, e2, sizeof e2) == -1 && strstr(e2, "lies past its tail") != NULL,
+    TU_CHECK(redo_close_held(r, e2, sizeof e2) == -1 && strstr(e2, "lies past its tail") != NULL,
              "the close reports the batch it cannot apply: %s", e2);
-    leveldb_close(db);
+    db_close(db);
 }
 
 /* redo_batch_room answers for the derived-writes record as redo_commit
@@ -1206,12 +1268,12 @@ static void test_batch_room(void)
     TU_CHECK(redo_batch_room(r, &b, SEG, err, sizeof err) == -1 && strstr(err, "cannot fit in a segment") != NULL, "%s",
              err);
     redo_batch_free(&b);
-    TU_CHECK(redo_close(r, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
     int found;
     size_t len = 0;
     db_u64_len(db, "roomy", 5, &found, &len);
     TU_CHECK(found && len == fit - 14, "the put was made at the close (%zu bytes)", len);
-    leveldb_close(db);
+    db_close(db);
 }
 
 /* The replay time of 64 MiB of log (design §6: target <= 300 ms). */
@@ -1270,6 +1332,7 @@ static void test_replay_time(void)
     redo_t *r = NULL;
     uint64_t t0 = tu_now_mono_us();
     TU_REQUIRE(redo_open(&o, &r, &rep, err, sizeof err) == 0, "%s", err);
+    hold_ptr((void **)g_redos, r);
     uint64_t us = tu_now_mono_us() - t0;
     fprintf(stderr,
             "  redo at open of %" PRIu64 " bytes of log (%" PRIu64 " batches, %" PRIu64 " CQ writes, %" PRIu64
@@ -1277,8 +1340,8 @@ static void test_replay_time(void)
             rep.bytes, rep.batches, rep.cq_writes, rep.slot_writes, us / 1000, rep.log_open_us / 1000,
             rep.redo_us / 1000, rep.checkpoint_us / 1000);
     TU_CHECK(rep.bytes >= want && rep.cq_writes == msgs && rep.slot_writes == msgs, "every write redone");
-    TU_CHECK(redo_close(r, err, sizeof err) == 0, "%s", err);
-    leveldb_close(db);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
     tu_rmtree(bdir);
 }
 
@@ -1391,10 +1454,10 @@ static long check_after_cut(uint64_t seed, int round, totals_t *t)
     int rc = redo_open_on(db, 0, &r, &rep);
     TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: redo_open after the cut: %s", seed, round, err);
     if (rc != 0) {
-        leveldb_close(db);
+        db_close(db);
         return -1;
     }
-    rc = redo_close(r, err, sizeof err);
+    rc = redo_close_held(r, err, sizeof err);
     TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: redo_close: %s", seed, round, err);
     if (g_ledger->ab_pending && rep.log.end > g_ledger->ab_to) {
         /* cut inside redo_sync_failed after its checkpoint: the carried batches are the log's last */
@@ -1428,7 +1491,7 @@ static long check_after_cut(uint64_t seed, int round, totals_t *t)
         rc = check_state(db, &g_model, rep.log.end, why, sizeof why);
     }
     TU_CHECK(rc == 0, "seed %" PRIu64 " round %d, prefix of %zu of %zu batches: %s", seed, round, p, g_ledger->n, why);
-    leveldb_close(db);
+    db_close(db);
     return rc == 0 ? (long)p : -1;
 }
 
