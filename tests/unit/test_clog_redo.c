@@ -782,6 +782,77 @@ static void sync_failure_then(int power_off)
              rep.batches);
 }
 
+/* A second failed sync, of the fresh segment redo_sync_failed carries the
+ * held batches into, at each of its syncs in turn (the nth sync of a
+ * segment after the first failure; n runs until redo_sync_failed makes
+ * fewer): redo_sync_failed fails naming it, the writer stops (redo_free), and
+ * after the power cut the open keeps the 3 batches synced before the first
+ * failure and nothing of the 3 whose syncs failed. */
+static void test_second_sync_failure(void)
+{
+    unsigned failures = CU_get_number_of_failures();
+    uint64_t tested = 0;
+    for (uint64_t n = 1;; n++) {
+        powercut_reset();
+        g_ledger->n = 0;
+        pid_t pid = fork();
+        TU_REQUIRE(pid >= 0, "fork");
+        if (pid == 0) {
+            leveldb_t *db = db_open();
+            redo_t *r = NULL;
+            if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
+                fprintf(stderr, "child: %s\n", err);
+                _exit(2);
+            }
+            powercut_arm(0);
+            uint64_t s = 21;
+            memset(&g_model, 0, sizeof g_model);
+            for (int k = 0; k < 6; k++) {
+                if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 || (k == 2 && sync_and_apply(r) != 0)) {
+                    fprintf(stderr, "child: batch %d: %s\n", k, err);
+                    _exit(3);
+                }
+            }
+            powercut_fail_sync(1, "clog-");
+            if (clog_sync(redo_log(r), err, sizeof err) == 0) {
+                _exit(4);
+            }
+            powercut_fail_sync(n, "clog-");
+            redo_failure_t f;
+            if (redo_sync_failed(r, &f, err, sizeof err) == 0) {
+                _exit(99); /* n lies past the syncs it makes */
+            }
+            fprintf(stderr, "  sync %" PRIu64 " of the fresh segment failed: %s\n", n, err);
+            int named = strstr(err, "clog-") != NULL;
+            redo_free(r, err, sizeof err);
+            leveldb_close(db);
+            _exit(named ? 0 : 5);
+        }
+        int status;
+        TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the writer failed: status %#x", status);
+        if (WEXITSTATUS(status) == 99) {
+            TU_CHECK(powercut_failed_syncs() == 1,
+                     "redo_sync_failed succeeded over the fresh segment's failed sync %" PRIu64, n);
+            break;
+        }
+        TU_REQUIRE(WEXITSTATUS(status) == 0, "sync %" PRIu64 ": the writer exited %d", n, WEXITSTATUS(status));
+        TU_CHECK(powercut_failed_syncs() == 2, "sync %" PRIu64 ": two failed syncs (%" PRIu64 ")", n,
+                 powercut_failed_syncs());
+        powercut_stats_t st;
+        TU_REQUIRE(powercut_power_off(n, &st, err, sizeof err) == 0, "%s", err);
+        redo_open_report_t rep;
+        expect_recovered(3, &rep);
+        if (CU_get_number_of_failures() > failures) {
+            fprintf(stderr, "failed after the fresh segment's sync %" PRIu64 " failed\n", n);
+            return;
+        }
+        tested++;
+        tu_rmtree(dir);
+        TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir");
+    }
+    TU_CHECK(tested >= 1, "%" PRIu64 " syncs of the fresh segment failed in turn", tested);
+}
+
 static void test_sync_failure_kill(void)
 {
     sync_failure_then(0);
@@ -1553,6 +1624,7 @@ static const tu_test_t redo_tests[] = {
     { "a failed log sync: abandoned, carried, never read again (kill -9)", test_sync_failure_kill },
     { "a failed log sync: abandoned, carried, never read again (power cut)", test_sync_failure_power_cut },
     { "an abandoned segment, recycled and used again, is synced", test_abandoned_segment_recycled },
+    { "a second failed sync, of the fresh segment: stop; the open keeps the synced prefix", test_second_sync_failure },
     { "redo_free: nothing made; the next open redoes what the log kept (kill -9)", test_free_kill },
     { "redo_free: nothing made; the next open redoes what the log kept (power cut)", test_free_power_cut },
     { "clog_recycle keeps the checkpoint's segment and those after it", test_recycle_keeps_checkpoint },
