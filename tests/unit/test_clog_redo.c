@@ -21,7 +21,10 @@
  * (powercut_fail_sync: EIO, the writes lost): the segment abandoned, the
  * held batches carried, the open never reading the abandoned range (preads
  * watched) after a kill -9 and after a power cut; the abandoned segment
- * recycled and used again.
+ * recycled and used again; a second failed sync, of the fresh segment. The
+ * checkpoint's segment kept from recycling; redo_free leaving the next open
+ * to redo what the log kept; redo_batch_room's answer as redo_commit sees
+ * it. A case that ends early has what it opened closed by teardown.
  *
  * Suite "clog_redo_powercut": tests/helpers/powercut.c (linked in: it
  * interposes pwrite/write/rename/fsync/fdatasync, which LevelDB's own
