@@ -71,8 +71,9 @@ enum {
     REDO_BATCH_FULL = 1, /* add_message: commit this batch, then add the message to a new one */
 };
 
-#define REDO_MESSAGE_RESERVE 64   /* derived-record bytes kept free per message (a slot and a CQ write) */
-#define REDO_BATCH_RESERVE   1024 /* and per batch (head moves, rewrites, the caller's LevelDB records) */
+#define REDO_MESSAGE_RESERVE \
+    72 /* derived-record bytes kept free per message: its CQ write (29) and slot (41), rounded up */
+#define REDO_BATCH_RESERVE 1024 /* and per batch (head moves, rewrites, the caller's LevelDB records) */
 
 typedef struct redo redo_t;
 
