@@ -283,18 +283,20 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
 
 static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
 {
+    /* A write on a full disk is told so, also while the store cannot reopen: the commit log's open may
+       need to write (clearing a torn tail) where the disk has no room. */
+    if (w->disk_full && !j->reads_only) {
+        answer_error(j, "disk full: writes are refused until space returns on ", w->opts->path);
+        w->stats.disk_full_refusals++;
+        job_list_push(done, j);
+        return JOB_DONE;
+    }
     if (w->store == NULL) {
         char msg[600];
         pthread_mutex_lock(&w->done_mu);
         snprintf(msg, sizeof msg, "store unavailable: %s", w->broken_msg);
         pthread_mutex_unlock(&w->done_mu);
         fail_job(j, msg);
-        job_list_push(done, j);
-        return JOB_DONE;
-    }
-    if (w->disk_full && !j->reads_only) {
-        answer_error(j, "disk full: writes are refused until space returns on ", w->opts->path);
-        w->stats.disk_full_refusals++;
         job_list_push(done, j);
         return JOB_DONE;
     }

@@ -92,9 +92,9 @@ static void store_free(store_t *s)
     if (s->key_it) {
         leveldb_iter_destroy(s->key_it);
     }
-    /* a failed open or close: the log is closed through its checkpoint too (clog_redo has no way to close
-       without one yet: design-commitlog.md, "Step 4a: the wiring plan", API note 2) */
-    store_log_close(s, NULL, 0);
+    /* a failed open, a broken store, a failed close: the log's files are closed as they are, nothing synced,
+       applied or checkpointed; the next open redoes every batch the log kept */
+    store_log_free(s);
     compactor_free(s->compactor); /* before the database it compacts */
     if (s->db) {
         leveldb_close(s->db);
@@ -284,30 +284,26 @@ static int close_store(store_t *s, int durable, char *err, size_t errlen)
     if (rc == 0) {
         rc = store_commit_durable(s, durable, err, errlen);
     }
+    if (rc == 0 && !durable) {
+        /* The log's fdatasync failed (fsyncgate, design-commitlog.md §3): the
+         * segments past the last good sync are abandoned and the batches they
+         * hold carried into a fresh one (redo_sync_failed) before anything
+         * is built on them; the close below never syncs them again. */
+        rc = store_log_sync_failed(s, err, errlen);
+    }
     if (rc == 0) {
-        /* The commit log's clean checkpoint (the next open redoes nothing)
-         * is taken before the memtable is written out when the last commit
-         * was synced: its marks are LevelDB writes, which the compaction
-         * below then writes out with the rest. After a failed sync
-         * (store_close_unsynced) it comes after: the checkpoint syncs every
-         * LevelDB log, and the one whose sync failed must not be synced
-         * again; once the memtable is in a table, that log is retired. A
-         * failed checkpoint is reported; the memtable is written out all the
-         * same. */
-        if (durable) {
-            rc = store_log_close(s, err, errlen);
-        }
-        /* Write the memtable out (up to write-buffer-size), so the next open
-         * has no log to replay: a compaction of a range that holds no key
-         * (every key starts with an ASCII tag, keys.h) only does that. A
-         * clean restart then opens in milliseconds and without the memtable's
-         * RAM; after a crash the log is replayed as usual. */
+        /* The commit log's clean checkpoint (the next open redoes nothing),
+         * then the memtable written out (up to write-buffer-size) so that the
+         * next open has no LevelDB log to replay: a compaction of a range that
+         * holds no key (every key starts with an ASCII tag, keys.h) only does
+         * that; the checkpoint's marks are LevelDB writes it writes out with
+         * the rest. A clean restart then opens in milliseconds and without the
+         * memtable's RAM. A failed checkpoint is reported; the memtable is
+         * written out all the same. */
+        rc = store_log_close(s, err, errlen);
         compactor_free(s->compactor);
         s->compactor = NULL;
         leveldb_compact_range(s->db, "\xff", 1, "\xff", 1);
-        if (!durable) {
-            rc = store_log_close(s, err, errlen);
-        }
     }
     store_free(s);
     return rc;

@@ -204,15 +204,15 @@ int store_created(const store_t *s);
  * freed either way. NULL is a no-op. */
 int store_close(store_t *s, char *err, size_t errlen);
 
-/* store_close whose last commit is not synced: for the close after an fsync
- * of the write-ahead log failed (the broker's syncer). A synced write would
- * sync that log again, and on Linux fail again (the error is reported to
- * every descriptor open before it); LevelDB then refuses every write, the
- * memtable is never written out, and the reopen must replay a log whose
- * pages the kernel may have dropped (fsyncgate: what it reads back may be
- * stale, or torn in the middle with later records whole). Unsynced, the
- * memtable is written out from memory to a table (synced, as every table)
- * and the log is retired unread. */
+/* store_close after an fdatasync of the commit log failed (store_log_sync,
+ * the broker's syncer): a retried sync would report success over pages the
+ * kernel may have dropped (fsyncgate), so the segments written past the last
+ * good sync are abandoned — never synced, appended to or read again — and the
+ * batches they hold are carried into a fresh, synced segment before their
+ * LevelDB writes are made (design-commitlog.md §3, "A failed fdatasync of the
+ * log"); then the close of store_close. The messages of the abandoned batches
+ * may be lost (their SENDs were answered with the error), their derived writes
+ * are kept. Returns the first failure; the store is freed either way. */
 int store_close_unsynced(store_t *s, char *err, size_t errlen);
 
 /* Write the pending batch (synced when the store syncs). A no-op when nothing is

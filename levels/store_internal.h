@@ -336,6 +336,17 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen);
  * nothing. */
 int store_log_close(store_t *s, char *err, size_t errlen);
 
+/* store_log.c: after the log's fdatasync failed (store_close_unsynced): the
+ * segments past the last good sync abandoned, the held batches carried into
+ * a fresh, synced segment and applied (redo_sync_failed). 0, or -1 with err
+ * (then only store_log_free is left). */
+int store_log_sync_failed(store_t *s, char *err, size_t errlen);
+
+/* store_log.c: close the log's files and free the redo without syncing,
+ * applying or checkpointing (redo_free): a failed open, a broken store. s->redo
+ * NULL after. */
+void store_log_free(store_t *s);
+
 /* store_log.c: the commit path through the log (design-commitlog.md, 4a.2). Once
  * the redo is open every commit is a log batch (s->log_batch, filled by
  * store_put and store_del_raw) whose LevelDB writes are held until the log's

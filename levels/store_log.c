@@ -115,6 +115,28 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
     return 0;
 }
 
+int store_log_sync_failed(store_t *s, char *err, size_t errlen)
+{
+    redo_failure_t f;
+    char why[512];
+    if (redo_sync_failed(s->redo, &f, why, sizeof why) != 0) {
+        return err_set(err, errlen, "commit log of %s after a failed sync: %s", s->path, why);
+    }
+    size_t n = strlen(s->open_note);
+    snprintf(s->open_note + n, sizeof s->open_note - n,
+             "%sthe commit log's sync failed: offsets %" PRIu64 " to %" PRIu64 " abandoned, %" PRIu64
+             " batches carried past them",
+             n > 0 ? "; " : "", f.from, f.to, f.carried);
+    return 0;
+}
+
+void store_log_free(store_t *s)
+{
+    redo_t *r = s->redo;
+    s->redo = NULL;
+    (void)redo_free(r, NULL, 0); /* a CQ or slot file's close: none exists in this format */
+}
+
 int store_log_close(store_t *s, char *err, size_t errlen)
 {
     redo_t *r = s->redo;
