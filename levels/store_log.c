@@ -122,11 +122,6 @@ int store_log_sync_failed(store_t *s, char *err, size_t errlen)
     if (redo_sync_failed(s->redo, &f, why, sizeof why) != 0) {
         return err_set(err, errlen, "commit log of %s after a failed sync: %s", s->path, why);
     }
-    size_t n = strlen(s->open_note);
-    snprintf(s->open_note + n, sizeof s->open_note - n,
-             "%sthe commit log's sync failed: offsets %" PRIu64 " to %" PRIu64 " abandoned, %" PRIu64
-             " batches carried past them",
-             n > 0 ? "; " : "", f.from, f.to, f.carried);
     return 0;
 }
 

@@ -7,9 +7,11 @@
  * store's commit log): when the
  * file named by $HG_FAILSYNC_TRIGGER exists, it is removed and the call
  * fails with EIO without syncing (once per trigger file). With
- * $HG_FAILSYNC_STICKY set, every later sync of that same file fails too, as
- * Linux reports a writeback error to each descriptor that was open before it
- * (LevelDB's own, when it syncs its log). Every call on a
+ * $HG_FAILSYNC_STICKY set, every later sync of that same file through a
+ * descriptor open at the failure fails too, as Linux reports a writeback
+ * error to each descriptor that was open before it (LevelDB's own, when it
+ * syncs its log; the commit log's segment descriptor); a descriptor opened
+ * after it syncs (close(2) is wrapped to forget a closed one). Every call on a
  * ".log" is appended to $HG_FAILSYNC_RECORD (when set) as one line
  * "ok|EIO PATH", so a test can see which log a later successful sync was of.
  * With $HG_FAILSYNC_DELAY_MS set, the trigger makes that sync wait so many
@@ -33,6 +35,7 @@
 
 int fdatasync(int fd);
 int fsync(int fd);
+int close(int fd);
 
 /* The path of fd into path[len] ("" when unknown); 1 when it is a ".log" or a commit-log segment
  * (".seg": what the broker's syncer syncs since the store commits through its commit log). */
@@ -62,24 +65,81 @@ static void record(const char *what, const char *path)
     }
 }
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static char g_failed[4096]; /* the log whose sync failed (sticky mode), under g_mu */
+#define MAX_STICKY_FDS 16
 
-/* 1 when this sync of path must fail: the trigger is there (and is taken), or
- * in sticky mode path is the log that failed before. */
-static int must_fail(const char *path)
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_failed[4096];             /* the log whose sync failed (sticky mode), under g_mu */
+static int g_sticky_fd[MAX_STICKY_FDS]; /* the descriptors open on it at the failure, under g_mu */
+static int g_nsticky;                   /* under g_mu */
+static volatile int g_any_sticky;       /* g_nsticky > 0: close(2) looks (a hint read without the lock) */
+
+/* Remember every descriptor of this process open on path now (g_mu held). */
+static void remember_open_descriptors(const char *path)
+{
+    g_nsticky = 0;
+    for (int fd = 0; fd < 4096 && g_nsticky < MAX_STICKY_FDS; fd++) {
+        char link[64], p[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, p, sizeof p - 1);
+        if (n > 0) {
+            p[n] = '\0';
+            if (strcmp(p, path) == 0) {
+                g_sticky_fd[g_nsticky++] = fd;
+            }
+        }
+    }
+    g_any_sticky = g_nsticky > 0;
+}
+
+/* 1 when fd is one of the descriptors open at the failure (g_mu held). */
+static int sticky_fd(int fd)
+{
+    for (int i = 0; i < g_nsticky; i++) {
+        if (g_sticky_fd[i] == fd) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 when this sync of path through fd must fail: the trigger is there (and
+ * is taken), or in sticky mode path is the log that failed before and fd was
+ * open on it then (Linux reports a writeback error to each descriptor open
+ * before it; one opened after syncs as usual — over pages the kernel may have
+ * dropped, which is why the broker must never rely on such a sync). */
+static int must_fail(const char *path, int fd)
 {
     const char *trigger = getenv("HG_FAILSYNC_TRIGGER");
     pthread_mutex_lock(&g_mu);
-    int fail = g_failed[0] != '\0' && strcmp(g_failed, path) == 0;
+    int fail = g_failed[0] != '\0' && strcmp(g_failed, path) == 0 && sticky_fd(fd);
     if (!fail && trigger != NULL && unlink(trigger) == 0) {
         fail = 1;
         if (getenv("HG_FAILSYNC_STICKY") != NULL) {
             snprintf(g_failed, sizeof g_failed, "%s", path);
+            remember_open_descriptors(path);
         }
     }
     pthread_mutex_unlock(&g_mu);
     return fail;
+}
+
+/* A descriptor closed is no longer one that saw the error (its number may be
+ * reused for another open). */
+int close(int fd)
+{
+    if (g_any_sticky) {
+        pthread_mutex_lock(&g_mu);
+        for (int i = 0; i < g_nsticky; i++) {
+            if (g_sticky_fd[i] == fd) {
+                g_sticky_fd[i] = g_sticky_fd[--g_nsticky];
+                break;
+            }
+        }
+        g_any_sticky = g_nsticky > 0;
+        pthread_mutex_unlock(&g_mu);
+    }
+    int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "close");
+    return real(fd);
 }
 
 /* -1 (EIO) when this sync of a log must fail, else the real call's result
@@ -92,13 +152,13 @@ static int sync_or_fail(int fd, const char *name)
         return real(fd);
     }
     const char *delay_ms = getenv("HG_FAILSYNC_DELAY_MS");
-    if (delay_ms != NULL && must_fail(path)) {
+    if (delay_ms != NULL && must_fail(path, fd)) {
         long ms = strtol(delay_ms, NULL, 10);
         struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
         record("delayed", path);
-    } else if (must_fail(path)) {
+    } else if (must_fail(path, fd)) {
         record("EIO", path);
         errno = EIO;
         return -1;
