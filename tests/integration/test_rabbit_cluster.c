@@ -124,13 +124,13 @@ static void group_create(const char *group)
         printf("\n    (set-up: GROUP CREATE %s took %" PRIu64 " ms)", group, took);
 }
 
-static pid_t consumer_start(const char *db, const char *uri, int mport, char *log_path, size_t loglen)
+/* Start ./hourglass-consumer (4 workers) on db through uri, its log in the
+ * caller's temp dir (the caller removes it), its path into log_path. */
+static pid_t consumer_start(const char *db, const char *uri, int mport, const char *dir, char *log_path, size_t loglen)
 {
-    char dir[512];
     const char *extra[] = { "--uri", uri, NULL };
     pid_t pid;
 
-    TU_REQUIRE(tu_mkdtemp("rmq-consumer", dir, sizeof dir) == 0, "temp dir");
     snprintf(log_path, loglen, "%s/consumer.log", dir);
     pid = oe_start_consumer(&env, db, db, 4, mport, log_path, extra);
     TU_REQUIRE(pid > 0, "start hourglass-consumer");
@@ -257,7 +257,7 @@ static void test_race(void)
     pthread_t pacer;
     atomic_int close = 0;
     hg_send_item_t items[100];
-    char log_path[600];
+    char log_path[600], dir[512];
     hg_client_t *c = NULL;
     hg_error_t err;
     payer_t payers[PAYERS];
@@ -273,7 +273,8 @@ static void test_race(void)
     TU_REQUIRE(fresh != NULL, "fresh database");
     hg_order_db_close(fresh); /* only the data is needed here */
     group_create("rmqrace");
-    pid = consumer_start("rmqrace", rabbit.uri, mport, log_path, sizeof log_path);
+    TU_REQUIRE(tu_mkdtemp("rmq-race", dir, sizeof dir) == 0, "temp dir");
+    pid = consumer_start("rmqrace", rabbit.uri, mport, dir, log_path, sizeof log_path);
     for (int i = 0; i < RACE_ORDERS * 3; i++)
         order[i] = 1 + (uint64_t)(i / 3);
     srand(7);
@@ -336,6 +337,7 @@ static void test_race(void)
     }
     if (CU_get_number_of_failures() > 0)
         oe_print_file(log_path);
+    tu_rmtree(dir);
 }
 
 /* ------------------------------------------------------------------------
@@ -671,7 +673,7 @@ static void faults_round(const char *db, size_t n, int fault)
                             .expire_in_ms = 3000,
                             .with_outbox = 0,
                             .random_seed = 5 };
-    char log_path[600], err[4096];
+    char log_path[600], dir[512], err[4096];
     producer_t p = { .first = 1, .last = n, .uri = rabbit.uri };
     cancelled_ctx_t x = { db, (long long)n };
     int mport = tu_free_port(), victim = -1, before = 0;
@@ -715,7 +717,8 @@ static void faults_round(const char *db, size_t n, int fault)
     }
     atomic_init(&p.released, 0);
     atomic_init(&p.cut_at, 0);
-    pid = consumer_start(db, uri, mport, log_path, sizeof log_path);
+    TU_REQUIRE(tu_mkdtemp("rmq-faults", dir, sizeof dir) == 0, "temp dir");
+    pid = consumer_start(db, uri, mport, dir, log_path, sizeof log_path);
     atomic_init(&p.sent, 0);
     pthread_create(&p.thread, NULL, produce, &p);
     while (atomic_load(&p.sent) < (int)n / 3)
@@ -816,6 +819,7 @@ static void faults_round(const char *db, size_t n, int fault)
     TU_CHECK(rep.cancelled == n, "%s: %" PRIu64 " of %zu cancelled", db, rep.cancelled, n);
     if (CU_get_number_of_failures() > 0)
         oe_print_file(log_path);
+    tu_rmtree(dir);
 }
 
 static void test_kill9_leader(void)
@@ -927,7 +931,7 @@ static void test_compensator(void)
 
     TU_REQUIRE(tu_mkdtemp("rmq-comp", dir, sizeof dir) == 0, "temp dir");
     snprintf(comp_log, sizeof comp_log, "%s/compensator.log", dir);
-    pid_t consumer = consumer_start("rmqcomp", rabbit.uri, cport, clog, sizeof clog);
+    pid_t consumer = consumer_start("rmqcomp", rabbit.uri, cport, dir, clog, sizeof clog);
     pid_t comp = compensator_start("rmqcomp", "rmqcomp", mport, comp_log);
     TU_REQUIRE(comp > 0, "start hourglass-compensator");
 
