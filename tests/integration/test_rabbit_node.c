@@ -80,6 +80,10 @@
  *                 worker sends it again after the retry backoff, that NACK
  *                 binds the topology first, and the message comes again
  *                 with reconsume 1 (it stayed held for ever before).
+ *   group list    GROUP LIST's ready and dlq: 2 for a group holding two
+ *                 messages, 0 and 0 for an empty one (each 0 checked by a
+ *                 get that finds the queue empty); both messages then
+ *                 handed out with reconsume 0.
  *   ciphers       amqps:// to a listener of the test's own that reads the
  *                 ClientHello: the TLS 1.2 suites offered are exactly
  *                 base/tls_policy.h's (OpenSSL's default list, CBC and
@@ -1615,6 +1619,73 @@ static void test_worker_resends_failed_nack(void)
              queue_messages("nackback", "hg.unrouted"));
 }
 
+/* The value of field name in GROUP LIST's row of group (reply r); -1 when
+ * the group or field is absent. */
+static long long group_list_field(const hg_reply_t *r, const char *group, const char *name)
+{
+    for (size_t i = 0; i < hg_reply_count(r); i++) {
+        const hg_reply_t *row = hg_reply_element(r, i);
+        const char *g = hg_reply_str(hg_reply_element(row, 1), NULL);
+        if (g == NULL || strcmp(g, group) != 0)
+            continue;
+        for (size_t k = 0; k + 1 < hg_reply_count(row); k += 2) {
+            const char *field = hg_reply_str(hg_reply_element(row, k), NULL);
+            if (field != NULL && strcmp(field, name) == 0)
+                return hg_reply_integer(hg_reply_element(row, k + 1));
+        }
+    }
+    return -1;
+}
+
+/* GROUP LIST's ready and dlq on amqp:// (each 0 the passive declare gives
+ * is checked with one get, which finds the queue empty): a group holding
+ * two messages reads ready 2, an empty one 0 and 0, and the messages are
+ * untouched — both handed out afterwards with reconsume 0. */
+static void test_group_list_counts(void)
+{
+    char out[4096], uri[256];
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+    size_t got = 0;
+
+    TU_REQUIRE(guest_vhost("grouplist", out, sizeof out) == 0, "vhost grouplist for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/grouplist", rabbit.nodes[0].amqp_port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    for (int i = 0; i < 2; i++) {
+        const char *g = i == 0 ? "list-full" : "list-empty", *t = i == 0 ? "list-t" : "list-other";
+        e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", g, t, "FROM", "NOW" });
+        hg_reply_free(r);
+        TU_REQUIRE(e == HG_OK, "GROUP CREATE %s: %s", g, hg_client_errmsg(c));
+    }
+    for (int i = 0; i < 2; i++)
+        TU_CHECK(hg_send(c, "list-t", NULL, "waiting", 7, hg_delay_none(), NULL) == HG_OK, "send: %s",
+                 hg_client_errmsg(c));
+    e = cmd(c, &r, 2, (const char *const[]){ "GROUP", "LIST" });
+    TU_CHECK(e == HG_OK, "GROUP LIST: %s", hg_client_errmsg(c));
+    if (e == HG_OK) {
+        TU_CHECK(group_list_field(r, "list-full", "ready") == 2 && group_list_field(r, "list-full", "dlq") == 0,
+                 "list-full: ready %lld, dlq %lld, want 2 and 0", group_list_field(r, "list-full", "ready"),
+                 group_list_field(r, "list-full", "dlq"));
+        TU_CHECK(group_list_field(r, "list-empty", "ready") == 0 && group_list_field(r, "list-empty", "dlq") == 0,
+                 "list-empty: ready %lld, dlq %lld, want 0 and 0", group_list_field(r, "list-empty", "ready"),
+                 group_list_field(r, "list-empty", "dlq"));
+    }
+    hg_reply_free(r);
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "list-full", "list-t", "COUNT", "10", "BLOCK", "2000" });
+    TU_CHECK(e == HG_OK, "PULL list-full: %s", hg_client_errmsg(c));
+    for (size_t i = 0; e == HG_OK && i < hg_reply_count(r); i++) {
+        const hg_reply_t *m = hg_reply_element(r, i);
+        TU_CHECK(hg_reply_integer(hg_reply_element(m, 4)) == 0, "handed out with reconsume %lld, want 0",
+                 hg_reply_integer(hg_reply_element(m, 4)));
+        got++;
+    }
+    TU_CHECK(got == 2, "PULL list-full handed out %zu messages, want 2", got);
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -1655,6 +1726,8 @@ static const tu_test_t node_tests[] = {
     { "a consumer worker's NACK that fails (its retry unroutable): sent again on the retry backoff, binding the "
       "topology first; the message comes again with reconsume 1",
       test_worker_resends_failed_nack },
+    { "GROUP LIST's ready and dlq: the counts, a 0 checked by one get, the messages untouched",
+      test_group_list_counts },
     { NULL, NULL },
 };
 
