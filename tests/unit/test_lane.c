@@ -284,6 +284,26 @@ static void test_growth_and_bound(void)
     EXPECT_POPS(l, &last, 1);
     lane_free(l);
 
+    /* The done bits grow while they hold done indexes: one entry due late
+     * holds the head at 3 while 20 000 later ones come and go; when it leaves,
+     * the head steps over all of them to the tail. */
+    l = lane_new(0, 16);
+    for (uint64_t i = 0; i < 3; i++) {
+        PUSH(l, T0, 1 + i);
+        TU_REQUIRE(lane_pop(l, NULL) == 1, "pop %" PRIu64, i);
+    }
+    PUSH(l, T0 + 1000000, 4);
+    for (uint64_t i = 0; i < n; i++) {
+        PUSH(l, T0 + i, 100 + i);
+        TU_REQUIRE(lane_pop(l, NULL) == 1 && lane_head(l) == 3, "pop %" PRIu64 ": head %" PRIu64 ", want 3", i,
+                   lane_head(l));
+    }
+    TU_CHECK(lane_bytes(l) >= n / 8, "done bits for %" PRIu64 " indexes in %zu bytes", n, lane_bytes(l));
+    last = (lane_entry_t){ T0 + 1000000, 4, 3 };
+    EXPECT_POPS(l, &last, 1);
+    TU_CHECK(lane_head(l) == n + 4, "head %" PRIu64 ", want %" PRIu64, lane_head(l), n + 4);
+    lane_free(l);
+
     /* The bound: a push past max_entries is refused, and the lane is unchanged. */
     l = lane_new(40, 5);
     for (int i = 0; i < 5; i++) {
