@@ -8,7 +8,7 @@
  *     per level, not a swap). It doubles when full, never past max_entries.
  *     Four children, not two: at 440 000 entries (10 MiB, past the caches) a
  *     pop walks 10 levels instead of 19, and the four children of a node lie
- *     in two cache lines; that costs more compares (levels-bench --only lane:
+ *     together (96 bytes); that costs more compares (levels-bench --only lane:
  *     917 instructions a push + pop against 844, but 11.6 D1 misses against
  *     17.4 and 337 ns against 608, medians of three runs interleaved).
  *   - how far the CQ's head may move: a ring of bits, one per CQ index in
