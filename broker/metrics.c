@@ -374,6 +374,28 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
         double lag = li.head_due_ms && now_ms > li.head_due_ms ? (double)(now_ms - li.head_due_ms) / 1000.0 : 0.0;
         buf_printf(o, "hourglass_level_head_lag_seconds{level=\"%d\",delay=\"%s\"} %.3f\n", l, d, lag);
     }
+    buf_printf(o,
+               "# HELP hourglass_level_damaged 1 while a level's due move fails at its head and the level is "
+               "skipped (tried again every %d s).\n"
+               "# TYPE hourglass_level_damaged gauge\n",
+               STORE_LEVEL_DAMAGE_RETRY_MS / 1000);
+    for (int l = 1; l <= t->count; l++) {
+        store_level_info_t li;
+        store_level_info(s, l, &li);
+        char d[32];
+        units_format_duration(li.delay_ms, d, sizeof d);
+        buf_printf(o, "hourglass_level_damaged{level=\"%d\",delay=\"%s\"} %d\n", l, d, li.damaged);
+    }
+    prom_metric_u64(o, "hourglass_level_damage_events_total", "counter",
+                    "Levels found damaged at their head by the due move (a failed retry of one is not counted again).",
+                    st->level_damage_events);
+    prom_metric_u64(o, "hourglass_group_queues_damaged", "gauge",
+                    "Group queues (a retry queue, a topic log at a group's cursor) whose PULL fails at their head and "
+                    "that the group's PULLs skip (tried again every 60 s).",
+                    store_group_queues_damaged(s));
+    prom_metric_u64(o, "hourglass_group_damage_events_total", "counter",
+                    "Group queues found damaged at their head by a PULL (a failed retry of one is not counted again).",
+                    st->group_damage_events);
     prom_topics(o, s, max_topics);
     prom_metric_u64(o, "hourglass_sends_total", "counter", "Messages accepted by SEND.", st->sends);
     prom_metric_u64(o, "hourglass_deliveries_total", "counter", "Messages delivered by PULL.", st->deliveries);

@@ -38,6 +38,10 @@ typedef struct storage_stats {
     uint64_t wake_deferrals;      /* woken PULLs left parked for want of client memory (writer_set_wake_budget) */
     uint64_t closed_jobs_dropped; /* jobs of closed connections dropped unrun: read-only ones queued, PULL BLOCKs */
     uint64_t memory_trims;        /* freed memory given back to the kernel when idle after work (writer_thread.c) */
+    uint64_t level_damage_events; /* levels the due move found damaged at their head (store_level_damage_events,
+                                   * summed over the store's reopens) */
+    uint64_t group_damage_events; /* group queues a PULL found damaged at their head (store_group_damage_events,
+                                   * summed likewise) */
     prom_hist_t lateness;         /* seconds: delivery time - due_ms */
     prom_hist_t batch_jobs;       /* jobs per group commit */
     prom_hist_t commit_seconds;   /* store_commit duration */

@@ -86,6 +86,7 @@ struct writer {
     uint64_t level_damage_seen;                   /* store_level_damage_events already reported */
     char level_damage_logged[LVL_MAX_LEVELS + 1]; /* 1: the level's damage is logged, its recovery is not yet */
     int levels_damaged_logged;                    /* how many are 1 */
+    uint64_t group_damage_seen;                   /* store_group_damage_events already reported */
     int maintain_needed;
     uint64_t next_trim_mono;    /* idle after work: the next release_free_memory (0: none pending) */
     uint64_t trim_gap_ms;       /* ...and the wait before the one after it, doubled each time */

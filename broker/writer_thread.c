@@ -271,6 +271,7 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
         log_info("store %s reopened", w->opts->path);
     }
     w->level_damage_seen = 0; /* a new store: its levels are found damaged again */
+    w->group_damage_seen = 0; /* ...and its groups' queues */
     memset(w->level_damage_logged, 0, sizeof w->level_damage_logged);
     w->levels_damaged_logged = 0;
     if (store_open_note(w->store)[0] != '\0') {
@@ -594,6 +595,9 @@ static void report_level_damage(writer_t *w)
     if (events == w->level_damage_seen && w->levels_damaged_logged == 0) {
         return; /* nothing new, and no logged level to watch for its recovery */
     }
+    if (events > w->level_damage_seen) {
+        w->stats.level_damage_events += events - w->level_damage_seen;
+    }
     w->level_damage_seen = events;
     for (int l = 1; l <= store_levels(w->store)->count; l++) {
         store_level_info_t li;
@@ -611,6 +615,26 @@ static void report_level_damage(writer_t *w)
             w->level_damage_logged[l] = 0;
             w->levels_damaged_logged--;
         }
+    }
+}
+
+/* Group queues a PULL found damaged at their head (store_lease skips them
+ * and serves the group's other queue): each finding logged once, when the
+ * iteration's PULLs made several the last with how many others. */
+static void report_group_damage(writer_t *w)
+{
+    uint64_t events = store_group_damage_events(w->store);
+    if (events == w->group_damage_seen) {
+        return;
+    }
+    uint64_t fresh = events > w->group_damage_seen ? events - w->group_damage_seen : events;
+    w->stats.group_damage_events += fresh;
+    w->group_damage_seen = events;
+    if (fresh > 1) {
+        log_error("%s (and %llu more group queues found damaged since the last report)",
+                  store_group_damage_last(w->store), (unsigned long long)(fresh - 1));
+    } else {
+        log_error("%s", store_group_damage_last(w->store));
     }
 }
 
@@ -704,6 +728,9 @@ void *writer_main(void *arg)
         /* 4. commit the scheduler's and parked jobs' writes (usually nothing), then the replies */
         commit_pending(w, &done);
         post(w, &done, 0);
+        if (w->store != NULL) {
+            report_group_damage(w); /* found by the PULLs of 1. and 3. */
+        }
 
         /* 5. maintenance, after the replies (a PULL woken by this iteration's
          * arrivals does not wait for it): while busy, only the topic-log GC,

@@ -721,6 +721,12 @@ int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
                        ": cannot recycle a segment in use or not wholly durable (durable end %" PRIu64 ")",
                        from, base, atomic_load(&c->durable));
     }
+    if (c->keeping && base + c->size >= c->keep_from) {
+        return err_set(err, errlen,
+                       "%s: offset %" PRIu64 ": cannot recycle a segment at or past the log's checkpoint %" PRIu64
+                       " (the next open follows the chain from there: take a checkpoint past the segment first)",
+                       from, base, c->keep_from);
+    }
     uint64_t nb = past_every_segment(c);
     clog_seg_path(c, nb, to, sizeof to);
     uint64_t life = clog_new_life();
@@ -738,6 +744,12 @@ int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
     qsort(c->segs, c->nsegs, sizeof *c->segs, seg_cmp);
     pthread_mutex_unlock(&c->lock);
     return clog_sync_dir(c, err, errlen);
+}
+
+void clog_keep_from(clog_t *c, uint64_t from)
+{
+    c->keeping = 1;
+    c->keep_from = from;
 }
 
 void clog_batch_free(clog_batch_t *b)

@@ -208,10 +208,18 @@ int clog_walk_after(clog_t *c, uint64_t end, clog_walk_fn fn, void *ctx, char *e
 int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
 
 /* Recycle the segment whose base is `base`: it must lie wholly below the
- * durable end and not be the segment in use. It is renamed past every
- * segment as a spare with a new life and header (file and directory synced),
- * so its old records read as CLOG_NOT_RECORD. 0, or -1 with err. */
+ * durable end, not be the segment in use, and lie wholly below the offset
+ * clog_keep_from named, if any. It is renamed past every segment as a spare
+ * with a new life and header (file and directory synced), so its old records
+ * read as CLOG_NOT_RECORD. 0, or -1 with err. */
 int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen);
+
+/* From now on clog_recycle refuses every segment not wholly below `from`:
+ * the redo's checkpoint, from which the next open follows the chain
+ * (clog_options_t.chain_from), so the segment holding it must stay — and so
+ * must every segment when it is 0 (an open from 0 walks the log from its
+ * first segment). The redo raises it at each checkpoint. Owner thread. */
+void clog_keep_from(clog_t *c, uint64_t from);
 
 void clog_batch_free(clog_batch_t *b);
 void clog_reader_free(clog_reader_t *rd);

@@ -38,6 +38,8 @@ struct clog {
     uint64_t must_reach; /* clog_options_t's, for the open */
     uint64_t chain_from; /* clog_options_t's, for the open */
     uint64_t clean_end;  /* clog_options_t's, for the open */
+    int keeping;         /* 1 once clog_keep_from was called: */
+    uint64_t keep_from;  /* clog_recycle refuses a segment not wholly below this */
     _Atomic uint64_t written, durable;
 };
 

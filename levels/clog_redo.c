@@ -344,10 +344,32 @@ static int apply_record(redo_t *r, uint64_t end, const char *p, size_t n, char *
 
 /* ---- running ------------------------------------------------------------------------- */
 
+/* The derived-writes record's size to keep room for: what b holds, `more`
+ * bytes, REDO_MESSAGE_RESERVE for each of `messages` and REDO_BATCH_RESERVE. */
+static uint64_t derived_bound(const redo_batch_t *b, uint32_t messages, uint64_t more)
+{
+    return (b->len ? b->len : DERIVED_HEAD) + more + (uint64_t)messages * REDO_MESSAGE_RESERVE + REDO_BATCH_RESERVE;
+}
+
+int redo_batch_room(redo_t *r, redo_batch_t *b, uint64_t bytes, char *err, size_t errlen)
+{
+    uint64_t derived = derived_bound(b, b->messages, bytes);
+    int rc = clog_batch_room(r->log, &b->log, CLOG_RECORD_HEADER + pad8(derived));
+    if (rc == CLOG_BATCH_FULL) {
+        return REDO_BATCH_FULL;
+    }
+    if (rc != 0) {
+        return err_set(err, errlen,
+                       "commit log batch: %" PRIu64 " more bytes of derived writes (%" PRIu64
+                       " with what the batch holds and its reserves) cannot fit in a segment",
+                       bytes, derived);
+    }
+    return 0;
+}
+
 int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
 {
-    uint64_t derived =
-        (b->len ? b->len : DERIVED_HEAD) + (uint64_t)(b->messages + 1) * REDO_MESSAGE_RESERVE + REDO_BATCH_RESERVE;
+    uint64_t derived = derived_bound(b, b->messages + 1, 0);
     int rc = clog_batch_room(r->log, &b->log, 2 * CLOG_RECORD_HEADER + pad8(n) + pad8(derived));
     if (rc == CLOG_BATCH_FULL) {
         return REDO_BATCH_FULL;
@@ -507,6 +529,7 @@ static int checkpoint_at(redo_t *r, uint64_t b, int clean, char *err, size_t err
         return -1;
     }
     r->checkpoint = b;
+    clog_keep_from(r->log, b); /* the next open follows the chain from B: its segment must stay */
     if (b > r->applied) {
         r->applied = b;
     }
@@ -602,6 +625,14 @@ int redo_close(redo_t *r, char *err, size_t errlen)
         rc = err_set(err, errlen, "%s", e2);
     }
     return rc;
+}
+
+int redo_free(redo_t *r, char *err, size_t errlen)
+{
+    if (r == NULL) {
+        return 0;
+    }
+    return redo_close_files(r, err, errlen);
 }
 
 clog_t *redo_log(redo_t *r)
@@ -735,6 +766,7 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
         }
     }
     if (rc == 0) {
+        clog_keep_from(r->log, rep->checkpoint);
         rep->bytes = rep->log.end - rep->checkpoint;
         r->applied = r->checkpoint = rep->checkpoint;
         redo_walk_t w = { r, NULL, 0, 0, err, errlen };

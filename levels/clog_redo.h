@@ -71,8 +71,9 @@ enum {
     REDO_BATCH_FULL = 1, /* add_message: commit this batch, then add the message to a new one */
 };
 
-#define REDO_MESSAGE_RESERVE 64   /* derived-record bytes kept free per message (a slot and a CQ write) */
-#define REDO_BATCH_RESERVE   1024 /* and per batch (head moves, rewrites, the caller's LevelDB records) */
+#define REDO_MESSAGE_RESERVE \
+    72 /* derived-record bytes kept free per message: its CQ write (29) and slot (41), rounded up */
+#define REDO_BATCH_RESERVE 1024 /* and per batch (head moves, rewrites, the caller's LevelDB records) */
 
 typedef struct redo redo_t;
 
@@ -120,6 +121,16 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
  * step fails; r is freed either way. NULL: nothing. */
 int redo_close(redo_t *r, char *err, size_t errlen);
 
+/* Close every file and free r without syncing the log, applying held
+ * writes or taking a checkpoint — for a caller that must stop (its own open
+ * failed after redo_open, a sync of the log failed, redo_sync_failed
+ * failed): the held batches' derived writes are dropped, the files stay as
+ * they are, and the next redo_open redoes every batch the log kept from the
+ * last checkpoint. -1 with err when closing a CQ or slot file failed (it may
+ * have flushed writes of applied batches); r is freed either way. NULL:
+ * nothing. */
+int redo_free(redo_t *r, char *err, size_t errlen);
+
 clog_t *redo_log(redo_t *r);
 uint64_t redo_applied(const redo_t *r);      /* the end of the last batch whose derived writes were made */
 uint64_t redo_checkpointed(const redo_t *r); /* the last checkpoint's B */
@@ -136,6 +147,18 @@ const clog_overlay_t *redo_overlay(const redo_t *r);
  * record that outgrew them).
  * REDO_BATCH_FULL: commit, then add it again. */
 int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen);
+
+/* Whether `bytes` more bytes of derived writes (a put is 9 + key + value
+ * bytes, a delete 5 + key, a CQ write 29, a head move 13, a slot 41) fit the
+ * batch's derived-writes record in its segment, keeping redo_add_message's
+ * reserves: 0 when they fit (an empty batch moves to the next segment when
+ * they do not fit in the rest of this one, as clog_batch_room does), after
+ * which redo_commit will not refuse the batch for them (nor for each
+ * message's CQ write and slot and REDO_BATCH_RESERVE more); REDO_BATCH_FULL when
+ * the batch holds messages and they do not fit (commit it, then make the
+ * writes in the next batch); -1 with err when they could not fit in any
+ * segment. */
+int redo_batch_room(redo_t *r, redo_batch_t *b, uint64_t bytes, char *err, size_t errlen);
 
 /* Derived writes, in the order they are made at apply and redo time. */
 void redo_cq_write(redo_batch_t *b, uint32_t queue, uint64_t index, const cq_entry_t *e);

@@ -47,6 +47,7 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
     }
     *found = 1;
     store_leases_forget(s, g);
+    store_group_damage_forget(s, g);
     store_topic_remove_group(g);
     store_mark_woken(s, g->topic); /* a PULL waiting on it now waits on the topic */
     map_del(&s->groups, group, group_len);
@@ -66,7 +67,10 @@ void group_delete_resume(store_t *s, group_state_t *g)
 
 /* Delete entries of g's range tag ('R' or 'D') from seq *from on, with
  * their copy index entries, counting each off *count, until *work_done
- * reaches budget. */
+ * reaches budget. An entry goes whole or not at all: a failure after its
+ * copy index entry's delete is in the batch (idx_copy_gone reads the
+ * message index record after it) breaks the store (store_fail_half_way),
+ * so that half is never written; the entries deleted before it are whole. */
 static int delete_queue_some(store_t *s, group_state_t *g, enum key_tag tag, uint64_t *from, uint64_t *count,
                              int budget, int *work_done, char *err, size_t errlen)
 {
@@ -85,9 +89,14 @@ static int delete_queue_some(store_t *s, group_state_t *g, enum key_tag tag, uin
             break;
         }
         msg_t m;
-        if (store_iter_msg(it, &m, what, err, errlen) != 0 ||
-            idx_copy_gone(s, g->topic, m.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
+        if (store_iter_msg(it, &m, what, err, errlen) != 0) {
             rc = -1;
+            break;
+        }
+        int pending_before = s->pending;
+        if (idx_copy_gone(s, g->topic, m.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
+            /* after its copy index entry's delete: the entry's delete would be half of it */
+            rc = store_fail_half_way(s, pending_before, "group delete", err, errlen);
             break;
         }
         *from = be64_get(key + plen) + 1;

@@ -10,12 +10,89 @@
  * the held leases the entries from the persisted cursor to the cursor. A
  * PULL naming a group that does not exist creates it (within the limits).
  *
+ * Damage at a queue's head: a PULL that fails at the head of the retry-ready
+ * queue or of the topic log at the cursor, before it took anything there,
+ * marks that queue of the group damaged and serves the other one; the
+ * group's PULLs skip it for STORE_GROUP_DAMAGE_RETRY_MS, then try it again.
+ * Nothing of the damaged queue is written, so its entries (the damaged one
+ * first) wait in place: none is dropped, none taken twice, and the retries
+ * behind a damaged retry-queue head (or the log behind a damaged entry)
+ * keep their order. Only a head can be skipped this way: an entry behind a
+ * whole head is reached by the PULL after it took that head (it ends there,
+ * handing out what it took), and the next PULL finds it at the head.
+ *
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store_internal.h"
 #include "base/err.h"
 
+#include <stdio.h>
 #include <string.h>
+
+uint64_t store_group_damage_events(const store_t *s)
+{
+    return s->group_damage_events;
+}
+
+const char *store_group_damage_last(const store_t *s)
+{
+    return s->group_damage_last;
+}
+
+uint64_t store_group_queues_damaged(const store_t *s)
+{
+    return s->group_queues_damaged;
+}
+
+void store_group_damage_forget(store_t *s, group_state_t *g)
+{
+    s->group_queues_damaged -= (uint64_t)(g->retry_damage.damaged + g->log_damage.damaged);
+    g->retry_damage.damaged = g->log_damage.damaged = 0;
+}
+
+/* 1 while queue d of a group is skipped for damage. */
+static int queue_skipped(const struct queue_damage *d, uint64_t now_ms)
+{
+    return d->damaged && now_ms < d->damaged_until;
+}
+
+/* A PULL of g failed at the head of queue d (its retry queue: tag
+ * KEY_RETRY, else its topic log), err saying why: skipped until
+ * STORE_GROUP_DAMAGE_RETRY_MS from now; a new finding is counted and kept
+ * for the owner's report. */
+static void queue_mark_damaged(store_t *s, group_state_t *g, struct queue_damage *d, enum key_tag tag, uint64_t now_ms,
+                               const char *err)
+{
+    d->damaged_until = now_ms + STORE_GROUP_DAMAGE_RETRY_MS;
+    if (d->damaged) {
+        return; /* a retry that failed again: no new finding */
+    }
+    d->damaged = 1;
+    s->group_queues_damaged++;
+    s->group_damage_events++;
+    if (tag == KEY_RETRY) {
+        snprintf(s->group_damage_last, sizeof s->group_damage_last,
+                 "group %s: its retry queue fails at its head, so its %llu ready retries wait (tried again every %d "
+                 "s; its topic log is served): %s",
+                 g->name, (unsigned long long)g->retry_ready, STORE_GROUP_DAMAGE_RETRY_MS / 1000, err);
+    } else {
+        snprintf(s->group_damage_last, sizeof s->group_damage_last,
+                 "group %s: its topic log %s fails at seq %llu, so its %llu messages from there wait (tried again "
+                 "every %d s; its retries are served): %s",
+                 g->name, g->topic->name, (unsigned long long)g->cursor,
+                 (unsigned long long)(g->topic->appended - g->position), STORE_GROUP_DAMAGE_RETRY_MS / 1000, err);
+    }
+}
+
+/* Queue d of a PULL gave what it held up to the count (or the damage behind
+ * a head it took): no longer damaged. */
+static void queue_passed(store_t *s, struct queue_damage *d)
+{
+    if (d->damaged) {
+        d->damaged = 0;
+        s->group_queues_damaged--;
+    }
+}
 
 /* Read the queue range of tag ('R': g's retries, 'T': its topic's log) from
  * seq `from`, leasing up to want messages within *budget (msg.h). Returns
@@ -128,12 +205,19 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
     msg_budget_t budget;
     msg_budget_init(&budget, max_bytes);
     int failed = 0; /* after it took some: those are returned, the rest left to the next call */
-    if (g->retry_ready > 0) {
+    if (g->retry_ready > 0 && !queue_skipped(&g->retry_damage, now_ms)) {
         int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
         int got = lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, 0, &budget, out, &last, 1,
                                    &failed, err, errlen);
         if (got < 0) {
-            return -1;
+            if (store_broken(s)) {
+                return -1;
+            }
+            queue_mark_damaged(s, g, &g->retry_damage, KEY_RETRY, now_ms, err);
+            failed = 0; /* nothing taken: the topic log is served */
+            got = 0;
+        } else {
+            queue_passed(s, &g->retry_damage);
         }
         if (got > 0) {
             g->retry_ready -= (uint64_t)got;
@@ -143,7 +227,7 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
         *n = got;
     }
     uint64_t backlog = g->topic->appended - g->position;
-    if (!failed && *n < count && backlog > 0 && msg_budget_open(&budget)) {
+    if (!failed && *n < count && backlog > 0 && msg_budget_open(&budget) && !queue_skipped(&g->log_damage, now_ms)) {
         int want = count - *n;
         if ((uint64_t)want > backlog) {
             want = (int)backlog;
@@ -151,10 +235,14 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
         int got = lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, write_at, &budget, out + *n, &last,
                                    0, &failed, err, errlen);
         if (got < 0) {
-            /* the retries taken are leases: handed out, not dropped (the
-             * damage fails the next call before it takes anything) */
-            return *n > 0 ? 0 : -1;
+            if (store_broken(s)) {
+                /* the retries taken are leases: handed out, not dropped */
+                return *n > 0 ? 0 : -1;
+            }
+            queue_mark_damaged(s, g, &g->log_damage, KEY_TOPIC_LOG, now_ms, err);
+            return 0; /* the retries taken, if any */
         }
+        queue_passed(s, &g->log_damage);
         if (got > 0) {
             g->cursor = last + 1;
             g->position += (uint64_t)got;

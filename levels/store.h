@@ -385,6 +385,26 @@ typedef struct store_group_row {
  * at 10 000 groups. */
 void store_group_page(const store_t *s, const char *after, size_t count, store_group_row_t **rows, size_t *n);
 
+/* A group's queue whose PULL failed at its head (store_lease) is tried again
+ * this long (the store's clock) after its last failure. */
+#define STORE_GROUP_DAMAGE_RETRY_MS 60000
+
+/* How many times store_lease found one of a group's queues damaged at its
+ * head since open (a retry that fails again is not counted again; a queue
+ * that passed and fails later is): the owner compares it with what it saw
+ * last to report each finding once. */
+uint64_t store_group_damage_events(const store_t *s);
+
+/* The latest of those findings: "group G: its retry queue (or: its topic
+ * log T at seq N) fails at its head, so its entries from there wait (...):
+ * why"; "" when none since open. Valid until the next store call. */
+const char *store_group_damage_last(const store_t *s);
+
+/* How many queues of groups (a retry-ready queue, a topic log at a group's
+ * cursor) are damaged now: skipped by the group's PULLs. A deleted group's
+ * are not counted. */
+uint64_t store_group_queues_damaged(const store_t *s);
+
 /* Delete a group with its retry-ready queue, leases and DLQ (its delayed retries
  * are dropped when they come due). *found gets 1 when it existed. The group
  * is gone at once for every command, and its record says so with the next
@@ -407,8 +427,17 @@ void store_groups_deleting(const store_t *s, uint64_t *groups, uint64_t *entries
  * out[] gets *n owned messages (free each with msg_owned_free); their due_ms is
  * the time they became due. A read error or damage met after it took some
  * messages ends the call there and returns 0 with those (each leased whole:
- * nothing is left taken and not handed out); the next call then fails at the
- * damage before it takes anything (-1, *n 0, the store as it was). */
+ * nothing is left taken and not handed out). One met at the head of a queue
+ * of the group (its retry-ready queue, or its topic log at its cursor), before
+ * the call took anything from it, marks that queue damaged (nothing of it is
+ * written, taken or dropped: the damaged entry and those behind it wait
+ * where they are) and the call goes on with the other queue: 0, with what
+ * that one gave (*n may be 0). A damaged queue is skipped by the group's
+ * calls until STORE_GROUP_DAMAGE_RETRY_MS after it last failed, then tried
+ * again; one that passes is no longer damaged. store_group_damage_events and
+ * store_group_damage_last report the findings, store_group_queues_damaged how
+ * many queues are damaged now. -1 (*n 0) on a bad argument, a store already
+ * broken, or one the call broke. */
 int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
                 uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen);
 

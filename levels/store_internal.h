@@ -164,7 +164,18 @@ struct group_state {
     int deleting;
     key_buf_t del_lease_at;                /* the last lease key a step went through (n 0: none yet) */
     uint64_t del_retry_from, del_dlq_from; /* the seq the next step seeks in each range */
+    /* lease_take.c: its retry-ready queue and its topic log at its cursor,
+     * when a PULL failed at their head (damage, a read error): skipped until
+     * damaged_until (the store's clock), then tried again */
+    struct queue_damage {
+        int damaged;
+        uint64_t damaged_until;
+    } retry_damage, log_damage;
 };
+
+/* g leaves sight (GROUP DEL): its damaged queues are no longer counted in
+ * store_group_queues_damaged (lease_take.c). */
+void store_group_damage_forget(store_t *s, group_state_t *g);
 
 /* A keyed message sent in the pending batch (index.c's sent_keys). */
 typedef struct idx_sent {
@@ -183,10 +194,13 @@ struct store {
     leveldb_writeoptions_t *wopt_nosync;
     int unsynced; /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch;
-    int pending;                  /* operations in the batch */
-    uint64_t level_damage_events; /* levels found damaged by the due move (store_level_damage_events) */
-    uint64_t npend;               /* leases not written yet, over all groups (lease_pend.c) */
-    uint64_t batch_bytes;         /* about what the batch holds (keys, values, framing) */
+    int pending;                   /* operations in the batch */
+    uint64_t level_damage_events;  /* levels found damaged by the due move (store_level_damage_events) */
+    uint64_t group_damage_events;  /* group queues found damaged by a PULL (store_group_damage_events) */
+    uint64_t group_queues_damaged; /* of those, damaged now (store_group_queues_damaged) */
+    char group_damage_last[512];   /* the latest finding (store_group_damage_last) */
+    uint64_t npend;                /* leases not written yet, over all groups (lease_pend.c) */
+    uint64_t batch_bytes;          /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
     char open_note[1280]; /* what store_open repaired on its way ("" when nothing): store_open_note */

@@ -420,31 +420,68 @@ EOF
 
 # hg_http_get PORT PATH — the body of GET http://127.0.0.1:PORT/PATH (HTTP/1.0,
 # bash's /dev/tcp: no curl needed); 1 when nothing answers, and 1 (said on
-# stderr) when the whole reply has not come within HG_HTTP_DEADLINE seconds
-# [5] — an endpoint that accepts and never answers held a caller for ever
-# (the soak's samples came 13-16 s apart). The reply is read by bash's own
-# read with a timeout (NUL bytes dropped, as $(cat) did).
+# stderr) when the whole exchange, connect included, has not ended within
+# HG_HTTP_DEADLINE seconds [5] — an endpoint that accepts and never answers
+# held a caller for ever (the soak's samples came 13-16 s apart), and a
+# connect whose SYN is dropped (a full accept queue) waited out the kernel's
+# SYN retransmits, about 127 s. A server that closes before it has the
+# request, or with no whole HTTP head, is 1 and said too; SIGPIPE is ignored
+# in here, so such a server cannot kill the caller (it did: 141). The body
+# runs in a subshell (its traps stay its own). The connect is ended at the
+# deadline by hg_http_alarm's SIGUSR1 (trapped, so connect(2) returns EINTR);
+# the reply is read by bash's own read with a timeout (NUL bytes dropped).
 HG_HTTP_DEADLINE=${HG_HTTP_DEADLINE:-5}
-hg_http_get() {
-    local port=$1 path=$2 reply="" chunk left t rc deadline
+hg_http_get() (
+    local port=$1 path=$2 reply="" chunk left t rc deadline alarm me=$BASHPID
+    deadline=$((10#${EPOCHREALTIME/[.,]/} + 10#$HG_HTTP_DEADLINE * 1000000))
+    trap '' PIPE
+    trap ':' USR1
+    hg_http_alarm "$me" "$HG_HTTP_DEADLINE" & # (me: $BASHPID here would be expanded in the alarm's own process)
+    alarm=$!
     # (the braces keep exec's 2>/dev/null to the connect: on exec itself it was the shell's for good)
-    { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 1
-    printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$path" >&3
-    deadline=$((10#${EPOCHREALTIME/[.,]/} + 10#$HG_HTTP_DEADLINE * 1000000)) rc=142
+    { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null
+    rc=$?
+    trap '' USR1
+    kill -TERM "$alarm" 2>/dev/null
+    wait "$alarm" 2>/dev/null
+    if ((rc != 0)); then
+        ((10#${EPOCHREALTIME/[.,]/} < deadline)) ||
+            hg_log "hg_http_get: 127.0.0.1:$port$path: no connection within $HG_HTTP_DEADLINE s (HG_HTTP_DEADLINE)"
+        return 1
+    fi
+    if ! printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$path" >&3 2>/dev/null; then
+        hg_log "hg_http_get: 127.0.0.1:$port$path: the server closed before it took the request"
+        return 1
+    fi
+    rc=142
     while left=$((deadline - 10#${EPOCHREALTIME/[.,]/})) && ((left > 0)); do
         printf -v t '%d.%06d' $((left / 1000000)) $((left % 1000000))
         chunk=""
-        IFS= read -r -d '' -t "$t" chunk <&3
+        IFS= read -r -d '' -t "$t" chunk <&3 2>/dev/null
         rc=$?
         reply+=$chunk
-        ((rc == 0)) || break # 0: a NUL byte, read on; 1: the end of the reply; >128: the deadline
+        ((rc == 0)) || break # 0: a NUL byte, read on; 1: the end of the reply (or a reset); >128: the deadline
     done
     exec 3<&-
     if ((rc != 1)); then
         hg_log "hg_http_get: 127.0.0.1:$port$path: no whole reply within $HG_HTTP_DEADLINE s (HG_HTTP_DEADLINE)"
         return 1
     fi
+    if [[ $reply != HTTP/* || $reply != *$'\r\n\r\n'* ]]; then
+        hg_log "hg_http_get: 127.0.0.1:$port$path: the connection ended with no whole HTTP head (${#reply} bytes came)"
+        return 1
+    fi
     printf '%s\n' "${reply#*$'\r\n\r\n'}"
+)
+
+# hg_http_alarm PID SECONDS — SIGUSR1 to PID after SECONDS (hg_http_get's
+# connect deadline); a SIGTERM first ends it and its sleep quietly.
+hg_http_alarm() {
+    local sleeper=""
+    trap '[[ -z $sleeper ]] || kill "$sleeper" 2>/dev/null; exit 0' TERM
+    sleep "$2" &
+    sleeper=$!
+    wait "$sleeper" && kill -USR1 "$1" 2>/dev/null
 }
 
 # hg_metric PORT NAME — the value of the sample "NAME VALUE" on /metrics (NAME

@@ -43,6 +43,7 @@
 #include "broker/writer.h"
 #include "levels/store.h"
 #include "proto/resp.h"
+#include "tests/helpers/loopback_dial.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -144,6 +145,13 @@ static int names_shutdown(const uint8_t *data, size_t size)
     return found;
 }
 
+/* The broker's event loop turned once (loopback_dial's pump). */
+static void turn_broker(void *unused)
+{
+    (void)unused;
+    event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
 /* A client connected to the broker (non-blocking). A loopback connect can
  * stay unfinished for seconds: after ten thousand inputs the broker's side
  * holds as many connections in TIME-WAIT (it closes first), and a stall
@@ -151,32 +159,17 @@ static int names_shutdown(const uint8_t *data, size_t size)
  * broker's threads idle and ten thousand TIME-WAIT entries on its port — a
  * SYN meeting a TIME-WAIT 4-tuple waits out the kernel's retransmit backoff
  * (1 s, 3 s …; the likely cause, not proven). That is not the broker's
- * doing, so a connect not done within 1 s is given up and made again from a
- * new port; ten failures are a finding. */
+ * doing, so loopback_dial gives a connect not done within 1 s up and makes
+ * it again from a new port, the broker's loop turning meanwhile; ten
+ * failures are a finding. */
 static int connect_client(void)
 {
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    for (int attempt = 0; attempt < 10; attempt++) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0 || (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS))
-            die("connect", strerror(errno));
-        uint64_t end = mono_ms() + 1000;
-        while (mono_ms() < end) {
-            event_base_loop(base, EVLOOP_NONBLOCK);
-            struct pollfd p = { .fd = fd, .events = POLLOUT };
-            if (poll(&p, 1, 1) == 1) {
-                int soerr = 0;
-                socklen_t sl = sizeof soerr;
-                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0)
-                    die("connect", strerror(soerr != 0 ? soerr : errno));
-                return fd;
-            }
-        }
-        close(fd);
-    }
-    die("connect", "no loopback connection to the broker completed in 10 tries of 1 s");
-    return -1;
+    loopback_dial_t how = { .try_ms = LOOPBACK_DIAL_TRY_MS, .tries = LOOPBACK_DIAL_TRIES, .pump = turn_broker };
+    int why = 0, fd = loopback_dial(port, &how, &why);
+    if (fd < 0)
+        die("connect",
+            why == ETIMEDOUT ? "no loopback connection to the broker completed in 10 tries of 1 s" : strerror(why));
+    return fd;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

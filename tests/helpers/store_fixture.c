@@ -130,6 +130,20 @@ void close_at(store_t **sp, int line)
     TU_REQUIRE_AT(rc == 0, line, "store_close failed: %s", err);
 }
 
+void close_broken_at(store_t **sp, const char *says, int line)
+{
+    for (int i = 0; i < MAX_OPEN; i++) {
+        if (g_open[i] == *sp) {
+            g_open[i] = NULL;
+        }
+    }
+    char err[1024] = "";
+    int rc = store_close(*sp, err, sizeof err);
+    TU_CHECK_AT(rc == -1 && strstr(err, says) != NULL, line, "closing the broken store: rc %d \"%s\" (want \"%s\")", rc,
+                err, says);
+    *sp = NULL;
+}
+
 int send_raw(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len, const char *payload,
              size_t payload_len, int level, uint64_t delay_ms, uint64_t now, uint64_t *id, uint64_t *due, char *err,
              size_t errlen)

@@ -95,6 +95,11 @@ store_t *open_default_at(int line);
 void close_at(store_t **sp, int line);
 #define CLOSE(sp) close_at((sp), __LINE__)
 
+/* Close *sp, a store that must be broken: its close fails naming `says`
+ * (checked), *sp forgotten and set to NULL. */
+void close_broken_at(store_t **sp, const char *says, int line);
+#define CLOSE_BROKEN(sp, says) close_broken_at((sp), (says), __LINE__)
+
 /* store_send with the fields given, nothing fatal: its rc and err. */
 int send_raw(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len, const char *payload,
              size_t payload_len, int level, uint64_t delay_ms, uint64_t now, uint64_t *id, uint64_t *due, char *err,

@@ -50,6 +50,7 @@
 #include "tests/helpers/testutil.h"
 
 #include "base/err.h"
+#include "tests/helpers/loopback_dial.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1025,18 +1026,36 @@ int tu_own_ipv4(char *buf, size_t len)
     return rc;
 }
 
-int tu_tcp_connect(int port)
+/* A blocking connection to 127.0.0.1:port (loopback_dial's tries), none
+ * waiting past deadline (tu_now_mono_ms, the clock loopback_dial reads; 0:
+ * none); -1 with errno. A dial that stalled out is said on stderr: a
+ * refusal is an answer a poll waits past. */
+static int tcp_connect_by(int port, uint64_t deadline)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
+    loopback_dial_t how = { .try_ms = LOOPBACK_DIAL_TRY_MS, .tries = LOOPBACK_DIAL_TRIES, .deadline = deadline };
+    int why = 0, fd = loopback_dial(port, &how, &why);
+    if (fd < 0) {
+        if (why == ETIMEDOUT && deadline != 0 && tu_now_mono_ms() >= deadline)
+            fprintf(stderr, "tu_tcp_connect: 127.0.0.1:%d: no connection before the deadline\n", port);
+        else if (why == ETIMEDOUT)
+            fprintf(stderr, "tu_tcp_connect: 127.0.0.1:%d: no connection in %d tries of %d ms\n", port, how.tries,
+                    how.try_ms);
+        errno = why;
         return -1;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        why = errno;
         close(fd);
+        errno = why;
         return -1;
     }
     return fd;
+}
+
+int tu_tcp_connect(int port)
+{
+    return tcp_connect_by(port, 0);
 }
 
 typedef struct http_status_wait {
@@ -1044,18 +1063,31 @@ typedef struct http_status_wait {
     const char *path;
     char *out;
     size_t outlen;
+    uint64_t deadline; /* tu_now_mono_ms() at which the poll ends */
 } http_status_wait_t;
 
+static int http_get_within(int port, const char *path, char *out, size_t outlen, int deadline_ms);
+
+/* One GET of the poll, bounded by what is left of the poll's deadline (at
+ * most TU_HTTP_DEADLINE_MS), so a hung request cannot carry the poll past it. */
 static int http_status_is(void *arg)
 {
     http_status_wait_t *h = arg;
-    return tu_http_get(h->port, h->path, h->out, h->outlen) == h->want;
+    uint64_t now = tu_now_mono_ms();
+    uint64_t left = h->deadline > now ? h->deadline - now : 0;
+    int within = left < TU_HTTP_DEADLINE_MS ? (int)left : TU_HTTP_DEADLINE_MS;
+    return http_get_within(h->port, h->path, h->out, h->outlen, within) == h->want;
 }
 
 int tu_poll_http_status(int port, const char *path, int want, int deadline_ms, int interval_ms, char *out,
                         size_t outlen)
 {
-    http_status_wait_t h = { port, want, path, out, outlen };
+    http_status_wait_t h = { .port = port,
+                             .want = want,
+                             .path = path,
+                             .out = out,
+                             .outlen = outlen,
+                             .deadline = tu_now_mono_ms() + (uint64_t)(deadline_ms > 0 ? deadline_ms : 0) };
     if (outlen > 0)
         out[0] = '\0';
     return tu_poll_until(http_status_is, &h, deadline_ms, interval_ms);
@@ -1099,19 +1131,29 @@ int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, 
     return unhealthy;
 }
 
-/* Send req[rl] to 127.0.0.1:port, read the whole reply (the server closes)
- * into out[outlen] within deadline_ms: tu_http_get's result. */
+/* Connect to 127.0.0.1:port, send req[rl] and read the whole reply (the
+ * server closes) into out[outlen], all within deadline_ms: tu_http_get's
+ * result. A server that closes before it has the request is a -1, not a
+ * SIGPIPE (MSG_NOSIGNAL). */
 static int http_exchange(int port, const char *req, int rl, char *out, size_t outlen, int deadline_ms)
 {
     out[0] = '\0';
-    int fd = tu_tcp_connect(port);
+    uint64_t deadline = tu_now_mono_ms() + (uint64_t)(deadline_ms > 0 ? deadline_ms : 0);
+    int fd = tcp_connect_by(port, deadline);
     if (fd < 0)
         return -1;
-    if (write(fd, req, (size_t)rl) != rl) {
+    /* a server that never reads cannot hold the send past the deadline either */
+    uint64_t left = deadline > tu_now_mono_ms() ? deadline - tu_now_mono_ms() : 1;
+    struct timeval tv = { .tv_sec = (time_t)(left / 1000), .tv_usec = (suseconds_t)(left % 1000 * 1000) };
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    errno = 0;
+    ssize_t sent = send(fd, req, (size_t)rl, MSG_NOSIGNAL);
+    if (sent != rl) {
+        fprintf(stderr, "tu_http: 127.0.0.1:%d: %zd of the request's %d bytes sent: %s\n", port, sent < 0 ? 0 : sent,
+                rl, sent < 0 ? strerror(errno) : "the server stopped taking them (closed, or the deadline)");
         close(fd);
         return -1;
     }
-    uint64_t deadline = tu_now_mono_ms() + (uint64_t)(deadline_ms > 0 ? deadline_ms : 0);
     size_t n = 0;
     int closed = 0;
     while (n < outlen - 1) {
@@ -1238,11 +1280,17 @@ double tu_http_trickle(int port, double limit_s, char *reply, size_t replylen)
     return waited;
 }
 
-int tu_http_get(int port, const char *path, char *out, size_t outlen)
+/* tu_http_get within deadline_ms. */
+static int http_get_within(int port, const char *path, char *out, size_t outlen, int deadline_ms)
 {
     char req[256];
     int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    return http_exchange(port, req, rl, out, outlen, TU_HTTP_DEADLINE_MS);
+    return http_exchange(port, req, rl, out, outlen, deadline_ms);
+}
+
+int tu_http_get(int port, const char *path, char *out, size_t outlen)
+{
+    return http_get_within(port, path, out, outlen, TU_HTTP_DEADLINE_MS);
 }
 
 /* ---- docs/metrics.md against a /metrics page ------------------------------------ */

@@ -173,7 +173,11 @@ int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, 
  * page has no family or the file or its section cannot be read (printed). */
 int tu_metrics_doc_diff(const char *page, const char *daemon);
 
-/* A blocking TCP connection to 127.0.0.1:port (close-on-exec), or -1. */
+/* A blocking TCP connection to 127.0.0.1:port (close-on-exec), or -1 with
+ * errno. Each attempt waits at most LOOPBACK_DIAL_TRY_MS and a stalled one is
+ * made again from a new port, LOOPBACK_DIAL_TRIES times
+ * (tests/helpers/loopback_dial.h): a lost loopback SYN costs 1 s, not the
+ * kernel's 127 s of retransmits; running out of tries is said on stderr. */
 int tu_tcp_connect(int port);
 
 /* This machine's first non-loopback IPv4 address, into buf. 0, or -1 when

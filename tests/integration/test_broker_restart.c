@@ -988,6 +988,23 @@ static int level1_ready(void *arg)
     return got;
 }
 
+/* The value of the first series on the /metrics page whose line starts
+ * with prefix (a name, or a name and the start of its labels), or -1 when
+ * there is none. */
+static double series_value(const char *page, const char *prefix)
+{
+    char at[256];
+    snprintf(at, sizeof at, "\n%s", prefix);
+    const char *p = strstr(page, at);
+    if (p == NULL) {
+        return -1;
+    }
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(p + 1, "\n"), p + 1);
+    const char *sp = strrchr(line, ' ');
+    return sp == NULL ? -1 : strtod(sp + 1, NULL);
+}
+
 /* A damaged level key (a byte too many) met by the due move. At the head
  * of the level (nothing taken yet): the level is skipped and logged once
  * (before: the scheduler failed, and no level's due messages moved), a
@@ -1020,6 +1037,15 @@ static void test_damaged_level_key(void)
     }
     int lines = bt_log_count("corrupt level key");
     BP_CHECK(lines == 1, "the damaged head key was logged %d times in %d ms or more", lines, DAMAGE_WATCH_MS);
+    static char page[1 << 18];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", page, sizeof page) == 200, "GET /metrics");
+    double damaged3 = series_value(page, "hourglass_level_damaged{level=\"3\","),
+           damaged1 = series_value(page, "hourglass_level_damaged{level=\"1\","),
+           events = series_value(page, "hourglass_level_damage_events_total ");
+    BP_CHECK(damaged3 == 1 && damaged1 == 0 && events == 1,
+             "/metrics with level 3 damaged: hourglass_level_damaged level 3 %g, level 1 %g (want 1, 0), "
+             "hourglass_level_damage_events_total %g (want 1: its retries are not new findings)",
+             damaged3, damaged1, events);
     rc_close(&bt_conn);
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
     repair_level_key();
@@ -1042,6 +1068,106 @@ static void test_damaged_level_key(void)
     int rc = bp_check_data(&bt_broker, out, sizeof out);
     BP_CHECK(rc == 0 && strstr(out, "2 on levels") != NULL,
              "--check-data with the key put back: exit %d, output: %s (a half-done due move was written?)", rc, out);
+}
+
+/* 1 once INFO's line of group "g" says retry_ready=2. */
+static int two_retries_ready(void *arg)
+{
+    (void)arg;
+    char v[512], e[512];
+    return bp_info_field(&bt_conn, "group_g", v, sizeof v, e, sizeof e) == 0 && strstr(v, "retry_ready=2,") != NULL;
+}
+
+/* Replace the value of the first key of group g's retry queue ('R' "g"
+ * 0x00 seq: its head) in the stopped broker's data directory with `with`;
+ * the value it held into *old (leveldb_free it). */
+static void replace_retry_head(const char *with, size_t wlen, char **old, size_t *oldlen)
+{
+    char *e = NULL;
+    leveldb_options_t *o = leveldb_options_create();
+    leveldb_t *db = leveldb_open(o, bt_broker.data_dir, &e);
+    BP_REQUIRE(e == NULL, "opening %s: %s", bt_broker.data_dir, e);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    static const char prefix[] = { 'R', 'g', '\0' };
+    leveldb_iter_seek(it, prefix, sizeof prefix);
+    size_t klen = 0;
+    const char *k = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
+    BP_REQUIRE(k != NULL && klen == sizeof prefix + 8 && memcmp(k, prefix, sizeof prefix) == 0,
+               "group g has no retry queue in %s", bt_broker.data_dir);
+    char key[sizeof prefix + 8];
+    memcpy(key, k, sizeof key);
+    size_t vlen = 0;
+    const char *v = leveldb_iter_value(it, &vlen);
+    *old = malloc(vlen > 0 ? vlen : 1);
+    BP_REQUIRE(*old != NULL, "out of memory");
+    memcpy(*old, v, vlen);
+    *oldlen = vlen;
+    leveldb_iter_destroy(it);
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_put(db, wo, key, sizeof key, with, wlen, &e);
+    BP_CHECK(e == NULL, "writing g's retry-queue head: %s", e);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    leveldb_options_destroy(o);
+}
+
+/* A damaged message at the head of group g's retry queue. Before, every
+ * PULL of g failed at it ("corrupt message in a retry queue"), its topic
+ * log's messages undelivered too. Now the PULL serves the topic log and
+ * skips the retry queue (tried again every 60 s), logged once and shown on
+ * /metrics; with the message put back, --check-data finds both retries. */
+static void test_damaged_retry_head(void)
+{
+    char e[8192], ida[64], idb[64], idc[64], out[4096];
+    bt_start(NULL);
+    BP_REQUIRE(bp_send(&bt_conn, ida, sizeof ida, e, sizeof e, "rq", "a", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, idb, sizeof idb, e, sizeof e, "rq", "b", NULL) == 0, "%s", e);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "rq", "COUNT", "2", NULL);
+    BP_REQUIRE(r != NULL && r->count == 2, "PULL of a and b: %s", r == NULL ? e : "not 2 messages");
+    resp_reply_free(r);
+    long long due = 0;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &due, e, sizeof e, "NACK", "g", ida, "DELAY", "1s", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &due, e, sizeof e, "NACK", "g", idb, "DELAY", "1s", NULL) == 0, "%s", e);
+    BP_REQUIRE(tu_poll_until(two_retries_ready, NULL, DAMAGE_LOG_DEADLINE_MS, 50) == 0, "a and b are not retry-ready");
+    BP_REQUIRE(bp_send(&bt_conn, idc, sizeof idc, e, sizeof e, "rq", "c", NULL) == 0, "%s", e);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+
+    char *good = NULL;
+    size_t goodlen = 0;
+    replace_retry_head("damaged", 7, &good, &goodlen);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
+    r = bp_pull(&bt_conn, e, sizeof e, "g", "rq", "COUNT", "8", NULL);
+    rc_msg_t m;
+    BP_CHECK(r != NULL && r->count == 1 && rc_msg_at(r, 0, &m, e, sizeof e) == 0 && strcmp(m.id, idc) == 0,
+             "a PULL of g with its retry-queue head damaged: %s", r == NULL ? e : "not c alone");
+    resp_reply_free(r);
+    BP_CHECK(tu_poll_until(log_has_text, "group g: its retry queue fails at its head", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
+             "the damaged retry-queue head is not logged");
+    bt_expect_nothing_ready("g", "rq"); /* skipped: no error either */
+    static char page[1 << 18];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", page, sizeof page) == 200, "GET /metrics");
+    double damaged = series_value(page, "hourglass_group_queues_damaged "),
+           events = series_value(page, "hourglass_group_damage_events_total ");
+    BP_CHECK(damaged == 1 && events == 1,
+             "/metrics with g's retry queue damaged: hourglass_group_queues_damaged %g, "
+             "hourglass_group_damage_events_total %g (want 1 and 1)",
+             damaged, events);
+    int lines = bt_log_count("fails at its head");
+    BP_CHECK(lines == 1, "the damaged retry-queue head was logged %d times", lines);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+
+    char *bad = NULL;
+    size_t badlen = 0;
+    replace_retry_head(good, goodlen, &bad, &badlen);
+    free(bad);
+    free(good);
+    int rc = bp_check_data(&bt_broker, out, sizeof out);
+    BP_CHECK(rc == 0, "--check-data with the retry put back: exit %d, output: %s", rc, out);
 }
 
 static int g_hold_ms; /* the held fsync of the test running (preload_holding_shim) */
@@ -1383,8 +1509,10 @@ static const tu_test_t restart_tests[] = {
     { "refuses a directory in use and a changed level table", test_refusals },
     { "--check-data: refused in use, ok after kill -9 and after a clean stop", test_check_data },
     { "a torn write at the log's end (a power cut) is cut, the rest starts", test_torn_log_end },
-    { "a damaged level key: skipped and logged once, level 1 moves; met half-way, nothing written, logged once",
+    { "a damaged level key: skipped, logged once and in /metrics, level 1 moves; met half-way, nothing written, "
+      "logged once",
       test_damaged_level_key },
+    { "a damaged retry-queue head: the topic log is served, logged once and in /metrics", test_damaged_retry_head },
     { "SIGHUP under load: alive, log-level applied and logged, bad file kept out", test_sighup },
     { "log-file reopened on SIGHUP, log-format json, a bad log-file refused", test_log_file },
     { NULL, NULL },

@@ -330,6 +330,14 @@ static void test_recycled_segment(void)
              "an unsynced segment is not recycled: %s", err);
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync");
     TU_CHECK(clog_recycle(c, ids[119] - ids[119] % SEG, err, sizeof err) == -1, "the segment in use is not recycled");
+    /* the redo's checkpoint keeps its segment and every one after it; 0 keeps them all */
+    clog_keep_from(c, 0);
+    TU_CHECK(clog_recycle(c, 0, err, sizeof err) == -1 && strstr(err, "checkpoint 0") != NULL,
+             "nothing is recycled while the checkpoint is 0: %s", err);
+    clog_keep_from(c, ids[1]);
+    TU_CHECK(clog_recycle(c, 0, err, sizeof err) == -1 && strstr(err, "at or past the log's checkpoint") != NULL,
+             "the checkpoint's segment is not recycled: %s", err);
+    clog_keep_from(c, ids[119]);
     TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
     TU_CHECK(read_rc(c, ids[0]) == CLOG_NOT_RECORD, "a recycled segment's ids are gone");
     uint64_t newbase = (ids[119] / SEG + 1) * SEG;

@@ -21,7 +21,10 @@
  * (powercut_fail_sync: EIO, the writes lost): the segment abandoned, the
  * held batches carried, the open never reading the abandoned range (preads
  * watched) after a kill -9 and after a power cut; the abandoned segment
- * recycled and used again.
+ * recycled and used again; a second failed sync, of the fresh segment. The
+ * checkpoint's segment kept from recycling; redo_free leaving the next open
+ * to redo what the log kept; redo_batch_room's answer as redo_commit sees
+ * it. A case that ends early has what it opened closed by teardown.
  *
  * Suite "clog_redo_powercut": tests/helpers/powercut.c (linked in: it
  * interposes pwrite/write/rename/fsync/fdatasync, which LevelDB's own
@@ -118,6 +121,64 @@ static ledger_t *g_ledger;
 static model_t g_model;
 static int g_fail_next_sync; /* set by a test: the next sync of the log with something to sync fails */
 
+/* What a case holds open in this process, released by teardown when the
+ * case ends early (a failed TU_REQUIRE): LevelDB's lock on the directory is
+ * per process, so a handle left open would fail every later case's open
+ * ("LOCK: already held by process"), in the forked children too. */
+#define MAX_HELD 8
+static leveldb_t *g_dbs[MAX_HELD];
+static redo_t *g_redos[MAX_HELD];
+
+static void hold_ptr(void **slots, void *p)
+{
+    for (size_t i = 0; p != NULL && i < MAX_HELD; i++) {
+        if (slots[i] == NULL) {
+            slots[i] = p;
+            return;
+        }
+    }
+    TU_REQUIRE(p == NULL, "more than %d handles held open", MAX_HELD);
+}
+
+static void release_ptr(void **slots, void *p)
+{
+    for (size_t i = 0; i < MAX_HELD; i++) {
+        if (slots[i] == p) {
+            slots[i] = NULL;
+        }
+    }
+}
+
+static void db_close(leveldb_t *db)
+{
+    release_ptr((void **)g_dbs, db);
+    leveldb_close(db);
+}
+
+/* redo_close of an r opened by redo_open_on. */
+static int redo_close_held(redo_t *r, char *e, size_t elen)
+{
+    release_ptr((void **)g_redos, r);
+    return redo_close(r, e, elen);
+}
+
+static void release_held(void)
+{
+    char ignored[256];
+    for (size_t i = 0; i < MAX_HELD; i++) {
+        if (g_redos[i] != NULL) {
+            redo_free(g_redos[i], ignored, sizeof ignored);
+            g_redos[i] = NULL;
+        }
+    }
+    for (size_t i = 0; i < MAX_HELD; i++) {
+        if (g_dbs[i] != NULL) {
+            leveldb_close(g_dbs[i]);
+            g_dbs[i] = NULL;
+        }
+    }
+}
+
 static void setup(void)
 {
     if (dir[0] == '\0') {
@@ -139,6 +200,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    release_held();
     tu_rmtree(dir);
 }
 
@@ -163,6 +225,7 @@ static leveldb_t *db_open_at(const char *path)
         snprintf(err, sizeof err, "leveldb_open %s: %s", path, dberr);
         leveldb_free(dberr);
     }
+    hold_ptr((void **)g_dbs, db);
     return db;
 }
 
@@ -229,7 +292,9 @@ static uint64_t mark(leveldb_t *db, const char *name)
 static int redo_open_on(leveldb_t *db, uint64_t floor, redo_t **r, redo_open_report_t *rep)
 {
     redo_options_t o = { dir, SEG, floor, db, dir, bounds_from_db, db };
-    return redo_open(&o, r, rep, err, sizeof err);
+    int rc = redo_open(&o, r, rep, err, sizeof err);
+    hold_ptr((void **)g_redos, *r);
+    return rc;
 }
 
 /* ---- the model and the workload ------------------------------------------------------ */
@@ -535,20 +600,34 @@ static int check_state(leveldb_t *db, const model_t *m, uint64_t end, char *why,
     return 0;
 }
 
-/* Open, redo, close, and check against the ledger's first p batches. */
-static void expect_recovered(size_t p, redo_open_report_t *rep)
+/* Open, redo, close, and check against the ledger's first p batches, for
+ * the p in [least, most] whose last batch ends where the log does (a power
+ * cut may keep unsynced batches). Returns p (0 after a failed check). */
+static size_t expect_prefix(size_t least, size_t most, redo_open_report_t *rep)
 {
     leveldb_t *db = db_open();
     TU_REQUIRE(db != NULL, "%s", err);
     redo_t *r = NULL;
     TU_REQUIRE(redo_open_on(db, 0, &r, rep) == 0, "redo_open: %s", err);
-    TU_CHECK(redo_close(r, err, sizeof err) == 0, "redo_close: %s", err);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "redo_close: %s", err);
+    size_t p = least;
+    while (p < most && g_ledger->b[p].end <= rep->log.end) {
+        p++;
+    }
     uint64_t end = p > 0 ? g_ledger->b[p - 1].end : 0;
-    TU_CHECK(rep->log.end == end, "the log ends at %" PRIu64 ", want %" PRIu64, rep->log.end, end);
+    TU_CHECK(rep->log.end == end, "the log ends at %" PRIu64 ", want the end of batch %zu..%zu (%" PRIu64 ")",
+             rep->log.end, least, most, end);
     model_rebuild(&g_model, p);
     char why[1024] = "";
-    TU_CHECK(check_state(db, &g_model, end, why, sizeof why) == 0, "after %zu batches: %s", p, why);
-    leveldb_close(db);
+    int ok = check_state(db, &g_model, end, why, sizeof why) == 0;
+    TU_CHECK(ok, "after %zu batches: %s", p, why);
+    db_close(db);
+    return rep->log.end == end && ok ? p : 0;
+}
+
+static void expect_recovered(size_t p, redo_open_report_t *rep)
+{
+    expect_prefix(p, p, rep);
 }
 
 /* A child writes n batches (synced and applied every `sync_every`, a
@@ -642,10 +721,10 @@ static void test_held_until_sync(void)
     TU_CHECK(mark(db, "applied") == g_ledger->b[4].end, "the mark names the last batch applied");
     db_u64(db, k0, strlen(k0), &found);
     TU_CHECK(found, "the first batch's put is made after the sync");
-    TU_REQUIRE(redo_close(r, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(redo_close_held(r, err, sizeof err) == 0, "%s", err);
     char why[1024] = "";
     TU_CHECK(check_state(db, &g_model, g_ledger->b[4].end, why, sizeof why) == 0, "%s", why);
-    leveldb_close(db);
+    db_close(db);
 }
 
 /* A failed sync of the log (design §3 "fsyncgate"): 3 batches synced, 3 more
@@ -706,6 +785,77 @@ static void sync_failure_then(int power_off)
              rep.batches);
 }
 
+/* A second failed sync, of the fresh segment redo_sync_failed carries the
+ * held batches into, at each of its syncs in turn (the nth sync of a
+ * segment after the first failure; n runs until redo_sync_failed makes
+ * fewer): redo_sync_failed fails naming it, the writer stops (redo_free), and
+ * after the power cut the open keeps the 3 batches synced before the first
+ * failure and nothing of the 3 whose syncs failed. */
+static void test_second_sync_failure(void)
+{
+    unsigned failures = CU_get_number_of_failures();
+    uint64_t tested = 0;
+    for (uint64_t n = 1;; n++) {
+        powercut_reset();
+        g_ledger->n = 0;
+        pid_t pid = fork();
+        TU_REQUIRE(pid >= 0, "fork");
+        if (pid == 0) {
+            leveldb_t *db = db_open();
+            redo_t *r = NULL;
+            if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
+                fprintf(stderr, "child: %s\n", err);
+                _exit(2);
+            }
+            powercut_arm(0);
+            uint64_t s = 21;
+            memset(&g_model, 0, sizeof g_model);
+            for (int k = 0; k < 6; k++) {
+                if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 || (k == 2 && sync_and_apply(r) != 0)) {
+                    fprintf(stderr, "child: batch %d: %s\n", k, err);
+                    _exit(3);
+                }
+            }
+            powercut_fail_sync(1, "clog-");
+            if (clog_sync(redo_log(r), err, sizeof err) == 0) {
+                _exit(4);
+            }
+            powercut_fail_sync(n, "clog-");
+            redo_failure_t f;
+            if (redo_sync_failed(r, &f, err, sizeof err) == 0) {
+                _exit(99); /* n lies past the syncs it makes */
+            }
+            fprintf(stderr, "  sync %" PRIu64 " of the fresh segment failed: %s\n", n, err);
+            int named = strstr(err, "clog-") != NULL;
+            redo_free(r, err, sizeof err);
+            leveldb_close(db);
+            _exit(named ? 0 : 5);
+        }
+        int status;
+        TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the writer failed: status %#x", status);
+        if (WEXITSTATUS(status) == 99) {
+            TU_CHECK(powercut_failed_syncs() == 1,
+                     "redo_sync_failed succeeded over the fresh segment's failed sync %" PRIu64, n);
+            break;
+        }
+        TU_REQUIRE(WEXITSTATUS(status) == 0, "sync %" PRIu64 ": the writer exited %d", n, WEXITSTATUS(status));
+        TU_CHECK(powercut_failed_syncs() == 2, "sync %" PRIu64 ": two failed syncs (%" PRIu64 ")", n,
+                 powercut_failed_syncs());
+        powercut_stats_t st;
+        TU_REQUIRE(powercut_power_off(n, &st, err, sizeof err) == 0, "%s", err);
+        redo_open_report_t rep;
+        expect_recovered(3, &rep);
+        if (CU_get_number_of_failures() > failures) {
+            fprintf(stderr, "failed after the fresh segment's sync %" PRIu64 " failed\n", n);
+            return;
+        }
+        tested++;
+        tu_rmtree(dir);
+        TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir");
+    }
+    TU_CHECK(tested >= 1, "%" PRIu64 " syncs of the fresh segment failed in turn", tested);
+}
+
 static void test_sync_failure_kill(void)
 {
     sync_failure_then(0);
@@ -760,6 +910,118 @@ static void test_abandoned_segment_recycled(void)
     expect_recovered(g_ledger->n, &rep);
 }
 
+/* redo_free after 6 batches synced and applied, 3 synced and held, 3 only
+ * appended: it makes nothing (no apply, no checkpoint, no clean mark), and
+ * the next open redoes every batch the log kept — all 12 when the page
+ * cache keeps the writes (power_off 0), the 9 synced and those of the rest
+ * the cut kept after a power cut — and nothing more. */
+static void free_then(int power_off)
+{
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        leveldb_t *db = db_open();
+        redo_t *r = NULL;
+        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
+            fprintf(stderr, "child: %s\n", err);
+            _exit(2);
+        }
+        powercut_arm(0);
+        uint64_t s = 11;
+        for (int k = 0; k < 12; k++) {
+            if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 || ((k == 2 || k == 5) && sync_and_apply(r) != 0)) {
+                fprintf(stderr, "child: batch %d: %s\n", k, err);
+                _exit(3);
+            }
+            if (k == 8) { /* synced, not applied */
+                if (clog_sync(redo_log(r), err, sizeof err) != 0) {
+                    _exit(4);
+                }
+                for (int j = 6; j <= 8; j++) {
+                    g_ledger->b[j].state = SYNCED;
+                }
+            }
+        }
+        if (redo_held(r) != 6 || redo_free(r, err, sizeof err) != 0) {
+            fprintf(stderr, "child: redo_free: %s\n", err);
+            _exit(5);
+        }
+        db_close(db);
+        _exit(0);
+    }
+    int status;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "the writer failed: status %#x", status);
+    if (power_off) {
+        powercut_stats_t st;
+        TU_REQUIRE(powercut_power_off(31, &st, err, sizeof err) == 0, "%s", err);
+    }
+    /* (after the power-off: LevelDB's open renames CURRENT, which the armed journal would record) */
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    uint64_t applied = mark(db, "applied"), checkpoint = mark(db, "checkpoint"), clean = mark(db, "clean");
+    db_close(db);
+    TU_CHECK(checkpoint == 0 && clean == 0 && (power_off || applied == g_ledger->b[5].end),
+             "redo_free applied, checkpointed and marked nothing (applied %" PRIu64 ", want %" PRIu64
+             " unless a power cut lost it; checkpoint %" PRIu64 ", clean %" PRIu64 ", want 0)",
+             applied, g_ledger->b[5].end, checkpoint, clean);
+    redo_open_report_t rep;
+    size_t p = expect_prefix(power_off ? 9 : 12, 12, &rep);
+    TU_CHECK(p > 0 && rep.checkpoint == 0 && rep.batches == p,
+             "redone from the open's checkpoint: %" PRIu64 " batches of the %zu the log kept", rep.batches, p);
+}
+
+static void test_free_kill(void)
+{
+    free_then(0);
+}
+
+static void test_free_power_cut(void)
+{
+    free_then(1);
+}
+
+/* Write synced and applied batches until the log's end passes `to`. 0, or -1 with err. */
+static int write_synced_until(redo_t *r, uint64_t *s, uint64_t to)
+{
+    while (clog_end(redo_log(r)) < to) {
+        if (write_batch(r, &g_model, s, g_ledger->n) != 0 || sync_and_apply(r) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* clog_recycle refuses the checkpoint's segment and every one after it (the
+ * next open follows the chain from B): before any checkpoint past the first
+ * segment (B = 0: the open walks from the first segment), and the segment B
+ * lies in once the log has moved on; each is recycled once a checkpoint
+ * lies past it, and the next open keeps every batch. */
+static void test_recycle_keeps_checkpoint(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 3;
+    TU_REQUIRE(write_synced_until(r, &s, SEG + SEG / 4) == 0, "%s", err);
+    TU_CHECK(clog_recycle(redo_log(r), 0, err, sizeof err) == -1 && strstr(err, "checkpoint 0") != NULL,
+             "the first segment, durable and applied, is kept while B = 0: %s", err);
+    TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
+    uint64_t b = redo_checkpointed(r);
+    TU_REQUIRE(b > SEG && b < 2 * SEG, "B %" PRIu64 " in the second segment", b);
+    TU_REQUIRE(write_synced_until(r, &s, 2 * SEG + SEG / 4) == 0, "%s", err);
+    TU_CHECK(clog_recycle(redo_log(r), 0, err, sizeof err) == 0, "below B's segment: recycled (%s)", err);
+    TU_CHECK(clog_recycle(redo_log(r), SEG, err, sizeof err) == -1 && strstr(err, "checkpoint") != NULL,
+             "B's segment, durable and not in use, is kept: %s", err);
+    TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(clog_recycle(redo_log(r), SEG, err, sizeof err) == 0, "recycled once B moved past it (%s)", err);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+}
+
 static void test_redo_after_kill(void)
 {
     write_and_die(30, 4, 0, 0); /* 28 synced and applied, 2 only appended: kill -9 keeps them */
@@ -778,7 +1040,7 @@ static void test_redo_after_kill(void)
     leveldb_t *db = db_open();
     TU_REQUIRE(db != NULL, "%s", err);
     TU_CHECK(mark(db, "clean") == g_ledger->b[29].end, "the clean close's mark names its end");
-    leveldb_close(db);
+    db_close(db);
     /* the next life: its open deletes the mark before it appends; killed after one more batch */
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
@@ -821,7 +1083,7 @@ static void test_redo_twice(void)
     leveldb_put(db, wo, k.b, k.n, v, sizeof v, &dberr);
     leveldb_writeoptions_destroy(wo);
     TU_REQUIRE(dberr == NULL, "%s", dberr);
-    leveldb_close(db);
+    db_close(db);
     redo_open_report_t again;
     expect_recovered(20, &again);
     TU_CHECK(again.batches == rep.batches && again.batches == 20,
@@ -900,10 +1162,10 @@ static void test_db_batch_once(void)
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_delete(db, wo, "once", 4, &dberr);
     leveldb_writeoptions_destroy(wo);
-    TU_REQUIRE(redo_apply_durable(r, err, sizeof err) == 0 && redo_close(r, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(redo_apply_durable(r, err, sizeof err) == 0 && redo_close_held(r, err, sizeof err) == 0, "%s", err);
     db_u64(db, "once", 4, &found);
     TU_CHECK(!found, "neither a second apply nor the close makes the batch again");
-    leveldb_close(db);
+    db_close(db);
 }
 
 /* The open: LevelDB kept a later batch's writes and its mark but lost an
@@ -960,8 +1222,8 @@ static void test_db_hole_redone_in_order(void)
     TU_CHECK(y != NULL && n == 6 && memcmp(y, "from-2", 6) == 0, "the later batch's value wins, in log order");
     leveldb_free(y);
     leveldb_readoptions_destroy(ro);
-    TU_CHECK(redo_close(r, err, sizeof err) == 0, "%s", err);
-    leveldb_close(db);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
 }
 
 static void test_damage(void)
@@ -993,7 +1255,7 @@ static void test_damage(void)
     /* a batch written past the redo (no derived-writes record) is refused by name */
     clog_options_t co = { dir, SEG, 0, 0, 0, 0 };
     clog_t *c = NULL;
-    leveldb_close(db);
+    db_close(db);
     tu_rmtree(dir);
     TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir");
     db = db_open();
@@ -1006,7 +1268,7 @@ static void test_damage(void)
     clog_close(c);
     rc = redo_open_on(db, 0, &r, NULL);
     TU_CHECK(rc == REDO_DAMAGED && strstr(err, "no derived-writes record") != NULL, "%d: %s", rc, err);
-    leveldb_close(db);
+    db_close(db);
 }
 
 static void test_bad_inputs(void)
@@ -1038,9 +1300,85 @@ static void test_bad_inputs(void)
              "%s", err);
     redo_batch_free(&b);
     char e2[256];
-    TU_CHECK(redo_close(r, e2, sizeof e2) == -1 && strstr(e2, "lies past its tail") != NULL,
+    TU_CHECK(redo_close_held(r, e2, sizeof e2) == -1 && strstr(e2, "lies past its tail") != NULL,
              "the close reports the batch it cannot apply: %s", e2);
-    leveldb_close(db);
+    db_close(db);
+}
+
+/* redo_batch_room answers for the derived-writes record as redo_commit
+ * will: a batch filled with messages takes a put exactly as large as the
+ * room it reports, and refuses 8 bytes more; an empty batch moves to the
+ * next segment; more than a segment is refused by name. */
+static void test_batch_room(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    redo_batch_t b = { 0 };
+    static char payload[1000];
+    uint64_t id, ordinal = 0;
+    int rc;
+    while ((rc = redo_add_message(r, &b, payload, sizeof payload, &id, err, sizeof err)) == 0) {
+        redo_slot_write(&b, 0, ordinal, &(slot_t){ id, 1, 0, ordinal });
+        ordinal++;
+    }
+    TU_REQUIRE(rc == REDO_BATCH_FULL && ordinal > 10, "a segment's worth of messages (%d, %" PRIu64 ")", rc, ordinal);
+    uint64_t fit = 0;
+    while (redo_batch_room(r, &b, fit + 8, err, sizeof err) == 0) {
+        fit += 8;
+    }
+    TU_CHECK(fit > 0, "some room is left for derived writes (%" PRIu64 " bytes)", fit);
+    TU_CHECK(redo_batch_room(r, &b, fit + 8, err, sizeof err) == REDO_BATCH_FULL, "8 bytes more: the batch is full");
+    static char val[SEG];
+    redo_db_put(&b, "roomy", 5, val, fit - 9 - 5);
+    uint64_t end = 0;
+    TU_CHECK(redo_commit(r, &b, &end, err, sizeof err) == 0, "a put of the room reported is committed: %s", err);
+    TU_CHECK(end > 0 && end < SEG, "in the first segment (end %" PRIu64 ")", end);
+    /* an empty batch: a put nearly a segment long fits in the next one */
+    TU_CHECK(redo_batch_room(r, &b, SEG / 2, err, sizeof err) == 0, "%s", err);
+    redo_db_put(&b, "half", 4, val, SEG / 2 - 9 - 4);
+    TU_CHECK(redo_commit(r, &b, &end, err, sizeof err) == 0 && end > SEG, "moved to the next segment: %s", err);
+    TU_CHECK(redo_batch_room(r, &b, SEG, err, sizeof err) == -1 && strstr(err, "cannot fit in a segment") != NULL, "%s",
+             err);
+    redo_batch_free(&b);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    int found;
+    size_t len = 0;
+    db_u64_len(db, "roomy", 5, &found, &len);
+    TU_CHECK(found && len == fit - 14, "the put was made at the close (%zu bytes)", len);
+    db_close(db);
+}
+
+/* The per-message reserve covers a message's CQ write and slot whole: a
+ * batch filled with one-byte messages before any of their derived writes is
+ * made (up to REDO_BATCH_FULL), then given a CQ write and a slot for each,
+ * is committed. With a reserve below their 70 bytes the shortfall grows with
+ * the count and outruns REDO_BATCH_RESERVE. */
+static void test_message_reserve(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    redo_batch_t b = { 0 };
+    static uint64_t ids[SEG];
+    uint64_t n = 0;
+    int rc;
+    while ((rc = redo_add_message(r, &b, "m", 1, &ids[n], err, sizeof err)) == 0) {
+        n++;
+    }
+    TU_REQUIRE(rc == REDO_BATCH_FULL && n > 200, "a segment's worth of one-byte messages (%d, %" PRIu64 ")", rc, n);
+    for (uint64_t i = 0; i < n; i++) {
+        redo_cq_write(&b, 1, i, &(cq_entry_t){ ids[i], i });
+        redo_slot_write(&b, 0, i, &(slot_t){ ids[i], 1, 0, i });
+    }
+    uint64_t end = 0;
+    TU_CHECK(redo_commit(r, &b, &end, err, sizeof err) == 0, "%" PRIu64 " messages with their writes: %s", n, err);
+    redo_batch_free(&b);
+    release_ptr((void **)g_redos, r);
+    TU_CHECK(redo_free(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
 }
 
 /* The replay time of 64 MiB of log (design §6: target <= 300 ms). */
@@ -1099,6 +1437,7 @@ static void test_replay_time(void)
     redo_t *r = NULL;
     uint64_t t0 = tu_now_mono_us();
     TU_REQUIRE(redo_open(&o, &r, &rep, err, sizeof err) == 0, "%s", err);
+    hold_ptr((void **)g_redos, r);
     uint64_t us = tu_now_mono_us() - t0;
     fprintf(stderr,
             "  redo at open of %" PRIu64 " bytes of log (%" PRIu64 " batches, %" PRIu64 " CQ writes, %" PRIu64
@@ -1106,8 +1445,8 @@ static void test_replay_time(void)
             rep.bytes, rep.batches, rep.cq_writes, rep.slot_writes, us / 1000, rep.log_open_us / 1000,
             rep.redo_us / 1000, rep.checkpoint_us / 1000);
     TU_CHECK(rep.bytes >= want && rep.cq_writes == msgs && rep.slot_writes == msgs, "every write redone");
-    TU_CHECK(redo_close(r, err, sizeof err) == 0, "%s", err);
-    leveldb_close(db);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
     tu_rmtree(bdir);
 }
 
@@ -1220,10 +1559,10 @@ static long check_after_cut(uint64_t seed, int round, totals_t *t)
     int rc = redo_open_on(db, 0, &r, &rep);
     TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: redo_open after the cut: %s", seed, round, err);
     if (rc != 0) {
-        leveldb_close(db);
+        db_close(db);
         return -1;
     }
-    rc = redo_close(r, err, sizeof err);
+    rc = redo_close_held(r, err, sizeof err);
     TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: redo_close: %s", seed, round, err);
     if (g_ledger->ab_pending && rep.log.end > g_ledger->ab_to) {
         /* cut inside redo_sync_failed after its checkpoint: the carried batches are the log's last */
@@ -1257,7 +1596,7 @@ static long check_after_cut(uint64_t seed, int round, totals_t *t)
         rc = check_state(db, &g_model, rep.log.end, why, sizeof why);
     }
     TU_CHECK(rc == 0, "seed %" PRIu64 " round %d, prefix of %zu of %zu batches: %s", seed, round, p, g_ledger->n, why);
-    leveldb_close(db);
+    db_close(db);
     return rc == 0 ? (long)p : -1;
 }
 
@@ -1319,6 +1658,10 @@ static const tu_test_t redo_tests[] = {
     { "a failed log sync: abandoned, carried, never read again (kill -9)", test_sync_failure_kill },
     { "a failed log sync: abandoned, carried, never read again (power cut)", test_sync_failure_power_cut },
     { "an abandoned segment, recycled and used again, is synced", test_abandoned_segment_recycled },
+    { "a second failed sync, of the fresh segment: stop; the open keeps the synced prefix", test_second_sync_failure },
+    { "redo_free: nothing made; the next open redoes what the log kept (kill -9)", test_free_kill },
+    { "redo_free: nothing made; the next open redoes what the log kept (power cut)", test_free_power_cut },
+    { "clog_recycle keeps the checkpoint's segment and those after it", test_recycle_keeps_checkpoint },
     { "redo twice over the same range", test_redo_twice },
     { "redo after a redo killed at each of its file calls", test_redo_after_killed_redo },
     { "a checkpoint leaves nothing to redo", test_checkpoint_then_nothing },
@@ -1326,6 +1669,8 @@ static const tu_test_t redo_tests[] = {
     { "LevelDB kept a later batch and lost an earlier one: redone in order", test_db_hole_redone_in_order },
     { "damage: the log below the applied mark; a batch without its record", test_damage },
     { "bad inputs: a CQ write past its tail, writes too big for a segment", test_bad_inputs },
+    { "redo_batch_room: the derived record's room as redo_commit sees it", test_batch_room },
+    { "the per-message reserve holds a CQ write and a slot", test_message_reserve },
     { "replay time of 64 MiB of log", test_replay_time },
     { NULL, NULL },
 };

@@ -520,6 +520,59 @@ static void test_group_delete_then_pull(void)
     group_delete_then_create(1);
 }
 
+/* A GROUP DEL step whose delete of a retry fails half-way (the message index
+ * record, read to drop it with its last copy, is damaged, after the retry's
+ * copy index entry was deleted in the batch) breaks the store, so that half
+ * is never written: before, the step returned -1 with the store usable and
+ * the next commit wrote the copy index entry gone with the retry still
+ * there. With the record put back, the steps delete the group whole. */
+static void test_group_delete_half_way_breaks_store(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    free_msgs(m, n);
+    FAIL_LEVEL(s, "g", a, 1, "again", T0, NULL);
+    TU_REQUIRE(MOVE(s, T0 + SEC, 10, NULL) == 1, "the retry is not ready");
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 0, 0);
+    COMMIT(s);
+    CLOSE(&s);
+
+    char key[9];
+    key[0] = 'X';
+    be64_to(key + 1, a);
+    size_t vlen = 0;
+    char *good = RAW_REPLACE(key, sizeof key, "?", 1, &vlen);
+
+    s = OPEN_DEFAULT();
+    char err[1024] = "";
+    int found = 0, work = 0;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    TU_REQUIRE(found == 1, "GROUP DEL did not find g");
+    COMMIT(s); /* the broker answers GROUP DEL after its commit */
+    int rc = store_collect(s, T0 + 2 * SEC, UINT64_MAX, 512, &work, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "group delete failed half-way") != NULL &&
+                 strstr(err, "corrupt message index record") != NULL,
+             "a GROUP DEL step over a damaged message index record: rc %d \"%s\"", rc, err);
+    TU_CHECK(store_broken(s), "the step failed half-way but the store is usable: its half would be written");
+    if (store_broken(s)) {
+        CLOSE_BROKEN(&s, "failed half-way");
+    } else {
+        CLOSE(&s);
+    }
+
+    raw_put(key, sizeof key, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_DELETING(s, 1, 1);
+    DRAIN_DELETES(s);
+    CHECK_DELETING(s, 0, 0);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t group_tests[] = {
     { "from first vs now", test_group_from_first_vs_now },
     { "create twice", test_group_create_twice },
@@ -533,6 +586,7 @@ static const tu_test_t group_tests[] = {
     { "deleted in steps: the disk fills on the way", test_group_delete_steps },
     { "deleted in steps: created again meanwhile", test_group_delete_then_create },
     { "deleted in steps: a PULL creates it again meanwhile", test_group_delete_then_pull },
+    { "deleted in steps: a step that fails half-way breaks the store", test_group_delete_half_way_breaks_store },
     { NULL, NULL },
 };
 

@@ -1085,26 +1085,29 @@ static void test_lease_late_bound(void)
     CLOSE(&s);
 }
 
-/* The topic-log seq of message id (committed data), 0 when it is not there. */
+/* The seq of message id in range (STORE_TOPIC: the topic log, STORE_RETRY:
+ * a retry queue; committed data), 0 when it is not there. */
 typedef struct seq_of {
+    store_range_t range;
     uint64_t id, seq;
 } seq_of_t;
 
-static int find_topic_seq(void *ctx, const store_entry_t *e)
+static int find_seq(void *ctx, const store_entry_t *e)
 {
     seq_of_t *f = ctx;
-    if (e->range == STORE_TOPIC && e->m->id == f->id) {
+    if (e->range == f->range && e->m->id == f->id) {
         f->seq = e->seq;
         return 1;
     }
     return 0;
 }
 
-/* The key 't' 0x00 seq of topic t's log into k: its length. */
-static size_t topic_log_key(char k[11], uint64_t seq)
+/* The key of seq in queue range ('T': topic t's log, 'R': group g's retry
+ * queue) into k: its length. */
+static size_t queue_key(char k[11], store_range_t range, uint64_t seq)
 {
-    k[0] = 'T';
-    k[1] = 't';
+    k[0] = (char)range;
+    k[1] = range == STORE_TOPIC ? 't' : 'g';
     k[2] = '\0';
     be64_to(k + 3, seq);
     return 11;
@@ -1114,8 +1117,11 @@ static size_t topic_log_key(char k[11], uint64_t seq)
  * topic-log entry, then a damaged one) hands out what it took: before, it
  * returned -1 with those leases in the pending batch, so the next commit wrote
  * leases nobody got (redelivered only when they expired) with the cursor not
- * moved past them. The next PULL fails at the damage, taking nothing, the
- * store usable; with the entry put back the store checks clean and the rest
+ * moved past them. The next PULL meets the damage at the topic log's head:
+ * it takes nothing there and skips the log (0 messages, the store usable,
+ * one finding reported: before, it failed, and so did every PULL of the
+ * group), the group's retries are served meanwhile, the log is tried again
+ * 60 s later; with the entry put back the store checks clean and the rest
  * is leased once. */
 static void test_lease_damage_after_taken(void)
 {
@@ -1133,14 +1139,14 @@ static void test_lease_damage_after_taken(void)
     uint64_t d = SEND(s, "t", "d", 0, 0, T0 + SEC, NULL);
     uint64_t e = SEND(s, "t", "e", 0, 0, T0 + SEC, NULL);
     CHECK_COUNTS(s, "g", 5, 3, 2, 0, 0, 0);
-    seq_of_t f = { d, 0 };
+    seq_of_t f = { STORE_TOPIC, d, 0 };
     char err[1024] = "";
-    REQUIRE_OK(store_scan(s, find_topic_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
+    REQUIRE_OK(store_scan(s, find_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
     TU_REQUIRE(f.seq != 0, "d is not in the topic log");
     CLOSE(&s);
 
     char key[11];
-    size_t klen = topic_log_key(key, f.seq);
+    size_t klen = queue_key(key, STORE_TOPIC, f.seq);
     size_t vlen = 0;
     char *good = RAW_REPLACE(key, klen, "damaged", 7, &vlen);
 
@@ -1158,9 +1164,26 @@ static void test_lease_damage_after_taken(void)
     err[0] = '\0';
     n = -1;
     rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + 2 * SEC, m, &n, err, sizeof err);
-    TU_CHECK(rc == -1 && n == 0 && strstr(err, "a topic log") != NULL, "the PULL at the damage: rc %d, n %d \"%s\"", rc,
-             n, err);
+    TU_CHECK(rc == 0 && n == 0, "the PULL at the damage: rc %d, n %d \"%s\"", rc, n, err);
     TU_CHECK(!store_broken(s), "a PULL that failed before it took anything broke the store");
+    const char *last = store_group_damage_last(s);
+    TU_CHECK(store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1 &&
+                 strstr(last, "group g: its topic log t fails at seq") != NULL &&
+                 strstr(last, "corrupt message in a topic log") != NULL,
+             "the damaged topic-log head: %" PRIu64 " findings, %" PRIu64 " queues damaged, \"%s\"",
+             store_group_damage_events(s), store_group_queues_damaged(s), last);
+    /* The group's retries are served meanwhile: a's lease failed, its retry is leased. */
+    FAIL_LEVEL(s, "g", a, 1, "again", T0 + 2 * SEC, NULL);
+    TU_REQUIRE(MOVE(s, T0 + 3 * SEC, 10, NULL) == 1, "a's retry is not ready");
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 3 * SEC, m);
+    TU_CHECK(n == 1 && m[0].m.id == a, "beside the damaged topic log: %d leased, not a's retry", n);
+    free_msgs(m, n);
+    /* Tried again 60 s after it failed, damaged still: the same finding. */
+    n = -1;
+    rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + 2 * SEC + STORE_GROUP_DAMAGE_RETRY_MS, m, &n, err, sizeof err);
+    TU_CHECK(rc == 0 && n == 0 && store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1,
+             "the retry of the damaged topic log: rc %d, n %d, %" PRIu64 " findings, %" PRIu64 " damaged", rc, n,
+             store_group_damage_events(s), store_group_queues_damaged(s));
     COMMIT(s);
     CLOSE(&s);
 
@@ -1176,21 +1199,6 @@ static void test_lease_damage_after_taken(void)
     TU_CHECK(ACK(s, "g", taken, 3) == 3, "the leases of a, b, c handed out are not held");
     CHECK_STORE(s);
     CLOSE(&s);
-}
-
-/* Close a store that must be broken (it fails to close, naming why) and
- * forget it. */
-static void close_broken(store_t **sp, const char *says)
-{
-    for (int i = 0; i < MAX_OPEN; i++) {
-        if (g_open[i] == *sp) {
-            g_open[i] = NULL;
-        }
-    }
-    char err[1024] = "";
-    int rc = store_close(*sp, err, sizeof err);
-    TU_CHECK(rc == -1 && strstr(err, says) != NULL, "closing the broken store: rc %d \"%s\"", rc, err);
-    *sp = NULL;
 }
 
 /* An ACK whose release fails after the lease's delete is in the batch (the
@@ -1229,7 +1237,7 @@ static void test_ack_half_way_breaks_store(void)
              "ACK over a damaged message index record: rc %d \"%s\"", rc, err);
     TU_CHECK(store_broken(s), "the ACK failed half-way but the store is usable: its half would be written");
     if (store_broken(s)) {
-        close_broken(&s, "failed half-way");
+        CLOSE_BROKEN(&s, "failed half-way");
     } else {
         CLOSE(&s);
     }
@@ -1284,7 +1292,7 @@ static void test_dlq_walk_damage(void)
              "drop over a damaged index record: rc %d, count %" PRIu64 " \"%s\"", rc, drop.count, err);
     TU_CHECK(store_broken(s), "the drop failed half-way but the store is usable: its half would be written");
     if (store_broken(s)) {
-        close_broken(&s, "failed half-way");
+        CLOSE_BROKEN(&s, "failed half-way");
     } else {
         CLOSE(&s);
     }
@@ -1296,6 +1304,77 @@ static void test_dlq_walk_damage(void)
     uint64_t cnt = 0;
     REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
     CHECK_EQ_U64(cnt, 2);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A damaged entry at the head of a group's retry queue: the PULL takes
+ * nothing from that queue and serves the topic log (before: every PULL of
+ * the group failed at it), the queue is skipped for 60 s and reported once,
+ * the retry behind the damaged one waits in order; with the entry put back
+ * the store checks clean and both retries are leased once, in order. */
+static void test_lease_damaged_retry_head(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
+    TU_REQUIRE(n == 2, "lease a and b: %d", n);
+    free_msgs(m, n);
+    FAIL_LEVEL(s, "g", a, 1, "again", T0, NULL);
+    FAIL_LEVEL(s, "g", b, 1, "again", T0, NULL);
+    TU_REQUIRE(MOVE(s, T0 + SEC, 10, NULL) == 2, "the retries are not ready");
+    uint64_t c = SEND(s, "t", "c", 0, 0, T0 + SEC, NULL);
+    CHECK_COUNTS(s, "g", 3, 1, 2, 0, 0, 0);
+    seq_of_t f = { STORE_RETRY, a, 0 };
+    char err[1024] = "";
+    REQUIRE_OK(store_scan(s, find_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
+    TU_REQUIRE(f.seq != 0, "a is not in g's retry queue");
+    CLOSE(&s);
+
+    char key[11];
+    size_t klen = queue_key(key, STORE_RETRY, f.seq);
+    size_t vlen = 0;
+    char *good = RAW_REPLACE(key, klen, "damaged", 7, &vlen);
+
+    s = OPEN_DEFAULT();
+    n = -1;
+    int rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + 2 * SEC, m, &n, err, sizeof err);
+    TU_CHECK(rc == 0 && n == 1 && m[0].m.id == c, "a PULL at the damaged retry-queue head: rc %d, n %d \"%s\"", rc, n,
+             err);
+    free_msgs(m, rc == 0 ? n : 0);
+    TU_CHECK(!store_broken(s), "the store broke");
+    const char *last = store_group_damage_last(s);
+    TU_CHECK(store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1 &&
+                 strstr(last, "group g: its retry queue fails at its head, so its 2 ready retries wait") != NULL &&
+                 strstr(last, "corrupt message in a retry queue") != NULL,
+             "the damaged retry-queue head: %" PRIu64 " findings, %" PRIu64 " queues damaged, \"%s\"",
+             store_group_damage_events(s), store_group_queues_damaged(s), last);
+    /* Skipped until 60 s after the failure, then tried again: damaged still, the same finding. */
+    for (uint64_t at = T0 + 3 * SEC; at <= T0 + 2 * SEC + STORE_GROUP_DAMAGE_RETRY_MS; at += 30 * SEC) {
+        n = -1;
+        rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, at, m, &n, err, sizeof err);
+        TU_CHECK(rc == 0 && n == 0, "a PULL %" PRIu64 " ms after the damage: rc %d, n %d \"%s\"", at - T0 - 2 * SEC, rc,
+                 n, err);
+    }
+    TU_CHECK(store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1,
+             "after its retries: %" PRIu64 " findings, %" PRIu64 " damaged", store_group_damage_events(s),
+             store_group_queues_damaged(s));
+    CHECK_COUNTS(s, "g", 2, 0, 2, 0, 1, 0);
+    COMMIT(s);
+    CLOSE(&s);
+
+    raw_put(key, klen, good, vlen, __LINE__);
+    leveldb_free(good);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 3 * MIN, m);
+    TU_CHECK(n == 2 && m[0].m.id == a && m[1].m.id == b, "after the repair: %d leased, not a and b", n);
+    free_msgs(m, n);
+    uint64_t taken[] = { a, b, c };
+    TU_CHECK(ACK(s, "g", taken, 3) == 3, "a, b and c are not each leased once");
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
     CHECK_STORE(s);
     CLOSE(&s);
 }
@@ -1314,6 +1393,7 @@ static const tu_test_t lease_tests[] = {
     { "written late: when and by what", test_lease_late_written },
     { "written late: NACK and TOUCH", test_lease_late_nack_touch },
     { "damage met after some were taken: those handed out", test_lease_damage_after_taken },
+    { "a damaged retry-queue head: skipped, the topic log served", test_lease_damaged_retry_head },
     { "an ACK that fails half-way breaks the store", test_ack_half_way_breaks_store },
     { "written late: over groups", test_lease_late_groups },
     { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
