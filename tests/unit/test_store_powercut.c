@@ -39,8 +39,9 @@
  * .log file of the directory).
  *
  * KNOWN FAILURE (tests/include.am lists the program in XFAIL_TESTS): today's
- * store fails both cases, for reasons outside the test (the report of
- * branch storepc has the traces):
+ * store fails both cases, for reasons outside the test (DESIGN.md, "Power
+ * cuts and format 5"; the commit-log store, docs/design-commitlog.md step
+ * 4a.2, is the fix):
  *  - LevelDB syncs only its newest log. When the memtable fills it starts a
  *    new log without syncing the old one, so a synced write after that does
  *    not make the old log's unsynced tail durable: a commit before a durable
