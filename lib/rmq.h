@@ -434,8 +434,14 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
 hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out);
 /* Whether queue holds a message (*nonempty 1), by one get on channel 2
  * whose message, if any, goes straight back: the queue's leader must answer,
- * unlike a passive declare's count. */
-hg_err_t rmq_queue_peek(rmq_t *r, const char *queue, int *nonempty);
+ * unlike a passive declare's count. RabbitMQ 3.10 counts a message returned
+ * to a quorum queue (x-delivery-count), which a group's consumer takes for
+ * its failure: for a group's queue copy_to is its routing key (g.<group>)
+ * and the message goes back as an uncounted copy (confirmed, then the
+ * original acknowledged: it moves to the queue's tail); only when the copy
+ * is not confirmed is it returned, counted. copy_to NULL: returned (level
+ * queues and DLQs, where the count means nothing). */
+hg_err_t rmq_queue_peek(rmq_t *r, const char *queue, const char *copy_to, int *nonempty);
 void rmq_browse_return(rmq_t *r, const rmq_msg_t *m);
 void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m);
 /* Read the registry (browse). *out: a list (free each with rmq_msg_free),

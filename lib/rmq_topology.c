@@ -441,7 +441,27 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
     return HG_OK;
 }
 
-hg_err_t rmq_queue_peek(rmq_t *r, const char *queue, int *nonempty)
+/* The message a peek took, back where it was: as an uncounted copy when
+ * copy_to names a group's routing key and m was never returned (published,
+ * confirmed, then m acknowledged), else returned to its queue. */
+static void peek_give_back(rmq_t *r, const rmq_msg_t *m, const char *copy_to)
+{
+    rmq_out_t copy;
+    hg_err_t result = HG_ERR_IO;
+
+    if (copy_to != NULL && m->delivery_count == 0) {
+        memset(&copy, 0, sizeof(copy));
+        rmq_out_to_group(&copy, m, copy_to);
+        (void)rmq_publish(r, &copy, 1, &result);
+        if (result == HG_OK) {
+            rmq_browse_delete(r, m);
+            return;
+        }
+    }
+    rmq_browse_return(r, m);
+}
+
+hg_err_t rmq_queue_peek(rmq_t *r, const char *queue, const char *copy_to, int *nonempty)
 {
     char what[RMQ_QUEUE_NAME_MAX + 32];
     rmq_msg_t *m;
@@ -454,7 +474,7 @@ hg_err_t rmq_queue_peek(rmq_t *r, const char *queue, int *nonempty)
     if ((e = admin_get(r, queue, what, &m)) != HG_OK || m == NULL)
         return e;
     *nonempty = 1;
-    rmq_browse_return(r, m);
+    peek_give_back(r, m, copy_to);
     rmq_msg_free(m);
     return HG_OK;
 }

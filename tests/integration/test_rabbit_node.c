@@ -74,6 +74,16 @@
  *                 HG_ERR_STOPPED "stopped while connecting" within 2 s
  *                 (it waited the connect timeout: librabbitmq made that
  *                 connect, which nothing cut).
+ *   nack resent   a consumer worker's NACK whose retry level queue was
+ *                 unbound by hand fails (the retry comes back unrouted)
+ *                 and leaves the delivery held on the live connection: the
+ *                 worker sends it again after the retry backoff, that NACK
+ *                 binds the topology first, and the message comes again
+ *                 with reconsume 1 (it stayed held for ever before).
+ *   group list    GROUP LIST's ready and dlq: 2 for a group holding two
+ *                 messages, 0 and 0 for an empty one (each 0 checked by a
+ *                 get that finds the queue empty); both messages then
+ *                 handed out with reconsume 0.
  *   ciphers       amqps:// to a listener of the test's own that reads the
  *                 ClientHello: the TLS 1.2 suites offered are exactly
  *                 base/tls_policy.h's (OpenSSL's default list, CBC and
@@ -1513,6 +1523,169 @@ static void test_router_rebinds_unbound_level(void)
              queue_messages("mandhop", "hg.unrouted"));
 }
 
+/* What nack_once_handler saw: its calls and the reconsume of each. */
+typedef struct nack_seen {
+    atomic_int calls;
+    atomic_int reconsume[4];
+} nack_seen_t;
+
+/* The first delivery fails (HG_RETRY: with retry.attempts 0, a NACK at
+ * once); any later one is done. */
+static hg_outcome_t nack_once_handler(const hg_message_t *m, char *reason, size_t rlen, void *arg)
+{
+    nack_seen_t *seen = arg;
+    int n = atomic_fetch_add(&seen->calls, 1);
+
+    if (n < 4)
+        atomic_store(&seen->reconsume[n], (int)m->reconsume);
+    if (n > 0)
+        return HG_DONE;
+    snprintf(reason, rlen, "first delivery fails");
+    return HG_RETRY;
+}
+
+static int handled_twice(void *arg)
+{
+    return atomic_load(&((nack_seen_t *)arg)->calls) >= 2;
+}
+
+/* A consumer worker's NACK whose retry comes back unrouted (the level it
+ * goes to was unbound by hand): the NACK fails on a live connection, which
+ * keeps the delivery held. The worker sends the NACK again after the retry
+ * backoff; that NACK binds the topology first, its retry is routed, the
+ * delivery settled, and the message comes again after level 3 with
+ * reconsume 1. (Before, the failed NACK was only recorded: the delivery
+ * stayed held by the worker's connection, never handed out again.) */
+static void test_worker_resends_failed_nack(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256];
+    hg_consumer_opts_t o;
+    hg_consumer_t *consumer = NULL;
+    log_lines_t lines = { .lock = PTHREAD_MUTEX_INITIALIZER };
+    log_wait_t resent = { &lines, "failed: sending it again" };
+    nack_seen_t seen;
+    pthread_t thread;
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    memset(&seen, 0, sizeof seen);
+    TU_REQUIRE(guest_vhost("nackback", out, sizeof out) == 0, "vhost nackback for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/nackback?levels=100ms,200ms,300ms,400ms", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "nack-g", "nack-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    TU_REQUIRE(unbind_level(port, "nackback", 3) == 0, "unbinding hg.level.3");
+    TU_REQUIRE(level_bound("nackback", "hg.level.3") == 0, "hg.level.3 is still bound after queue.unbind");
+
+    hg_consumer_opts_init(&o);
+    o.uri = uri;
+    o.group = "nack-g";
+    o.topic = "nack-t";
+    o.workers = 1;
+    o.block_ms = 200;
+    o.retry.attempts = 0; /* HG_RETRY: NACK at once */
+    o.retry.base_ms = 100;
+    o.handler = nack_once_handler;
+    o.handler_arg = &seen;
+    o.log = collect_log;
+    o.log_arg = &lines;
+    TU_REQUIRE(hg_consumer_new(&o, &consumer, &err) == HG_OK, "hg_consumer_new(%s): %s", uri, err.message);
+    TU_REQUIRE(pthread_create(&thread, NULL, address_consumer_run, consumer) == 0, "start the consumer's thread");
+    e = hg_send(c, "nack-t", NULL, "fails once", 10, hg_delay_none(), NULL);
+    TU_CHECK(e == HG_OK, "hg_send: %s", hg_client_errmsg(c));
+    hg_client_close(c);
+
+    TU_CHECK(tu_poll_until(log_has, &resent, 30000, 50) == 0, "the worker did not send its failed NACK again:\n%s",
+             lines.text);
+    TU_CHECK(tu_poll_until(handled_twice, &seen, 60000, 50) == 0,
+             "the message was handled %d time(s) in 60 s, want 2 (the NACKed delivery still held?):\n%s",
+             atomic_load(&seen.calls), lines.text);
+    hg_consumer_stop(consumer);
+    pthread_join(thread, NULL);
+    printf("\n    handled %d times, reconsume %d then %d", atomic_load(&seen.calls), atomic_load(&seen.reconsume[0]),
+           atomic_load(&seen.reconsume[1]));
+    TU_CHECK(atomic_load(&seen.calls) == 2 && atomic_load(&seen.reconsume[0]) == 0 &&
+                 atomic_load(&seen.reconsume[1]) == 1,
+             "handled %d times with reconsume %d, %d: want twice, 0 then 1 (one failure counted)",
+             atomic_load(&seen.calls), atomic_load(&seen.reconsume[0]), atomic_load(&seen.reconsume[1]));
+    hg_consumer_free(consumer);
+    TU_CHECK(level_bound("nackback", "hg.level.3") == 1, "the resent NACK did not bind hg.level.3 again");
+    TU_CHECK(queue_messages("nackback", "hg.group.nack-g") == 0 && queue_messages("nackback", "hg.unrouted") == 0,
+             "left behind: hg.group.nack-g %ld, hg.unrouted %ld", queue_messages("nackback", "hg.group.nack-g"),
+             queue_messages("nackback", "hg.unrouted"));
+}
+
+/* The value of field name in GROUP LIST's row of group (reply r); -1 when
+ * the group or field is absent. */
+static long long group_list_field(const hg_reply_t *r, const char *group, const char *name)
+{
+    for (size_t i = 0; i < hg_reply_count(r); i++) {
+        const hg_reply_t *row = hg_reply_element(r, i);
+        const char *g = hg_reply_str(hg_reply_element(row, 1), NULL);
+        if (g == NULL || strcmp(g, group) != 0)
+            continue;
+        for (size_t k = 0; k + 1 < hg_reply_count(row); k += 2) {
+            const char *field = hg_reply_str(hg_reply_element(row, k), NULL);
+            if (field != NULL && strcmp(field, name) == 0)
+                return hg_reply_integer(hg_reply_element(row, k + 1));
+        }
+    }
+    return -1;
+}
+
+/* GROUP LIST's ready and dlq on amqp:// (each 0 the passive declare gives
+ * is checked with one get, which finds the queue empty): a group holding
+ * two messages reads ready 2, an empty one 0 and 0, and the messages are
+ * untouched — both handed out afterwards with reconsume 0. */
+static void test_group_list_counts(void)
+{
+    char out[4096], uri[256];
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+    size_t got = 0;
+
+    TU_REQUIRE(guest_vhost("grouplist", out, sizeof out) == 0, "vhost grouplist for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/grouplist", rabbit.nodes[0].amqp_port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    for (int i = 0; i < 2; i++) {
+        const char *g = i == 0 ? "list-full" : "list-empty", *t = i == 0 ? "list-t" : "list-other";
+        e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", g, t, "FROM", "NOW" });
+        hg_reply_free(r);
+        TU_REQUIRE(e == HG_OK, "GROUP CREATE %s: %s", g, hg_client_errmsg(c));
+    }
+    for (int i = 0; i < 2; i++)
+        TU_CHECK(hg_send(c, "list-t", NULL, "waiting", 7, hg_delay_none(), NULL) == HG_OK, "send: %s",
+                 hg_client_errmsg(c));
+    e = cmd(c, &r, 2, (const char *const[]){ "GROUP", "LIST" });
+    TU_CHECK(e == HG_OK, "GROUP LIST: %s", hg_client_errmsg(c));
+    if (e == HG_OK) {
+        TU_CHECK(group_list_field(r, "list-full", "ready") == 2 && group_list_field(r, "list-full", "dlq") == 0,
+                 "list-full: ready %lld, dlq %lld, want 2 and 0", group_list_field(r, "list-full", "ready"),
+                 group_list_field(r, "list-full", "dlq"));
+        TU_CHECK(group_list_field(r, "list-empty", "ready") == 0 && group_list_field(r, "list-empty", "dlq") == 0,
+                 "list-empty: ready %lld, dlq %lld, want 0 and 0", group_list_field(r, "list-empty", "ready"),
+                 group_list_field(r, "list-empty", "dlq"));
+    }
+    hg_reply_free(r);
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "list-full", "list-t", "COUNT", "10", "BLOCK", "2000" });
+    TU_CHECK(e == HG_OK, "PULL list-full: %s", hg_client_errmsg(c));
+    for (size_t i = 0; e == HG_OK && i < hg_reply_count(r); i++) {
+        const hg_reply_t *m = hg_reply_element(r, i);
+        TU_CHECK(hg_reply_integer(hg_reply_element(m, 4)) == 0, "handed out with reconsume %lld, want 0",
+                 hg_reply_integer(hg_reply_element(m, 4)));
+        got++;
+    }
+    TU_CHECK(got == 2, "PULL list-full handed out %zu messages, want 2", got);
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -1550,6 +1723,11 @@ static const tu_test_t node_tests[] = {
     { "the hop router's next hop to a level queue unbound by hand: back to hg.hops, the router binds again, "
       "delivered",
       test_router_rebinds_unbound_level },
+    { "a consumer worker's NACK that fails (its retry unroutable): sent again on the retry backoff, binding the "
+      "topology first; the message comes again with reconsume 1",
+      test_worker_resends_failed_nack },
+    { "GROUP LIST's ready and dlq: the counts, a 0 checked by one get, the messages untouched",
+      test_group_list_counts },
     { NULL, NULL },
 };
 

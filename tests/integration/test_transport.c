@@ -350,7 +350,7 @@ static void round_trip(const target_t *t)
     runner_stop(r);
     /* the client and every worker name the node connected, on each transport */
     {
-        char node[64], want[128];
+        char node[64], want[160];
         snprintf(node, sizeof node, "127.0.0.1:%d",
                  !t->amqp                           ? broker.port
                  : strcmp(t->name, "amqps://") == 0 ? rabbit.nodes[0].amqps_port
