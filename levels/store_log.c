@@ -28,6 +28,7 @@
 #include "base/err.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,6 +51,41 @@ int store_check_segment_bytes(uint64_t n, char *err, size_t errlen)
                        "commit-log segment size %" PRIu64 " bytes is not a multiple of 4096 between %" PRIu64
                        " and %" PRIu64,
                        n, (uint64_t)CLOG_SEGMENT_MIN, (uint64_t)CLOG_SEGMENT_MAX);
+    }
+    return 0;
+}
+
+/* Recycle every segment wholly below the checkpoint B (design-commitlog.md
+ * §5: nothing but LevelDB batches lies in them until 4a.3, and those are in
+ * LevelDB, synced by the checkpoint): each becomes a spare the log takes again
+ * (clog_recycle), so the log keeps about (log since B) / segment + spares
+ * files. Names are read from the directory (a segment's base is in its name;
+ * spares lie past the log's end, so never below B). 0, or -1 with err (a
+ * rename or a header write failed). */
+static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
+{
+    uint64_t b = redo_checkpointed(s->redo), size = s->opt.segment_bytes;
+    DIR *d = opendir(s->path);
+    if (d == NULL) {
+        return err_set(err, errlen, "cannot list %s: %s", s->path, strerror(errno));
+    }
+    uint64_t below[64];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < sizeof below / sizeof below[0]) {
+        uint64_t base;
+        char tail;
+        if (sscanf(e->d_name, "clog-%16" SCNx64 ".se%c", &base, &tail) == 2 && tail == 'g' && strlen(e->d_name) == 25 &&
+            base + size <= b) {
+            below[n++] = base;
+        }
+    }
+    closedir(d);
+    char why[512];
+    for (size_t i = 0; i < n; i++) { /* a later checkpoint takes any beyond the first 64 */
+        if (clog_recycle(redo_log(s->redo), below[i], why, sizeof why) != 0) {
+            return err_set(err, errlen, "recycling a commit-log segment of %s: %s", s->path, why);
+        }
     }
     return 0;
 }
@@ -105,6 +141,9 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
         return err_set(err, errlen, "cannot open the commit log of %s: %s", s->path, why);
     }
     s->checkpoint_mono_ms = clock_mono_ms(); /* the open took one */
+    if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
+        return err_set(err, errlen, "%s", why);
+    }
     if (rep.log.cut_at != 0) {
         size_t n = strlen(s->open_note);
         snprintf(s->open_note + n, sizeof s->open_note - n,
@@ -207,6 +246,10 @@ int store_apply_durable(store_t *s, char *err, size_t errlen)
             return err_set(err, errlen, "checkpoint of the commit log of %s: %s", s->path, why);
         }
         s->checkpoint_mono_ms = clock_mono_ms();
+        if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
+            store_break(s, why);
+            return err_set(err, errlen, "%s", why);
+        }
     }
     return 0;
 }

@@ -1691,6 +1691,59 @@ static void test_log_keeps_its_segment_size(void)
     TU_CHECK(segments >= 2, "%d segments after 1.6 MB of commits", segments);
 }
 
+/* The commit-log segments in g_data. */
+static int segments_in_data(void)
+{
+    DIR *d = opendir(g_data);
+    TU_REQUIRE(d != NULL, "opendir %s", g_data);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, "clog-", 5) == 0 && strlen(e->d_name) == 25;
+    closedir(d);
+    return n;
+}
+
+/* Six 1 MiB segments' worth of commits. */
+static void commit_six_segments(store_t *s, int round)
+{
+    static char big[200000];
+    memset(big, 'a' + round, sizeof big);
+    char err[512] = "";
+    for (int i = 0; i < 30; i++) {
+        uint64_t id, due;
+        REQUIRE_OK(send_raw(s, "t", 1, NULL, 0, big, sizeof big, 0, 0, T0, &id, &due, err, sizeof err), err);
+        COMMIT(s);
+    }
+}
+
+/* Segments wholly below the checkpoint are recycled (taken again by the log
+ * as spares): after six segments' worth of commits, a close and an open (a
+ * checkpoint each) and six more, the directory holds about six segments, not
+ * twelve, and every message. */
+static void test_log_segments_recycled(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = UINT64_C(1) << 20;
+    store_t *s = OPEN(&o);
+    commit_six_segments(s, 0);
+    CLOSE(&s);
+    int first = segments_in_data();
+    TU_CHECK(first >= 6, "%d segments after 6 MB of commits", first);
+    s = OPEN(&o);
+    commit_six_segments(s, 1);
+    CLOSE(&s);
+    int second = segments_in_data();
+    TU_CHECK(second <= first + 1, "%d segments after 12 MB of commits, %d after the first 6: none recycled", second,
+             first);
+    s = OPEN(&o);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 60, "topic holds %" PRIu64, ti.appended);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t open_tests[] = {
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
     { "a clean close leaves no log to replay", test_close_leaves_no_log },
@@ -1725,6 +1778,7 @@ static const tu_test_t open_tests[] = {
     { "an applied mark past the commit log's end is refused as damaged", test_log_missing_applied_batch_refused },
     { "a commit-log segment size the log cannot use is refused", test_log_segment_size_refused },
     { "a directory keeps the segment size of its commit log", test_log_keeps_its_segment_size },
+    { "commit-log segments below the checkpoint are recycled", test_log_segments_recycled },
     { "an older format with another level table is refused before its upgrade",
       test_older_format_refused_before_upgrade },
     { NULL, NULL },
