@@ -101,10 +101,11 @@ static void post_synced(void *ctx, job_t *head, job_t *tail, size_t n)
     event_active(w->done_ev, EV_READ, 0);
 }
 
-void writer_set_synced_store(writer_t *w, store_t *store)
+void writer_set_synced_store(writer_t *w, store_t *store, int log_synced)
 {
     pthread_mutex_lock(&w->store_mu);
     w->synced_store = store;
+    w->closed_synced = store == NULL && log_synced;
     pthread_mutex_unlock(&w->store_mu);
 }
 
@@ -115,6 +116,7 @@ static int sync_store_log(void *ctx, char *err, size_t errlen)
     writer_t *w = ctx;
     pthread_mutex_lock(&w->store_mu);
     int rc = w->synced_store != NULL ? store_log_sync(w->synced_store, err, errlen)
+             : w->closed_synced      ? 0 /* the storage thread synced it before it closed it */
                                      : (snprintf(err, errlen, "the store is closed (being reopened)"), -1);
     pthread_mutex_unlock(&w->store_mu);
     return rc;

@@ -59,6 +59,8 @@ struct writer {
        being closed; set by the storage thread, read by the syncer's sync function, under store_mu */
     pthread_mutex_t store_mu;
     store_t *synced_store;
+    int closed_synced; /* synced_store is NULL after a close whose log was synced first: every batch appended
+                          before it is durable (the syncer's jobs from before the close succeed) */
 
     /* storage thread only */
     store_t *store;    /* NULL while a reopen fails */
@@ -139,7 +141,8 @@ void writer_service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int
 uint64_t writer_earliest_parked_deadline(writer_t *w);
 
 /* Storage thread: w->store (NULL or just opened) is the store the syncer syncs from now on
- * (writer.c). Call with NULL before closing it. */
-void writer_set_synced_store(writer_t *w, store_t *store);
+ * (writer.c). Call with NULL before closing it: log_synced says the storage thread synced its log just
+ * before (store_log_sync), so that a sync the syncer asks for meanwhile succeeds. */
+void writer_set_synced_store(writer_t *w, store_t *store, int log_synced);
 
 #endif

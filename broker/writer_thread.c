@@ -216,7 +216,10 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
         sched_free(w->sched);
         w->sched = NULL;
         backup_stop(w->backup); /* its snapshot belongs to the store */
-        writer_set_synced_store(w, NULL);
+        /* after a failed commit the log itself is fine: what it holds is made durable before the close (a
+           broken store's close syncs nothing), so the syncer's jobs from before it are answered as synced */
+        char serr[512];
+        writer_set_synced_store(w, NULL, !sync_failed && store_log_sync(w->store, serr, sizeof serr) == 0);
         if (sync_failed) {
             store_close_unsynced(w->store, NULL, 0); /* the memtable to a table from memory, not the log */
         } else {
@@ -262,7 +265,7 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
     }
     w->reopen_failed_free = 0;
     w->wake_all = 1; /* a new store: its marks of what changed before are gone */
-    writer_set_synced_store(w, w->store);
+    writer_set_synced_store(w, w->store, 0);
     w->sched = sched_new(w->store, NULL, NULL);
     w->stats.reopens++;
     atomic_store(&w->broken, 0);
@@ -809,7 +812,7 @@ void *writer_main(void *arg)
     backup_stop(w->backup); /* a copy still running is stopped: its snapshot belongs to the store */
     if (w->store != NULL) {
         char err[512];
-        writer_set_synced_store(w, NULL);
+        writer_set_synced_store(w, NULL, 0); /* the syncer is stopped */
         if (store_close(w->store, err, sizeof err) != 0) {
             log_error("closing the store: %s", err);
         } else {

@@ -24,6 +24,7 @@
  * Threading: the store's owner thread.
  */
 #include "levels/store_internal.h"
+#include "levels/clog_derived.h"
 #include "base/clock.h"
 #include "base/err.h"
 
@@ -187,9 +188,60 @@ int store_log_close(store_t *s, char *err, size_t errlen)
 
 /* ---- the commit path (4a.2) ------------------------------------------------------------ */
 
+/* A batch whose derived-writes record no segment can hold (an EXEC's batch:
+ * up to max-inflight-bytes of SENDs, whose LevelDB writes can be several
+ * times its request bytes) goes to LevelDB directly, synced — after every
+ * earlier commit was synced, applied and checkpointed, so that B is the log's
+ * end and no redo ever replays an earlier batch over its writes (redo from B
+ * applies only later batches, which come after it). Atomic as any LevelDB
+ * write; costs a checkpoint. 0, or -1 with err (the store is then broken). */
+static int write_beside_log(store_t *s, char *err, size_t errlen)
+{
+    char why[512];
+    if (store_log_make_durable(s, err, errlen) != 0) {
+        return -1;
+    }
+    if (redo_checkpoint(s->redo, why, sizeof why) != 0) {
+        store_break(s, why);
+        return err_set(err, errlen, "checkpoint of the commit log of %s: %s", s->path, why);
+    }
+    s->checkpoint_mono_ms = clock_mono_ms();
+    redo_batch_t *b = &s->log_batch;
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    size_t at = DERIVED_HEAD;
+    derived_op_t op;
+    while (at < b->len && derived_next(b->derived, b->len, &at, &op) == 1) {
+        if (op.tag == 'P') {
+            leveldb_writebatch_put(wb, op.key, op.klen, op.val, op.vlen);
+        } else if (op.tag == 'D') {
+            leveldb_writebatch_delete(wb, op.key, op.klen);
+        }
+    }
+    int whole = at == b->len;
+    char *e = NULL;
+    if (whole) {
+        leveldb_write(s->db, s->wopt_sync, wb, &e);
+    }
+    leveldb_writebatch_destroy(wb);
+    redo_batch_free(b);
+    if (!whole || e != NULL) {
+        err_set(err, errlen, "%s", whole ? e : "a batch's LevelDB writes do not decode");
+        leveldb_free(e);
+        return -1;
+    }
+    if (s->key_it != NULL) { /* it would not see this write */
+        leveldb_iter_destroy(s->key_it);
+        s->key_it = NULL;
+    }
+    return 0;
+}
+
 int store_log_append(store_t *s, char *err, size_t errlen)
 {
     char why[512];
+    if (s->log_batch.messages == 0 && redo_batch_room(s->redo, &s->log_batch, 0, why, sizeof why) < 0) {
+        return write_beside_log(s, err, errlen);
+    }
     if (redo_commit(s->redo, &s->log_batch, NULL, why, sizeof why) != 0) {
         return err_set(err, errlen, "commit log of %s: %s", s->path, why);
     }

@@ -1744,6 +1744,59 @@ static void test_log_segments_recycled(void)
     CLOSE(&s);
 }
 
+/* A batch whose LevelDB writes no segment can hold (an EXEC of many SENDs)
+ * is written beside the log, after a checkpoint at the log's end: the commit
+ * succeeds, the commits after it go through the log again, and a crash after
+ * them (the redo from the checkpoint) keeps all of them. */
+static int commit_big_batch_then_small(store_t *c, char *err, size_t errlen)
+{
+    static char big[200000];
+    memset(big, 'b', sizeof big);
+    uint64_t id, due;
+    for (int i = 0; i < 15; i++) /* 3 MB in one batch, 1 MiB segments */
+        if (send_raw(c, "t", 1, NULL, 0, big, sizeof big, 0, 0, T0, &id, &due, err, errlen) != 0)
+            return -1;
+    if (store_commit(c, err, errlen) != 0)
+        return -1;
+    for (int i = 0; i < 5; i++)
+        if (send_raw(c, "t", 1, NULL, 0, "small", 5, 0, 0, T0, &id, &due, err, errlen) != 0 ||
+            store_commit(c, err, errlen) != 0)
+            return -1;
+    return 0;
+}
+
+static void test_log_batch_beside_the_log(void)
+{
+    char err[512] = "";
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        store_options_t o;
+        opts_default(&o);
+        o.segment_bytes = UINT64_C(1) << 20;
+        store_t *c = NULL;
+        if (store_open(&o, T0, &c, err, sizeof err) != 0)
+            _exit(2);
+        if (commit_big_batch_then_small(c, err, sizeof err) != 0) {
+            fprintf(stderr, "child: %s\n", err);
+            _exit(3);
+        }
+        kill(getpid(), SIGKILL);
+        _exit(4);
+    }
+    int status = 0;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+               "the child failed (status %d)", status);
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = UINT64_C(1) << 20;
+    store_t *s = OPEN(&o);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 20, "topic holds %" PRIu64 " of 20", ti.appended);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t open_tests[] = {
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
     { "a clean close leaves no log to replay", test_close_leaves_no_log },
@@ -1779,6 +1832,7 @@ static const tu_test_t open_tests[] = {
     { "a commit-log segment size the log cannot use is refused", test_log_segment_size_refused },
     { "a directory keeps the segment size of its commit log", test_log_keeps_its_segment_size },
     { "commit-log segments below the checkpoint are recycled", test_log_segments_recycled },
+    { "a batch no segment can hold is written beside the log", test_log_batch_beside_the_log },
     { "an older format with another level table is refused before its upgrade",
       test_older_format_refused_before_upgrade },
     { NULL, NULL },
