@@ -1698,7 +1698,8 @@ static void add_stats(totals_t *t, const powercut_stats_t *st)
 }
 
 /* The writer: open (LevelDB before the arm), batches, syncs, applies and
- * checkpoints at random, until the cut. */
+ * checkpoints at random (half of them split: begun, then finished after the
+ * next batch is committed), until the cut. */
 static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint64_t kill_at)
 {
     uint64_t s = seed;
@@ -1715,19 +1716,28 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
     }
     model_rebuild(&g_model, g_ledger->n);
     int fail_at = next_rand(&s) % 2 ? (int)(next_rand(&s) % BATCHES) : -1; /* a failed log sync, half the rounds */
+    int begun = 0; /* a checkpoint begun after the last batch: finished after the next one is committed */
     for (int k = 0; k < BATCHES && g_ledger->n < MAX_BATCHES; k++) {
         g_fail_next_sync = k == fail_at;
         if (write_batch(r, &g_model, &s, g_ledger->n) != 0) {
             fprintf(stderr, "writer: batch: %s\n", err);
             _exit(4);
         }
+        if (begun && redo_checkpoint_finish(r, err, sizeof err) != 0) {
+            fprintf(stderr, "writer: checkpoint finish: %s\n", err);
+            _exit(6);
+        }
+        begun = 0;
         if (next_rand(&s) % 3 != 0 && sync_and_apply(r) != 0) {
             fprintf(stderr, "writer: sync: %s\n", err);
             _exit(5);
         }
-        if (next_rand(&s) % 8 == 0 && redo_checkpoint(r, err, sizeof err) != 0) {
-            fprintf(stderr, "writer: checkpoint: %s\n", err);
-            _exit(6);
+        if (next_rand(&s) % 8 == 0) {
+            begun = next_rand(&s) % 2 == 0;
+            if ((begun ? redo_checkpoint_begin(r, NULL, err, sizeof err) : redo_checkpoint(r, err, sizeof err)) != 0) {
+                fprintf(stderr, "writer: checkpoint: %s\n", err);
+                _exit(6);
+            }
         }
     }
     raise(SIGKILL);
