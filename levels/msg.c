@@ -156,27 +156,37 @@ size_t msg_encode_record(const msg_t *m, uint32_t ordinal, char *out, size_t out
     return MSG_RECORD_ORDINAL_BYTES + encode_with_id(m, 0, out + MSG_RECORD_ORDINAL_BYTES);
 }
 
-int msg_record_ordinal(const char *buf, size_t len, uint32_t *ordinal, char *err, size_t errlen)
+/* The ordinal at the head of a record of len bytes: 0, or -1 when it is shorter. */
+static int read_ordinal(const char *buf, size_t len, uint32_t *ordinal)
 {
     if (len < MSG_RECORD_ORDINAL_BYTES) {
+        return -1;
+    }
+    *ordinal = be32_get(buf);
+    return 0;
+}
+
+int msg_record_ordinal(const char *buf, size_t len, uint32_t *ordinal, char *err, size_t errlen)
+{
+    if (read_ordinal(buf, len, ordinal) != 0) {
         return err_set(err, errlen, "message record truncated: %zu bytes, shorter than its %d-byte ordinal", len,
                        MSG_RECORD_ORDINAL_BYTES);
     }
-    *ordinal = be32_get(buf);
     return 0;
 }
 
 int msg_decode_record(const char *buf, size_t len, uint64_t offset, uint32_t ordinal, msg_t *m, char *err,
                       size_t errlen)
 {
-    memset(m, 0, sizeof *m);
     if (offset == 0) {
         return err_set(err, errlen, "message record at log offset 0: no record lies there (ids are never 0)");
     }
     uint32_t claimed;
-    char why[192];
-    if (msg_record_ordinal(buf, len, &claimed, why, sizeof why) != 0) {
-        return err_set(err, errlen, "at log offset %" PRIu64 ": %s", offset, why);
+    if (read_ordinal(buf, len, &claimed) != 0) {
+        return err_set(err, errlen,
+                       "message record at log offset %" PRIu64
+                       " truncated: %zu bytes, shorter than its %d-byte ordinal",
+                       offset, len, MSG_RECORD_ORDINAL_BYTES);
     }
     if (claimed != ordinal) {
         return err_set(err, errlen,
@@ -184,16 +194,15 @@ int msg_decode_record(const char *buf, size_t len, uint64_t offset, uint32_t ord
                        " (not the record its where-slot names)",
                        offset, claimed, ordinal);
     }
+    char why[192];
     if (msg_decode(buf + MSG_RECORD_ORDINAL_BYTES, len - MSG_RECORD_ORDINAL_BYTES, m, why, sizeof why) != 0) {
         return err_set(err, errlen, "at log offset %" PRIu64 ", past the ordinal: %s", offset, why);
     }
     if (m->id != 0) {
-        uint64_t id = m->id;
-        memset(m, 0, sizeof *m);
         return err_set(err, errlen,
                        "message record at log offset %" PRIu64 " carries id %" PRIu64
                        " (the record form's id field is 0: the id is the offset)",
-                       offset, id);
+                       offset, m->id);
     }
     m->id = offset;
     return 0;

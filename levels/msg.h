@@ -83,7 +83,8 @@ int msg_record_ordinal(const char *buf, size_t len, uint32_t *ordinal, char *err
 /* Decode a record read at log offset `offset` (its id, never 0) that must sit
  * at `ordinal` (the where-slot the caller looked up, or the count of message
  * records before it in a walk of its segment). m->id = offset; the string
- * views point into buf. Returns 0, or -1 with err naming the problem: a
+ * views point into buf. Returns 0, or -1 with err naming the problem (and
+ * *m undefined): a
  * record shorter than its ordinal, an ordinal other than the one expected, an
  * id field that is not 0, offset 0, or msg_decode's (unknown version,
  * truncation, a length past the end, trailing bytes, bad dest). */
