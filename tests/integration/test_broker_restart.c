@@ -1046,6 +1046,9 @@ static void test_damaged_level_key(void)
              "/metrics with level 3 damaged: hourglass_level_damaged level 3 %g, level 1 %g (want 1, 0), "
              "hourglass_level_damage_events_total %g (want 1: its retries are not new findings)",
              damaged3, damaged1, events);
+    char v[64];
+    BP_CHECK(bp_info_field(&bt_conn, "levels_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
+             "INFO levels_damaged '%s' with level 3 damaged (want 1)", v);
     rc_close(&bt_conn);
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
     repair_level_key();
