@@ -67,6 +67,7 @@
 #include <openssl/err.h>
 
 #include "base/openssl_error.h"
+#include "levels/store.h" /* STORE_GROUP_DAMAGE_RETRY_MS: the skip the broker applies */
 #include <openssl/ssl.h>
 
 #include "tests/helpers/broker_test.h"
@@ -1180,7 +1181,7 @@ static void test_damaged_retry_head(void)
     BP_CHECK(rc == 0, "--check-data with the retry put back: exit %d, output: %s", rc, out);
 }
 
-#define SKIP_MS            60000 /* levels/store.h STORE_GROUP_DAMAGE_RETRY_MS: the skip has no test hook */
+#define SKIP_MS            STORE_GROUP_DAMAGE_RETRY_MS /* 60 s: the skip has no test hook */
 #define SKIP_END_MARGIN_MS 15000 /* what the woken PULL may take past the skip's end on a loaded machine */
 
 /* REVOKE id on bt_conn: how many messages it revoked (-1: no such field). */
