@@ -60,6 +60,10 @@
  *             of log (8 with --quick) in the flood's shape, synced and never
  *             applied, reopened as after a kill -9; beside a raw pread of the
  *             same bytes and a pread + CRC-32C of them, in the same run.
+ *   lane      the remainder lane (levels/lane.h): push + pop pairs at 440 000
+ *             live entries beside 1 000, and the load at open of a 440 000-
+ *             entry lane CQ beside cq_read of the same window and a read()
+ *             of the file (part_lane says how to count instructions).
  *
  * The figures are wall-clock time (CLOCK_MONOTONIC) around the calls named, on
  * a store with default options except sync. Every case gets its own LevelDB
@@ -78,6 +82,7 @@
 #include "levels/clog_redo.h"
 #include "levels/keys.h"
 #include "levels/cq.h"
+#include "levels/lane.h"
 #include "levels/slot.h"
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -1670,6 +1675,213 @@ static void part_redo(bench_t *b)
     bench_row("redo", "raw pread + CRC-32C of the same bytes", t_crc * 1e3, 1, "ms", "", t_open / t_crc, "x");
 }
 
+/* ---- lane: the remainder lane's heap and its load at open (issue 13 step 4a) ---- */
+
+#define LANE_LIVE_TARGET UINT64_C(440000) /* docs/design-commitlog.md §4: the lane's live window at the target rate */
+#define LANE_PAIRS       UINT64_C(1000000)
+#define LANE_LOAD_REPS   5
+
+/* A remainder's due, appended at index i of a lane filled at 440 entries per
+ * ms of the injected clock: within a second after its append. */
+static uint64_t lane_bench_due(uint64_t i, uint64_t *rng)
+{
+    uint64_t x = *rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    return BENCH_T0_MS + i / 440 + x % 1000;
+}
+
+static lane_t *lane_bench_fill(uint64_t live, uint64_t *rng)
+{
+    char err[256];
+    lane_t *l = lane_new(0, (size_t)live + 1);
+    for (uint64_t i = 0; i < live; i++) {
+        if (lane_push(l, lane_bench_due(i, rng), BENCH_T0_MS + i * 146, i, err, sizeof err) != 0) {
+            bench_die("lane_push: %s", err);
+        }
+    }
+    return l;
+}
+
+/* n steady push + pop pairs on l (the lane keeps its size). Not inlined, so
+ * callgrind_annotate --inclusive=yes shows each caller's instructions. */
+static __attribute__((noinline)) void lane_bench_pairs(lane_t *l, uint64_t n, uint64_t *rng)
+{
+    char err[256];
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t i = lane_tail(l);
+        if (lane_push(l, lane_bench_due(i, rng), BENCH_T0_MS + i * 146, i, err, sizeof err) != 0 ||
+            lane_pop(l, NULL) != 1) {
+            bench_die("lane push + pop %llu: %s", (unsigned long long)k, err);
+        }
+    }
+}
+/* The two callers callgrind tells apart; each checks its own lane's size
+ * (which also keeps the compiler from folding them into one function). */
+static __attribute__((noinline)) void lane_pairs_at_440000(lane_t *l, uint64_t n, uint64_t *rng)
+{
+    size_t size = lane_size(l);
+    lane_bench_pairs(l, n, rng);
+    if (lane_size(l) != size || size < LANE_LIVE_TARGET / 10) {
+        bench_die("lane of %zu entries after the pairs, want %zu (at least 44 000)", lane_size(l), size);
+    }
+}
+static __attribute__((noinline)) void lane_pairs_at_1000(lane_t *l, uint64_t n, uint64_t *rng)
+{
+    lane_bench_pairs(l, n, rng);
+    if (lane_size(l) != 1000) {
+        bench_die("small lane of %zu entries after the pairs, want 1000", lane_size(l));
+    }
+}
+
+static cq_t *lane_bench_open_cq(const char *path, uint64_t n)
+{
+    char err[512];
+    cq_t *q;
+    if (cq_open(path, 19, 0, n, &q, err, sizeof err) != 0) {
+        bench_die("cq_open: %s", err);
+    }
+    return q;
+}
+
+/* The baselines: the same window through cq_read in runs of 1024 (what the
+ * load reads, without the pushes), and a plain read() of the CQ files' bytes. */
+static double lane_bench_cq_read(const char *path, uint64_t n)
+{
+    static cq_entry_t run[1024];
+    char err[512];
+    double t0 = bench_now();
+    cq_t *q = lane_bench_open_cq(path, n);
+    uint64_t sum = 0;
+    for (uint64_t at = 0; at < n; at += 1024) {
+        size_t k = n - at < 1024 ? (size_t)(n - at) : 1024;
+        if (cq_read(q, at, k, run, err, sizeof err) != 0) {
+            bench_die("cq_read: %s", err);
+        }
+        sum += run[k - 1].due;
+    }
+    cq_close(q, NULL, 0);
+    double t = bench_now() - t0;
+    if (sum == 0) {
+        bench_die("cq_read read nothing");
+    }
+    return t;
+}
+
+static double lane_bench_file_read(const char *path, uint64_t n)
+{
+    static char buf[1 << 20];
+    double t0 = bench_now();
+    for (uint64_t first = 0; first < n; first += CQ_FILE_ENTRIES) { /* each file the window covers */
+        char file[PATH_MAX], name[64];
+        cq_file_name(19, first, name, sizeof name);
+        snprintf(file, sizeof file, "%s/%s", path, name);
+        int fd = open(file, O_RDONLY);
+        if (fd < 0) {
+            bench_die("open %s: %s", file, strerror(errno));
+        }
+        uint64_t want = (n - first < CQ_FILE_ENTRIES ? n - first : CQ_FILE_ENTRIES) * CQ_ENTRY_BYTES, got = 0;
+        while (got < want) {
+            ssize_t k = read(fd, buf, want - got < sizeof buf ? (size_t)(want - got) : sizeof buf);
+            if (k <= 0) {
+                bench_die("read %s: %s", file, k < 0 ? strerror(errno) : "short");
+            }
+            got += (uint64_t)k;
+        }
+        close(fd);
+    }
+    return bench_now() - t0;
+}
+
+static double lane_bench_load(const char *path, uint64_t n)
+{
+    char err[512];
+    double t0 = bench_now();
+    cq_t *q = lane_bench_open_cq(path, n);
+    lane_t *l;
+    if (lane_load(q, (size_t)n, &l, err, sizeof err) != 0) {
+        bench_die("lane_load: %s", err);
+    }
+    cq_close(q, NULL, 0);
+    double t = bench_now() - t0;
+    if (lane_size(l) != n) {
+        bench_die("lane_load: %zu entries, want %llu", lane_size(l), (unsigned long long)n);
+    }
+    lane_free(l);
+    return t;
+}
+
+/* `lane`: the remainder lane (levels/lane.h; docs/design-commitlog.md §4, §6).
+ * Steady push + pop pairs on a lane holding 440 000 entries (the live window
+ * at the target rate), and on one holding 1 000 (the same-run baseline: what
+ * the heap's depth costs); dues are a remainder's shape, appended in time
+ * order and due within a second. Instructions per pair: `valgrind
+ * --tool=callgrind levels-bench --only lane`, then callgrind_annotate
+ * --inclusive=yes: lane_pairs_at_440000 and lane_pairs_at_1000, each ÷ 10^6.
+ * Then the load at open of a 440 000-entry lane CQ (two files, in the page
+ * cache: written just before), medians of 5, beside the same window read
+ * through cq_read in runs of 1024 and a plain read() of the file's bytes, in
+ * the same run and interleaved with it. --quick: 10^5 pairs, 44 000 entries. */
+static void part_lane(bench_t *b)
+{
+    uint64_t live = b->quick ? LANE_LIVE_TARGET / 10 : LANE_LIVE_TARGET;
+    uint64_t pairs = b->quick ? LANE_PAIRS / 10 : LANE_PAIRS;
+    uint64_t rng = 7;
+    lane_t *big = lane_bench_fill(live, &rng);
+    lane_t *small = lane_bench_fill(1000, &rng);
+    double t0 = bench_now();
+    lane_pairs_at_440000(big, pairs, &rng);
+    double t_big = bench_now() - t0;
+    t0 = bench_now();
+    lane_pairs_at_1000(small, pairs, &rng);
+    double t_small = bench_now() - t0;
+    size_t big_bytes = lane_bytes(big);
+    lane_free(big);
+    lane_free(small);
+
+    char *path = bench_case_dir(b, "lane");
+    if (mkdir(path, 0700) != 0) {
+        bench_die("mkdir %s: %s", path, strerror(errno));
+    }
+    char err[512];
+    cq_t *q;
+    if (cq_open(path, 19, 0, 0, &q, err, sizeof err) != 0) {
+        bench_die("cq_open: %s", err);
+    }
+    rng = 11;
+    for (uint64_t i = 0; i < live; i++) {
+        cq_entry_t e = { BENCH_T0_MS + i * 146, lane_bench_due(i, &rng) };
+        if (cq_append(q, &e, NULL, err, sizeof err) != 0) {
+            bench_die("cq_append: %s", err);
+        }
+    }
+    if (cq_close(q, err, sizeof err) != 0) {
+        bench_die("cq_close: %s", err);
+    }
+    double t_load[LANE_LOAD_REPS], t_cq[LANE_LOAD_REPS], t_file[LANE_LOAD_REPS];
+    for (int r = 0; r < LANE_LOAD_REPS; r++) {
+        t_file[r] = lane_bench_file_read(path, live);
+        t_cq[r] = lane_bench_cq_read(path, live);
+        t_load[r] = lane_bench_load(path, live);
+    }
+    bench_case_done(b, path);
+    double load = bench_median(t_load, LANE_LOAD_REPS), cq = bench_median(t_cq, LANE_LOAD_REPS),
+           file = bench_median(t_file, LANE_LOAD_REPS);
+    char name[96];
+    snprintf(name, sizeof name, "push + pop at %llu live", (unsigned long long)live);
+    bench_row("lane", name, t_big / (double)pairs * 1e9, 1, "ns", "", -1, NULL);
+    bench_row("lane", "push + pop at 1000 live (baseline)", t_small / (double)pairs * 1e9, 1, "ns", "", t_big / t_small,
+              "x");
+    snprintf(name, sizeof name, "lane bytes at %llu live", (unsigned long long)live);
+    bench_row("lane", name, (double)big_bytes / (1 << 20), 2, "MiB", "", -1, NULL);
+    snprintf(name, sizeof name, "lane_load of %llu entries (median of %d)", (unsigned long long)live, LANE_LOAD_REPS);
+    bench_row("lane", name, load * 1e3, 2, "ms", "", -1, NULL);
+    bench_row("lane", "  cq_read of the same window, runs of 1024", cq * 1e3, 2, "ms", "", load / cq, "x");
+    bench_row("lane", "  read() of the CQ files' bytes", file * 1e3, 2, "ms", "the floor", load / file, "x");
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 typedef struct bench_part {
@@ -1688,6 +1900,7 @@ static const bench_part_t bench_parts[] = {
     { "clog", part_clog, "commit log append + fdatasync per 512 beside leveldb_write sync on" },
     { "cq", part_cq, "consume-queue entries and where-slots per call vs a LevelDB put" },
     { "redo", part_redo, "the commit log's replay at open (64 MiB) beside a raw read of the same bytes" },
+    { "lane", part_lane, "the remainder lane: push + pop at 440 000 live, its load at open vs a read" },
 };
 #define BENCH_N_PARTS ((int)(sizeof bench_parts / sizeof bench_parts[0]))
 

@@ -14,8 +14,9 @@
  * settled or given up to its lease, so the watchdog renews exactly those;
  * all are cleared before the next PULL. A PULL refused for good (AUTH,
  * NOAUTH: no credentials for a broker with users, NOPERM) stops the whole
- * consumer. Settling errors are recorded, not
- * retried: the lease brings the message back (delivery is at least once).
+ * consumer. Settling errors are recorded; an ACK is not resent (the lease
+ * brings the message back: delivery is at least once), a NACK is, on the
+ * retry backoff, then the connection dropped (settle).
  * Thread: the worker's own; the stop (wake_pipe) cuts the PULL wait and the
  * backoff sleeps short, never a handler or an ACK/NACK; the consumer's stop
  * fd (hg_consumer_set_stop_fd: a daemon's stop that has waited long enough)
@@ -81,14 +82,15 @@ int consumer_inflight_holds(worker_t *w, const char *id)
     return found;
 }
 
-/* Send ACK or NACK for one message and count a lost lease. reason NULL for
- * ACK; dead = 1 for a permanent failure (NACK … DLQ: straight to the DLQ).
- * Errors are recorded, not returned: the lease brings the message back. */
-static void settle(worker_t *w, const char *id, const char *reason, int dead)
+/* Send ACK or NACK for one message once and count a lost lease. reason
+ * NULL for ACK; dead = 1 for a permanent failure (NACK … DLQ: straight to
+ * the DLQ). Errors are recorded; returns 0 when the broker answered the
+ * command (a lost lease too), -1 when it failed or was refused. */
+static int settle_once(worker_t *w, const char *id, const char *reason, int dead)
 {
     hg_consumer_t *c = w->owner;
     const char *argv[6] = { reason == NULL ? "ACK" : "NACK", c->group, id };
-    int argc = 3;
+    int argc = 3, rc = -1;
     if (reason != NULL) {
         if (dead) {
             argv[argc++] = "DLQ";
@@ -105,18 +107,51 @@ static void settle(worker_t *w, const char *id, const char *reason, int dead)
     consumer_note_connects(c, w->client, &w->connects, who);
     if (e != HG_OK) {
         consumer_record_error(c, who, e, argv[0], hg_client_errmsg(w->client));
-        return;
+        return e == HG_ERR_STOPPED ? 0 : -1; /* the stop cut it: nothing more to try */
     }
     if (r->type == RESP_REPLY_ERROR) {
         client_fail_reply(w->client, r);
         consumer_record_error(c, who, HG_ERR_SERVER, argv[0], hg_client_errmsg(w->client));
     } else if (r->type != RESP_REPLY_INTEGER) {
         consumer_record_error(c, who, HG_ERR_PROTOCOL, argv[0], resp_reply_type_name(r->type));
-    } else if (reason == NULL ? r->integer == 0 : r->integer < 0) {
-        consumer_count(&c->lease_lost);
-        consumer_log(c, 1, "%s: %s %s: the lease had expired; the broker will deliver it again", who, argv[0], id);
+    } else {
+        rc = 0;
+        if (reason == NULL ? r->integer == 0 : r->integer < 0) {
+            consumer_count(&c->lease_lost);
+            consumer_log(c, 1, "%s: %s %s: the lease had expired; the broker will deliver it again", who, argv[0], id);
+        }
     }
     resp_reply_free(r);
+    return rc;
+}
+
+/* Send ACK (reason NULL) or NACK for one message (settle_once). A NACK that
+ * fails is sent again on the retry backoff (c->opts.retry: its delays, at
+ * most its attempts but at least once), because on amqp:// a NACK that
+ * failed on a live connection (its retry came back unrouted, or was
+ * refused) leaves the delivery held by that connection, which nothing else
+ * settles. When every resend failed the worker drops its connection: the
+ * delivery goes back to its queue and comes again as one failure (amqp://:
+ * x-delivery-count; the broker: its lease ends anyway). The stop ends the
+ * resends (the close gives the delivery back). An ACK is not resent: an
+ * unsettled one comes again, which the handler's outcome tolerates. */
+static void settle(worker_t *w, const char *id, const char *reason, int dead)
+{
+    hg_consumer_t *c = w->owner;
+    unsigned resends = c->opts.retry.attempts > 0 ? (unsigned)c->opts.retry.attempts : 1;
+
+    if (settle_once(w, id, reason, dead) == 0 || reason == NULL)
+        return;
+    for (unsigned k = 0; k < resends; k++) {
+        if (consumer_stopping(c) || client_sleep(c->wake_pipe[0], hg_backoff_delay(&c->opts.retry, k, NULL, NULL)) < 0)
+            return;
+        consumer_log(c, 1, "worker %d: NACK %s failed: sending it again (%u of %u)", w->index, id, k + 1, resends);
+        if (settle_once(w, id, reason, dead) == 0)
+            return;
+    }
+    consumer_log(c, 0, "worker %d: NACK %s failed %u times: dropping the connection, so %s goes back to its queue",
+                 w->index, id, resends + 1, id);
+    client_disconnect(w->client);
 }
 
 /* Run the handler on one message until it is settled. */

@@ -5,7 +5,7 @@
  * monitor work unchanged.
  *
  * Depths come from a passive queue.declare (message_count: ready messages);
- * a DLQ declared empty is looked into with one get (dlq_depth).
+ * a queue declared empty is looked into with one get (checked_depth).
  * What RabbitMQ does not tell an AMQP client is left out rather than
  * invented: LEVELS answers next_due_ms 0; GROUP LIST sends group, topic,
  * ready, dlq, max-reconsume and created-ms (the CLI shows "-" for the rest).
@@ -50,6 +50,32 @@ static hg_err_t error_reply(resp_reply_t **reply, const char *text)
     return rmq_reply_finish(&b, reply);
 }
 
+/* The ready messages in queue q, every depth the admin commands answer
+ * (LEVELS, GROUP LIST's ready and dlq, DLQ LEN): -1 when it does not exist.
+ * A passive declare answers the count the queue's leader gave within 250 ms,
+ * and 0 when it gave none (RabbitMQ 3.10's quorum-queue stat: a busy, stale
+ * or unreachable leader reads as an empty queue). So a queue said to be
+ * empty is looked into with one get (rmq_queue_peek; copy_to: a group
+ * queue's routing key), which the leader must answer (or the call fails):
+ * empty, 0; a message there, the count is not known and the call fails
+ * saying so, rather than browse a queue that may hold millions. */
+static hg_err_t checked_depth(rmq_t *r, const char *q, const char *copy_to, long long *depth)
+{
+    int nonempty = 0;
+    hg_err_t e;
+
+    if ((e = rmq_queue_depth(r, q, depth)) != HG_OK || *depth != 0)
+        return e;
+    if ((e = rmq_queue_peek(r, q, copy_to, &nonempty)) != HG_OK)
+        return e;
+    if (nonempty)
+        return client_fail(r->client, HG_ERR_SERVER,
+                           "RabbitMQ gave no count for queue %s (its leader did not answer within 250 ms) and it "
+                           "is not empty: ask again",
+                           q);
+    return HG_OK;
+}
+
 hg_err_t rmq_cmd_levels(rmq_t *r, resp_reply_t **reply)
 {
     buf_t b = BUF_INIT;
@@ -62,7 +88,7 @@ hg_err_t rmq_cmd_levels(rmq_t *r, resp_reply_t **reply)
         char q[64];
         long long depth = 0;
         rmq_level_queue(q, sizeof(q), level);
-        if ((e = rmq_queue_depth(r, q, &depth)) != HG_OK) {
+        if ((e = checked_depth(r, q, NULL, &depth)) != HG_OK) {
             buf_free(&b);
             return refusal(r, e, reply);
         }
@@ -79,30 +105,6 @@ static void pair_int(buf_t *b, const char *name, long long v)
 {
     rmq_w_str(b, name);
     rmq_w_int(b, v);
-}
-
-/* The depth of DLQ queue q: -1 when it does not exist. A passive declare
- * answers the count the queue's leader gave within 250 ms, and 0 when it
- * gave none (RabbitMQ 3.10's quorum-queue stat: a busy, stale or
- * unreachable leader reads as an empty queue). So a DLQ said to be empty is
- * looked into with one get, which the leader must answer (or the call
- * fails): empty, 0; a message there, the count is not known and the call
- * fails saying so, rather than browse a DLQ that may hold millions. */
-static hg_err_t dlq_depth(rmq_t *r, const char *q, long long *depth)
-{
-    int nonempty = 0;
-    hg_err_t e;
-
-    if ((e = rmq_queue_depth(r, q, depth)) != HG_OK || *depth != 0)
-        return e;
-    if ((e = rmq_queue_peek(r, q, &nonempty)) != HG_OK)
-        return e;
-    if (nonempty)
-        return client_fail(r->client, HG_ERR_SERVER,
-                           "RabbitMQ gave no count for queue %s (its leader did not answer within 250 ms) and it "
-                           "is not empty: ask again",
-                           q);
-    return HG_OK;
 }
 
 hg_err_t rmq_cmd_group(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply)
@@ -148,13 +150,14 @@ hg_err_t rmq_cmd_group(rmq_t *r, size_t argc, const char *const *argv, resp_repl
             n++;
         rmq_w_array(&b, n);
         for (rmq_msg_t *m = all; m != NULL; m = m->next) {
-            char q[RMQ_QUEUE_NAME_MAX];
+            char q[RMQ_QUEUE_NAME_MAX], dest[RMQ_QUEUE_NAME_MAX];
             long long ready = 0, dlq = 0;
             rmq_group_queue(q, sizeof(q), m->group);
-            e = rmq_queue_depth(r, q, &ready);
+            snprintf(dest, sizeof(dest), "g.%s", m->group);
+            e = checked_depth(r, q, dest, &ready);
             rmq_dlq_queue(q, sizeof(q), m->group);
             if (e == HG_OK)
-                e = dlq_depth(r, q, &dlq);
+                e = checked_depth(r, q, NULL, &dlq);
             if (e != HG_OK) {
                 rmq_msg_list_free(all);
                 buf_free(&b);
@@ -226,7 +229,7 @@ hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
         (e = rmq_topology(r)) != HG_OK)
         return refusal(r, e, reply);
     rmq_dlq_queue(q, sizeof(q), argv[2]);
-    if ((e = dlq_depth(r, q, &depth)) != HG_OK)
+    if ((e = checked_depth(r, q, NULL, &depth)) != HG_OK)
         return refusal(r, e, reply);
     if (depth < 0) {
         rmq_w_error(&b, "ERR no such group '%s'", argv[2]);

@@ -348,7 +348,9 @@ static hg_err_t call_guarded(rmq_t *r, size_t argc, const char *const *argv, con
     if (strcasecmp(cmd, "ACK") == 0)
         return rmq_cmd_ack(r, argc, argv, reply);
     if (strcasecmp(cmd, "NACK") == 0) {
-        if ((e = rmq_ensure(r)) != HG_OK)
+        /* a NACK whose retry came back unrouted is sent again: the sweep
+         * binds the topology first, or it comes back again */
+        if ((e = rmq_ensure(r)) != HG_OK || (r->rebind && (e = rmq_topology(r)) != HG_OK))
             return e;
         return rmq_cmd_nack(r, argc, argv, reply);
     }

@@ -36,6 +36,7 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t pread(int fd, void *buf, size_t n, off_t off);
 ssize_t write(int fd, const void *buf, size_t n);
 int rename(const char *from, const char *to);
+int unlink(const char *path);
 int fdatasync(int fd);
 int fsync(int fd);
 
@@ -64,6 +65,7 @@ struct journal {
     uint64_t calls;   /* watched calls so far */
     uint64_t kill_at; /* die before this call (0: never) */
     int armed;
+    pid_t armed_pid; /* the process that armed: a parent that forked it is never watched */
     int overflow;
     uint64_t fail_sync_at; /* the nth sync of a file named fail_prefix* fails (0: none) */
     char fail_prefix[64];
@@ -71,11 +73,16 @@ struct journal {
     uint64_t failed_syncs;                           /* syncs made to fail */
     uint64_t read_dev, read_ino, read_from, read_to; /* preads watched (read_to > read_from) */
     uint64_t range_reads;                            /* preads of that file overlapping [read_from, read_to) */
-    size_t renames;                                  /* renames since the directory's last fsync */
+    char held_dir[PATH_MAX - 32];                    /* "<dir>.held/": links to the inodes names were taken from */
+    uint64_t held_seq;                               /* the next link's name there */
+    int unheld;                                      /* a link could not be made: the power-off must not pretend */
+    size_t renames;                                  /* renames and unlinks since the directory's last fsync */
     struct renamed {
+        int unlinked; /* 1: an unlink of from (to unused); 0: a rename of from to to */
         char from[PATH_MAX], to[PATH_MAX];
-        int replaced; /* to existed: the loss cannot be simulated */
-    } renamed[32];
+        char held[PATH_MAX]; /* "" or a link to the file the call took the name from (the file a
+                                          rename replaced, the file unlinked) */
+    } renamed[256];
     char entries[];
 };
 
@@ -100,9 +107,28 @@ int powercut_init(const char *dir, size_t journal_bytes, char *err, size_t errle
     g_j = p;
     snprintf(g_j->dir, sizeof g_j->dir, "%s/", dir);
     g_j->dirlen = strlen(g_j->dir);
+    snprintf(g_j->held_dir, sizeof g_j->held_dir, "%s.held/", dir);
     g_j->cap = journal_bytes;
     powercut_reset();
     return 0;
+}
+
+/* Remove the links the last child's renames and unlinks left (the held
+ * directory itself stays; powercut_run_seeds removes it at the end). */
+static void empty_held_dir(void)
+{
+    DIR *d = opendir(g_j->held_dir);
+    struct dirent *de;
+    char path[PATH_MAX + 256];
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+            snprintf(path, sizeof path, "%s%s", g_j->held_dir, de->d_name);
+            unlink(path);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
 }
 
 void powercut_reset(void)
@@ -118,6 +144,8 @@ void powercut_reset(void)
     g_j->armed = 0;
     g_j->overflow = 0;
     g_j->renames = 0;
+    g_j->unheld = 0;
+    empty_held_dir();
     g_j->fail_sync_at = 0;
     g_j->fail_prefix[0] = '\0';
     g_j->prefixed_syncs = 0;
@@ -161,6 +189,7 @@ uint64_t powercut_range_reads(void)
 void powercut_arm(uint64_t kill_at)
 {
     g_j->kill_at = kill_at;
+    g_j->armed_pid = getpid();
     g_j->armed = 1;
 }
 
@@ -179,12 +208,19 @@ static int under_dir(int fd)
            (path[g_j->dirlen - 1] == '/' || (size_t)n + 1 == g_j->dirlen);
 }
 
+/* 1 when this process armed the journal (the flag is shared: a parent whose
+ * child armed and exited without a reset must not be watched). */
+static int armed_here(void)
+{
+    return g_j != NULL && g_j->armed && g_j->armed_pid == getpid();
+}
+
 /* 1 when armed and fd is a regular file under the watched directory (st
  * filled). */
 static int watched(int fd, struct stat *st)
 {
     st->st_mode = 0;
-    return g_j != NULL && g_j->armed && fstat(fd, st) == 0 && S_ISREG(st->st_mode) && under_dir(fd);
+    return armed_here() && fstat(fd, st) == 0 && S_ISREG(st->st_mode) && under_dir(fd);
 }
 
 /* Count a watched call (under mu); the kill_at-th never happens. */
@@ -287,25 +323,79 @@ static int path_under_dir(const char *path)
     return strncmp(path, g_j->dir, g_j->dirlen) == 0;
 }
 
-int rename(const char *from, const char *to)
+/* The next journal slot for a rename or unlink (under mu); the child is
+ * killed when they are full. */
+static struct renamed *next_renamed(void)
 {
-    int (*real)(const char *, const char *) = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
-    if (g_j == NULL || !g_j->armed || !path_under_dir(from) || !path_under_dir(to)) {
-        return real(from, to);
-    }
-    pthread_mutex_lock(&g_j->mu);
-    count_call();
     if (g_j->renames == sizeof g_j->renamed / sizeof g_j->renamed[0]) {
         g_j->overflow = 1;
         raise(SIGKILL);
     }
     struct renamed *r = &g_j->renamed[g_j->renames];
-    r->replaced = access(to, F_OK) == 0;
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+/* Keep the file named path (when there is one) alive as a link in the held
+ * directory, its name in r->held, so that the loss of the call about to take
+ * its name can bring it back (under mu). */
+static void hold(const char *path, struct renamed *r)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return;
+    }
+    if (mkdir(g_j->held_dir, 0700) != 0 && errno != EEXIST) {
+        g_j->unheld = 1;
+        return;
+    }
+    snprintf(r->held, sizeof r->held, "%s%" PRIu64, g_j->held_dir, g_j->held_seq++);
+    if (link(path, r->held) != 0) {
+        g_j->unheld = 1;
+        r->held[0] = '\0';
+    }
+}
+
+int rename(const char *from, const char *to)
+{
+    int (*real)(const char *, const char *) = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+    if (!armed_here() || !path_under_dir(from) || !path_under_dir(to)) {
+        return real(from, to);
+    }
+    pthread_mutex_lock(&g_j->mu);
+    count_call();
+    struct renamed *r = next_renamed();
+    hold(to, r);
     int rc = real(from, to);
     if (rc == 0) {
         snprintf(r->from, sizeof r->from, "%s", from);
         snprintf(r->to, sizeof r->to, "%s", to);
         g_j->renames++;
+    } else if (r->held[0] != '\0') {
+        int (*real_unlink)(const char *) = (int (*)(const char *))dlsym(RTLD_NEXT, "unlink");
+        real_unlink(r->held);
+    }
+    pthread_mutex_unlock(&g_j->mu);
+    return rc;
+}
+
+int unlink(const char *path)
+{
+    int (*real)(const char *) = (int (*)(const char *))dlsym(RTLD_NEXT, "unlink");
+    if (!armed_here() || !path_under_dir(path)) {
+        return real(path);
+    }
+    pthread_mutex_lock(&g_j->mu);
+    count_call();
+    struct renamed *r = next_renamed();
+    hold(path, r);
+    int rc = real(path);
+    if (rc == 0 && r->held[0] != '\0') {
+        r->unlinked = 1;
+        snprintf(r->from, sizeof r->from, "%s", path);
+        g_j->renames++;
+    } else if (r->held[0] != '\0') {
+        real(r->held);
     }
     pthread_mutex_unlock(&g_j->mu);
     return rc;
@@ -349,7 +439,7 @@ static int sync_file(int fd, const char *name)
         if (g_j == NULL || !under_dir(fd)) {
             return real(fd);
         }
-        if (g_j->armed && S_ISDIR(st.st_mode)) {
+        if (armed_here() && S_ISDIR(st.st_mode)) {
             sync_dir();
         }
         return 0;
@@ -505,24 +595,29 @@ static int cut_file(size_t from, char *done, uint64_t *s, powercut_stats_t *st, 
     return rc;
 }
 
-/* The renames since the directory's last fsync: a seeded prefix of them
- * survives (a journalling file system commits them in order), the rest are
- * undone newest first. */
+/* The renames and unlinks since the directory's last fsync: a seeded prefix
+ * of them survives (a journalling file system commits them in order), the
+ * rest are undone newest first, each name given back to the file it named
+ * before (kept as a link in the held directory). */
 static int lose_renames(uint64_t *s, powercut_stats_t *st, char *err, size_t errlen)
 {
     size_t keep = (size_t)(next_rand(s) % (g_j->renames + 1));
     for (size_t i = g_j->renames; i-- > keep;) {
         const struct renamed *r = &g_j->renamed[i];
-        if (r->replaced) {
-            snprintf(err, errlen, "powercut: the loss of a rename over an existing file (%s to %s) is not simulated",
-                     r->from, r->to);
-            return -1;
+        if (r->unlinked) {
+            if (link(r->held, r->from) != 0) {
+                snprintf(err, errlen, "powercut: cannot undo the unlink of %s: %s", r->from, strerror(errno));
+                return -1;
+            }
+            st->unlinks_lost++;
+            continue;
         }
-        if (rename(r->to, r->from) != 0) {
+        if (rename(r->to, r->from) != 0 || (r->held[0] != '\0' && link(r->held, r->to) != 0)) {
             snprintf(err, errlen, "powercut: cannot undo the rename of %s to %s: %s", r->from, r->to, strerror(errno));
             return -1;
         }
         st->renames_lost++;
+        st->replaced_back += r->held[0] != '\0';
     }
     return 0;
 }
@@ -533,6 +628,11 @@ int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t er
     g_j->armed = 0;
     if (g_j->overflow) {
         snprintf(err, errlen, "powercut: the %zu-byte journal overflowed (or an undo read failed)", g_j->cap);
+        return -1;
+    }
+    if (g_j->unheld) {
+        snprintf(err, errlen, "powercut: a file a rename or unlink took the name from could not be linked into %s",
+                 g_j->held_dir);
         return -1;
     }
     uint64_t s = seed;
@@ -584,5 +684,7 @@ powercut_seed_run_t powercut_run_seeds(const char *dir, uint64_t default_seeds, 
             fprintf(stderr, "power cut failure: replay with HG_POWERCUT_SEED=%" PRIu64 "\n", seed);
     }
     r.wall_ms = tu_now_mono_ms() - t0;
+    empty_held_dir();
+    rmdir(g_j->held_dir);
     return r;
 }

@@ -29,13 +29,17 @@
  * Syncs of the directory and of files under it never reach the host's disk
  * (armed or not): the simulated disk is the files' contents.
  *
- * A rename within the directory is journalled too, until the directory's
- * fsync: at power-off a seeded prefix of the unsynced renames survives (a
- * journalling file system commits them in order) and the rest are undone. A
- * rename over an existing file cannot be undone, and its loss makes the
- * power-off fail rather than pretend. Not simulated: a created or unlinked
- * name survives the cut as made, and reads in the child see every write, as
- * the page cache does.
+ * Renames and unlinks within the directory are journalled too, in one list,
+ * until the directory's fsync: at power-off a seeded prefix of that list
+ * survives (a journalling file system commits them in order: ext4's and
+ * XFS's metadata journals) and the rest are undone, newest first. The file a
+ * call took a name from (the one a rename replaced, the one unlinked) is kept
+ * alive meanwhile as a hard link in "<dir>.held/", so an undone call gives
+ * the name back to that very file, with the bytes it held (its own unsynced
+ * writes are then cut like any other file's). A link that cannot be made
+ * fails the power-off rather than pretend. Not simulated: a created name
+ * survives the cut as made, and reads in the child see every write, as the
+ * page cache does.
  *
  * Threads: the child's calls may come from any thread (the journal is under a
  * process-shared mutex); powercut_power_off runs in the parent after the
@@ -54,12 +58,14 @@
 
 /* What one power-off did to the unsynced writes. */
 typedef struct powercut_stats {
-    uint64_t unsynced;     /* writes not covered by a sync when the power went */
-    uint64_t kept;         /* reapplied whole */
-    uint64_t dropped;      /* lost */
-    uint64_t torn;         /* one side of a sector boundary kept */
-    uint64_t renames_lost; /* renames undone (not covered by a directory fsync) */
-    uint64_t lost;         /* writes a failed sync dropped (never reapplied) */
+    uint64_t unsynced;      /* writes not covered by a sync when the power went */
+    uint64_t kept;          /* reapplied whole */
+    uint64_t dropped;       /* lost */
+    uint64_t torn;          /* one side of a sector boundary kept */
+    uint64_t renames_lost;  /* renames undone (not covered by a directory fsync) */
+    uint64_t replaced_back; /* of those, renames over an existing file: that file has its name again */
+    uint64_t unlinks_lost;  /* unlinks undone: the file is back */
+    uint64_t lost;          /* writes a failed sync dropped (never reapplied) */
 } powercut_stats_t;
 
 /* Map the shared journal (journal_bytes) and watch files under dir; call once,

@@ -603,12 +603,13 @@ int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue)
     return -1;
 }
 
-/* The queues whose at-least-once dead-letter worker runs on a node (one
- * per queue, on its leader; a queue whose leader has none keeps its expired
- * messages). */
-#define RQ_DLX_WORKERS_EVAL                                                                                 \
-    "lists:sort([case catch element(2, sys:get_state(P, 2000)) of {resource, _, queue, N} -> N; E -> E end" \
-    " || {_, P, _, _} <- supervisor:which_children(rabbit_fifo_dlx_sup)])."
+/* A node's dead-letter supervisor (whereis(rabbit_fifo_dlx_sup): its pid,
+ * or undefined when it does not run) and the queues whose at-least-once
+ * dead-letter worker runs under it (one per queue, on its leader; a queue
+ * whose leader has none keeps its expired messages). */
+#define RQ_DLX_WORKERS_EVAL                                                                              \
+    "{whereis(rabbit_fifo_dlx_sup), catch lists:sort([case catch element(2, sys:get_state(P, 2000)) of " \
+    "{resource, _, queue, N} -> N; E -> E end || {_, P, _, _} <- supervisor:which_children(rabbit_fifo_dlx_sup)])}."
 
 void rq_print_queue_state(rq_cluster_t *c, int ask, const char *const *queues)
 {
@@ -627,8 +628,9 @@ void rq_print_queue_state(rq_cluster_t *c, int ask, const char *const *queues)
     }
     for (int i = 0; i < c->n; i++) {
         rc = rq_ctl(c, i, out, sizeof(out), "eval", RQ_DLX_WORKERS_EVAL, NULL);
-        printf("--- dead-letter workers on node %d (the queues they serve; rabbitmqctl eval: exit %d) ---\n%s", i + 1,
-               rc, out);
+        printf("--- dead-letter supervisor and workers on node %d ({whereis(rabbit_fifo_dlx_sup), the queues they "
+               "serve}; rabbitmqctl eval: exit %d) ---\n%s",
+               i + 1, rc, out);
     }
     fflush(stdout);
 }

@@ -140,9 +140,10 @@ int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue);
  * members, online members and message counts (list_queues), then the Raft
  * state of each quorum queue named in the NULL-terminated `queues`
  * (rabbit_quorum_queue:status, as rabbitmq-queues quorum_status: each
- * member's role, commit and applied index), then
- * the queues each node runs a dead-letter worker for. A rabbitmqctl that
- * fails prints its error instead. */
+ * member's role, commit and applied index), then each node's dead-letter
+ * supervisor (whereis(rabbit_fifo_dlx_sup): a pid, or undefined) and the
+ * queues its dead-letter workers serve. A rabbitmqctl that fails prints its
+ * error instead. */
 void rq_print_queue_state(rq_cluster_t *c, int ask, const char *const *queues);
 
 /* Wait until node i answers an AMQP PING (deadline_ms). 0 / -1. */

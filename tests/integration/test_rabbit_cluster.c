@@ -23,7 +23,10 @@
  *               overdue), stock exact.
  *   pause       SIGSTOP of another node for 15 s while 200 more orders'
  *               cancels are sent and consumed, then SIGCONT: every order
- *               cancelled, stock exact.
+ *               cancelled, stock exact. Meanwhile DLQ LEN of a DLQ, and
+ *               LEVELS with hg.level.18 (one message), both led by the
+ *               stopped node, answer non-zero or fail naming the queue:
+ *               RabbitMQ's count for them is 0 (no answer in 250 ms).
  *   partition   the producer and the consumer's workers start on node 3
  *               (its host first in their URI); after a third of 200
  *               orders' cancels (the producer waits there for the cut),
@@ -121,13 +124,13 @@ static void group_create(const char *group)
         printf("\n    (set-up: GROUP CREATE %s took %" PRIu64 " ms)", group, took);
 }
 
-static pid_t consumer_start(const char *db, const char *uri, int mport, char *log_path, size_t loglen)
+/* Start ./hourglass-consumer (4 workers) on db through uri, its log in the
+ * caller's temp dir (the caller removes it), its path into log_path. */
+static pid_t consumer_start(const char *db, const char *uri, int mport, const char *dir, char *log_path, size_t loglen)
 {
-    char dir[512];
     const char *extra[] = { "--uri", uri, NULL };
     pid_t pid;
 
-    TU_REQUIRE(tu_mkdtemp("rmq-consumer", dir, sizeof dir) == 0, "temp dir");
     snprintf(log_path, loglen, "%s/consumer.log", dir);
     pid = oe_start_consumer(&env, db, db, 4, mport, log_path, extra);
     TU_REQUIRE(pid > 0, "start hourglass-consumer");
@@ -254,7 +257,7 @@ static void test_race(void)
     pthread_t pacer;
     atomic_int close = 0;
     hg_send_item_t items[100];
-    char log_path[600];
+    char log_path[600], dir[512];
     hg_client_t *c = NULL;
     hg_error_t err;
     payer_t payers[PAYERS];
@@ -270,7 +273,8 @@ static void test_race(void)
     TU_REQUIRE(fresh != NULL, "fresh database");
     hg_order_db_close(fresh); /* only the data is needed here */
     group_create("rmqrace");
-    pid = consumer_start("rmqrace", rabbit.uri, mport, log_path, sizeof log_path);
+    TU_REQUIRE(tu_mkdtemp("rmq-race", dir, sizeof dir) == 0, "temp dir");
+    pid = consumer_start("rmqrace", rabbit.uri, mport, dir, log_path, sizeof log_path);
     for (int i = 0; i < RACE_ORDERS * 3; i++)
         order[i] = 1 + (uint64_t)(i / 3);
     srand(7);
@@ -333,6 +337,7 @@ static void test_race(void)
     }
     if (CU_get_number_of_failures() > 0)
         oe_print_file(log_path);
+    tu_rmtree(dir);
 }
 
 /* ------------------------------------------------------------------------
@@ -572,11 +577,61 @@ static long long paused_dlq_len(hg_client_t *c, char *err, size_t errlen)
     return depth;
 }
 
+#define PAUSED_LEVEL       18 /* 2 h: its message stays parked for the whole program */
+#define PAUSED_LEVEL_QUEUE "hg.level.18"
+
+/* The depth LEVELS (reply r) gives for level PAUSED_LEVEL: -1 when absent. */
+static long long paused_level_depth(const hg_reply_t *r)
+{
+    for (size_t i = 0; i < hg_reply_count(r); i++) {
+        const hg_reply_t *row = hg_reply_element(r, i);
+        if (hg_reply_count(row) == 4 && hg_reply_integer(hg_reply_element(row, 0)) == PAUSED_LEVEL)
+            return hg_reply_integer(hg_reply_element(row, 2));
+    }
+    return -1;
+}
+
+/* Park one message in PAUSED_LEVEL_QUEUE and move that queue's leadership
+ * to node `leader` (rabbitmq-queues rebalance's call). 0, or -1 (reported). */
+static int park_in_level_led_by(int leader)
+{
+    char eval[512], out[4096];
+    hg_client_t *c = node_client(0, GROUP_CREATE_TIMEOUT_MS);
+    const char *levels[] = { "LEVELS" };
+    hg_reply_t *r = NULL;
+    long long depth = -1;
+    int now = -1;
+
+    if (c == NULL)
+        return -1;
+    TU_CHECK(hg_send(c, "rmqpause-level", NULL, "parked", 6, hg_delay_level(PAUSED_LEVEL), NULL) == HG_OK,
+             "send LEVEL %d: %s", PAUSED_LEVEL, hg_client_errmsg(c));
+    snprintf(eval, sizeof eval,
+             "{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"" PAUSED_LEVEL_QUEUE "\">>)), "
+             "rabbit_quorum_queue:transfer_leadership(Q, '%s').",
+             rabbit.nodes[leader].name);
+    for (int tries = 0; tries < 20 && (now = rq_queue_leader(&rabbit, 0, PAUSED_LEVEL_QUEUE)) != leader; tries++)
+        if (rq_ctl(&rabbit, 0, out, sizeof out, "eval", eval, NULL) != 0)
+            printf("\n    (moving the leader of %s: %s)", PAUSED_LEVEL_QUEUE, out);
+    TU_CHECK(now == leader, "%s is led by node %d, want node %d", PAUSED_LEVEL_QUEUE, now + 1, leader + 1);
+    if (command(c, &r, 1, levels) == HG_OK)
+        depth = paused_level_depth(r);
+    TU_CHECK(depth >= 1, "LEVELS before the stop: level %d holds %lld (%s), want at least 1", PAUSED_LEVEL, depth,
+             r != NULL ? "answered" : hg_client_errmsg(c));
+    hg_reply_free(r);
+    hg_client_close(c);
+    return now == leader && depth >= 1 ? 0 : -1;
+}
+
 /* While node `stopped` is SIGSTOPped, a new client of node `ask` (its
- * first connection: the topology exists) must answer LEVELS — it used to
- * bind the whole topology first, and no binding completes while a node of
- * the cluster does not answer (a Mnesia transaction on every node). */
-static void check_fresh_client_answers(int ask, int stopped)
+ * first connection: the topology exists) must get past the topology to
+ * LEVELS' counts — it used to bind the whole topology first, and no binding
+ * completes while a node of the cluster does not answer (a Mnesia
+ * transaction on every node). PAUSED_LEVEL_QUEUE, led by the stopped node,
+ * holds a message: the passive declare gives no count for it (RabbitMQ
+ * answers 0), so LEVELS must answer it non-zero or fail naming that queue
+ * (it answered 0 before the one-get check). */
+static void check_fresh_client_levels(int ask, int stopped, int level_parked)
 {
     const char *levels[] = { "LEVELS" };
     uint64_t started = tu_now_mono_ms();
@@ -587,10 +642,21 @@ static void check_fresh_client_answers(int ask, int stopped)
     if (c == NULL)
         return;
     e = command(c, &r, 1, levels);
-    printf("; a new client of node %d: LEVELS %s in %" PRIu64 " ms", ask + 1, e == HG_OK ? "answered" : "failed",
-           tu_now_mono_ms() - started);
-    TU_CHECK(e == HG_OK, "a new client of node %d with node %d stopped: LEVELS: %s", ask + 1, stopped + 1,
-             hg_client_errmsg(c));
+    if (e == HG_OK) {
+        long long depth = paused_level_depth(r);
+        printf("; a new client of node %d: LEVELS answered in %" PRIu64 " ms, level %d: %lld", ask + 1,
+               tu_now_mono_ms() - started, PAUSED_LEVEL, depth);
+        TU_CHECK(!level_parked || depth != 0,
+                 "LEVELS through node %d while node %d, which leads %s, is stopped: level %d 0, want 1 (or an "
+                 "error naming the queue)",
+                 ask + 1, stopped + 1, PAUSED_LEVEL_QUEUE, PAUSED_LEVEL);
+    } else {
+        printf("; a new client of node %d: LEVELS failed in %" PRIu64 " ms: %s", ask + 1, tu_now_mono_ms() - started,
+               hg_client_errmsg(c));
+        TU_CHECK(level_parked && strstr(hg_client_errmsg(c), "queue " PAUSED_LEVEL_QUEUE) != NULL,
+                 "a new client of node %d with node %d stopped: LEVELS failed, and not on the count of %s: %s", ask + 1,
+                 stopped + 1, PAUSED_LEVEL_QUEUE, hg_client_errmsg(c));
+    }
     hg_reply_free(r);
     hg_client_close(c);
 }
@@ -607,11 +673,12 @@ static void faults_round(const char *db, size_t n, int fault)
                             .expire_in_ms = 3000,
                             .with_outbox = 0,
                             .random_seed = 5 };
-    char log_path[600], err[4096];
+    char log_path[600], dir[512], err[4096];
     producer_t p = { .first = 1, .last = n, .uri = rabbit.uri };
     cancelled_ctx_t x = { db, (long long)n };
     int mport = tu_free_port(), victim = -1, before = 0;
     hg_client_t *dlq_client = NULL; /* SIGSTOP: a client of node 1 asking DLQ LEN */
+    int level_parked = 0;           /* SIGSTOP: PAUSED_LEVEL_QUEUE holds a message, led by node 3 */
     char minority_first[512];
     const char *uri = rabbit.uri;
     of_report_t rep;
@@ -634,8 +701,9 @@ static void faults_round(const char *db, size_t n, int fault)
         TU_REQUIRE(set_net_ticktime(PARTITION_TICKTIME_S) == 0, "net_ticktime %d s on every node",
                    PARTITION_TICKTIME_S);
     }
-    if (fault == SIGSTOP) { /* a DLQ led by the node to be stopped */
+    if (fault == SIGSTOP) { /* a DLQ and a level queue led by the node to be stopped */
         int leader, dlq_parked = park_in_dlq_on(2) == 0;
+        level_parked = park_in_level_led_by(2) == 0;
         leader = rq_queue_leader(&rabbit, 0, "hg.dlq." PAUSED_DLQ_GROUP);
         TU_CHECK(leader == 2, "hg.dlq.%s is led by node %d, want node 3 (its declaring client's)", PAUSED_DLQ_GROUP,
                  leader + 1);
@@ -649,7 +717,8 @@ static void faults_round(const char *db, size_t n, int fault)
     }
     atomic_init(&p.released, 0);
     atomic_init(&p.cut_at, 0);
-    pid = consumer_start(db, uri, mport, log_path, sizeof log_path);
+    TU_REQUIRE(tu_mkdtemp("rmq-faults", dir, sizeof dir) == 0, "temp dir");
+    pid = consumer_start(db, uri, mport, dir, log_path, sizeof log_path);
     atomic_init(&p.sent, 0);
     pthread_create(&p.thread, NULL, produce, &p);
     while (atomic_load(&p.sent) < (int)n / 3)
@@ -711,7 +780,7 @@ static void faults_round(const char *db, size_t n, int fault)
                      PAUSED_DLQ_GROUP, victim + 1);
             hg_client_close(dlq_client);
         }
-        check_fresh_client_answers(0, victim);
+        check_fresh_client_levels(0, victim, level_parked);
         while (tu_now_mono_ms() - stopped_at < 15000)
             usleep(100000);
         TU_CHECK(rq_signal(&rabbit, victim, SIGCONT) == 0, "SIGCONT node %d", victim + 1);
@@ -750,6 +819,7 @@ static void faults_round(const char *db, size_t n, int fault)
     TU_CHECK(rep.cancelled == n, "%s: %" PRIu64 " of %zu cancelled", db, rep.cancelled, n);
     if (CU_get_number_of_failures() > 0)
         oe_print_file(log_path);
+    tu_rmtree(dir);
 }
 
 static void test_kill9_leader(void)
@@ -861,7 +931,7 @@ static void test_compensator(void)
 
     TU_REQUIRE(tu_mkdtemp("rmq-comp", dir, sizeof dir) == 0, "temp dir");
     snprintf(comp_log, sizeof comp_log, "%s/compensator.log", dir);
-    pid_t consumer = consumer_start("rmqcomp", rabbit.uri, cport, clog, sizeof clog);
+    pid_t consumer = consumer_start("rmqcomp", rabbit.uri, cport, dir, clog, sizeof clog);
     pid_t comp = compensator_start("rmqcomp", "rmqcomp", mport, comp_log);
     TU_REQUIRE(comp > 0, "start hourglass-compensator");
 
