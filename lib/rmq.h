@@ -81,17 +81,24 @@
 #define RMQ_RK_HOP      "hop"
 /* The remainder of a DELAY below the smallest level (docs/rabbitmq.md):
  * one quorum queue per power of two b below the smallest level,
- * hg.rem.<b> with x-message-ttl b, entered through the headers exchanges
- * hg.rem.bit.<b> (to hg.rem.<b> when the message carries hg-rem-<b>,
- * else on to hg.rem.bit.<b/2> as their alternate exchange); hg.rem.<b>
- * dead-letters into hg.rem.bit.<b/2>, and hg.rem.bit.1 and hg.rem.1 into
- * hg.rem.end, which passes a message on to hg.levels when it carries
- * hg-then = level, else to hg.due (its alternate exchange). */
-#define RMQ_REM_QUEUE    "hg.rem.%" PRIu64
-#define RMQ_REM_EXCHANGE "hg.rem.bit.%" PRIu64
-#define RMQ_EX_REM_END   "hg.rem.end"
-#define RMQ_H_REM        "hg-rem-%" PRIu64 /* "1": this message waits in hg.rem.<b> */
-#define RMQ_H_THEN       "hg-then"         /* "level": a level hop follows the remainder */
+ * hg.remainder.<b> with x-message-ttl b, entered through the headers
+ * exchanges hg.remainder.bit.<b>. A message carries hg-rem-<b> for every b
+ * from the top one down to 1: "1" (wait in hg.remainder.<b>: bound so) or
+ * "0" (skip it: hg.remainder.bit.<b/2>, or hg.remainder.end after b = 1,
+ * is bound to hg.remainder.bit.<b> so). hg.remainder.<b> dead-letters into
+ * the next lower bit's exchange; hg.remainder.end sends a message on by its
+ * hg-then: "level" to hg.levels, "due" to hg.due. No exchange of the chain
+ * has an alternate exchange: a binding deleted by hand leaves a message
+ * with no route — returned to its publisher (mandatory), held and retried
+ * by a dead-lettering queue (at-least-once) — and never lets it skip a wait
+ * (the chain of the hg.rem.* names, whose exchanges passed what no binding
+ * took to the next bit, delivered it early: left to clients of before
+ * 2026-12-06, never declared now). */
+#define RMQ_REM_QUEUE    "hg.remainder.%" PRIu64
+#define RMQ_REM_EXCHANGE "hg.remainder.bit.%" PRIu64
+#define RMQ_EX_REM_END   "hg.remainder.end"
+#define RMQ_H_REM        "hg-rem-%" PRIu64 /* "1": waits in hg.remainder.<b>; "0": skips it */
+#define RMQ_H_THEN       "hg-then"         /* after the remainder: "level" (a level hop follows) or "due" */
 #define RMQ_REM_MAX_BITS 40
 
 /* Message headers. */
@@ -147,7 +154,7 @@ typedef struct rmq_out {
     unsigned reconsume;
     int level; /* > 0: the hg-level header (for hg.levels) */
     /* > 0: first wait remainder_ms in the remainder queues (rmq_route_delay),
-     * entering at hg.rem.bit.<remainder_top>; exchange is then where the
+     * entering at hg.remainder.bit.<remainder_top>; exchange is then where the
      * message goes after them (hg.levels or hg.due) */
     uint64_t remainder_ms, remainder_top;
     const char *plan;   /* NULL: none */
@@ -405,7 +412,7 @@ hg_err_t rmq_probe_idle(rmq_t *r);
  * (RMQ_PROBE_IDLE_DEFAULT_MS without a read timeout). */
 uint64_t rmq_probe_idle_ms(const rmq_t *r);
 /* The most replies rmq_topology waits for on one connection with the level
- * table t (each up to the read timeout): 17 + 2 per level + 3 per remainder
+ * table t (each up to the read timeout): 18 + 2 per level + 4 per remainder
  * queue. Kept next to rmq_topology, which it counts. */
 unsigned rmq_topology_waits(const lvl_table_t *t);
 /* 0 when name is a topic or group name the transport can use: the broker's

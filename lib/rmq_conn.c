@@ -729,7 +729,12 @@ static hg_err_t returned(rmq_t *r, const amqp_frame_t *f)
         if (r->returned++ == 0) {
             int len = snprintf(r->returned_to, sizeof(r->returned_to), "exchange %s, routing key %s",
                                exchange[0] ? exchange : "(default)", key);
-            if (o->level > 0 && len > 0 && (size_t)len < sizeof(r->returned_to))
+            /* a remainder's return names it, not the level hop after it
+             * (the error must fit HG_ERRMSG_MAX) */
+            if (o->remainder_ms > 0 && len > 0 && (size_t)len < sizeof(r->returned_to))
+                snprintf(r->returned_to + len, sizeof(r->returned_to) - (size_t)len, ", remainder %" PRIu64 " ms",
+                         o->remainder_ms);
+            else if (o->level > 0 && len > 0 && (size_t)len < sizeof(r->returned_to))
                 snprintf(r->returned_to + len, sizeof(r->returned_to) - (size_t)len, ", %s %d", RMQ_H_LEVEL, o->level);
         }
         break;

@@ -15,7 +15,7 @@
  *                                                     → hg.hops → the router
  *                                                     publishes the next hop;
  *               a remainder below the smallest level waits first in the
- *               remainder queues (hg.rem.bit.<top>, same key; rmq.h)
+ *               remainder queues (hg.remainder.bit.<top>, same key; rmq.h)
  *   retry       hg.levels, level 3+r   g.<group>      back to that group only
  *   DLQ         default exchange       hg.dlq.<group> with hg-reason, hg-parked
  *

@@ -16,8 +16,10 @@
  * message comes back as basic.return with its content before the basic.ack
  * of the same publish; the pump (rmq_conn.c) marks that publish returned,
  * and the batch reports it as HG_ERR_SERVER naming the exchange and routing
- * key. A message an alternate exchange takes (hg.due's hg.unrouted, the
- * remainder chain) is routed, not returned. A returned publish sets
+ * key. A message an alternate exchange takes (hg.due's hg.unrouted) is
+ * routed, not returned; the remainder chain has none, so a binding missing
+ * on a remainder's path returns it rather than letting it skip a wait
+ * (rmq.h). A returned publish sets
  * r->rebind: the client's next declaration sweep binds everything again
  * (rmq_topology.c), which repairs what the return found missing.
  *
@@ -96,16 +98,17 @@ static int publish_one(rmq_t *r, const rmq_out_t *o)
         add_int(e, &n, RMQ_H_MAXRETRY, o->max_reconsume);
     }
     snprintf(exchange, sizeof(exchange), "%s", o->exchange);
-    if (o->remainder_ms > 0) { /* the remainder queues first (rmq.h) */
+    if (o->remainder_ms > 0) { /* the remainder queues first: every bit says wait or skip (rmq.h) */
         int k = 0;
         snprintf(exchange, sizeof(exchange), RMQ_REM_EXCHANGE, o->remainder_top);
-        for (uint64_t b = o->remainder_top; b > 0 && k < RMQ_REM_MAX_BITS; b >>= 1)
-            if (o->remainder_ms & b) {
-                snprintf(bits[k], sizeof(bits[k]), RMQ_H_REM, b);
-                add_str(e, &n, bits[k++], "1", 1);
-            }
+        for (uint64_t b = o->remainder_top; b > 0 && k < RMQ_REM_MAX_BITS; b >>= 1) {
+            snprintf(bits[k], sizeof(bits[k]), RMQ_H_REM, b);
+            add_str(e, &n, bits[k++], (o->remainder_ms & b) ? "1" : "0", 1);
+        }
         if (o->level > 0)
             add_str(e, &n, RMQ_H_THEN, "level", 5);
+        else
+            add_str(e, &n, RMQ_H_THEN, "due", 3);
     }
     memset(&p, 0, sizeof(p));
     p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG;
@@ -146,8 +149,8 @@ static hg_err_t unrouted(rmq_t *r)
     r->ensured_group[0] = '\0';
     /* HG_ERRMSG_MAX is 256: what matters first */
     return client_fail(r->client, HG_ERR_SERVER,
-                       "no queue is bound for %s (RabbitMQ at %s returned %zu message(s), none sent): the topology is "
-                       "damaged; this client binds it all again before its next publish: send again",
+                       "no queue is bound for %s (RabbitMQ at %s returned %zu, none sent): topology damaged; this "
+                       "client binds it all again before its next publish: send again",
                        r->returned_to, r->address, r->returned);
 }
 

@@ -177,8 +177,29 @@ static hg_err_t bind(rmq_t *r, const char *queue, const char *exchange, const ch
     return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
 }
 
-/* Where hg.rem.<b> and hg.rem.bit.<b> hand a message on: hg.rem.bit.<b/2>,
- * or hg.rem.end after the last bit. */
+/* Bind exchange dest to exchange source, as bind() does queues. */
+static hg_err_t bind_exchange(rmq_t *r, const char *dest, const char *source, amqp_table_t args)
+{
+    char what[RMQ_QUEUE_NAME_MAX * 2];
+    if (r->binds_in_place)
+        return HG_OK;
+    snprintf(what, sizeof(what), "binding exchange %s to %s", dest, source);
+    amqp_exchange_bind(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(dest), amqp_cstring_bytes(source), amqp_empty_bytes,
+                       args);
+    return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
+}
+
+/* The headers binding arguments "x-match all, header = value" in e[2]. */
+static amqp_table_t match_one(amqp_table_entry_t e[2], const char *header, const char *value)
+{
+    amqp_table_t t = { 2, e };
+    e[0] = str_arg("x-match", "all");
+    e[1] = str_arg(header, value);
+    return t;
+}
+
+/* Where hg.remainder.<b> and hg.remainder.bit.<b> hand a message on:
+ * hg.remainder.bit.<b/2>, or hg.remainder.end after the last bit. */
 static void remainder_next(char *buf, size_t len, uint64_t b)
 {
     if (b > 1)
@@ -187,42 +208,35 @@ static void remainder_next(char *buf, size_t len, uint64_t b)
         snprintf(buf, len, "%s", RMQ_EX_REM_END);
 }
 
-/* The remainder queues and their exchanges, from hg.rem.end up to the top
- * bit of r's level table (rmq.h has the routing). */
+/* The remainder queues and their exchanges, from hg.remainder.end up to the
+ * top bit of r's level table (rmq.h has the routing). Every step is an
+ * explicit binding and no exchange has an alternate exchange, so a binding
+ * that is missing stops a message (returned, or held by the dead-lettering
+ * queue) instead of letting it skip a wait. */
 static hg_err_t remainder_topology(rmq_t *r)
 {
-    amqp_table_entry_t to_due = str_arg("alternate-exchange", RMQ_EX_DUE), then = str_arg(RMQ_H_THEN, "level");
-    amqp_table_entry_t then_args[2] = { str_arg("x-match", "all"), then };
-    amqp_table_t due_args = { 1, &to_due }, level_args = { 2, then_args };
-    char what[128];
+    amqp_table_entry_t m[2];
     hg_err_t e;
 
-    if ((e = declare_exchange(r, RMQ_EX_REM_END, "headers", due_args)) != HG_OK)
+    if ((e = declare_exchange(r, RMQ_EX_REM_END, "headers", amqp_empty_table)) != HG_OK ||
+        (e = bind_exchange(r, RMQ_EX_LEVELS, RMQ_EX_REM_END, match_one(m, RMQ_H_THEN, "level"))) != HG_OK ||
+        (e = bind_exchange(r, RMQ_EX_DUE, RMQ_EX_REM_END, match_one(m, RMQ_H_THEN, "due"))) != HG_OK)
         return e;
-    snprintf(what, sizeof(what), "binding exchange %s to %s", RMQ_EX_LEVELS, RMQ_EX_REM_END);
-    if (!r->binds_in_place) {
-        amqp_exchange_bind(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(RMQ_EX_LEVELS),
-                           amqp_cstring_bytes(RMQ_EX_REM_END), amqp_empty_bytes, level_args);
-        if ((e = rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what)) != HG_OK)
-            return e;
-    }
     for (uint64_t b = 1, top = rmq_remainder_top(&r->levels); top > 0 && b <= top; b <<= 1) {
         char queue[64], exchange[64], next[64], header[64];
-        amqp_table_entry_t ae, q[4], m[2];
-        amqp_table_t ae_args = { 1, &ae }, match = { 2, m };
+        amqp_table_entry_t q[4];
         snprintf(queue, sizeof(queue), RMQ_REM_QUEUE, b);
         snprintf(exchange, sizeof(exchange), RMQ_REM_EXCHANGE, b);
         snprintf(header, sizeof(header), RMQ_H_REM, b);
         remainder_next(next, sizeof(next), b);
-        ae = str_arg("alternate-exchange", next);
         q[0] = long_arg("x-message-ttl", (long long)b);
         q[1] = str_arg("x-dead-letter-exchange", next);
         q[2] = str_arg("x-dead-letter-strategy", "at-least-once");
         q[3] = str_arg("x-overflow", "reject-publish");
-        m[0] = str_arg("x-match", "all");
-        m[1] = str_arg(header, "1");
-        if ((e = declare_exchange(r, exchange, "headers", ae_args)) != HG_OK ||
-            (e = declare_quorum(r, queue, q, 4, 0)) != HG_OK || (e = bind(r, queue, exchange, "", match)) != HG_OK)
+        if ((e = declare_exchange(r, exchange, "headers", amqp_empty_table)) != HG_OK ||
+            (e = declare_quorum(r, queue, q, 4, 0)) != HG_OK ||
+            (e = bind(r, queue, exchange, "", match_one(m, header, "1"))) != HG_OK ||
+            (e = bind_exchange(r, next, exchange, match_one(m, header, "0"))) != HG_OK)
             return e;
     }
     return HG_OK;
@@ -305,9 +319,10 @@ unsigned rmq_topology_waits(const lvl_table_t *t)
      *   the first connection's check of hg.probe 1 (and the admin
      *   channel's reopening after a 404: 1); rmq_admin 1; unrouted exchange 1, queue 3, bind 1; hg.due and
      *   hg.levels 2; per level a queue and a bind; remainder_topology's
-     *   hg.rem.end and its binding 2, per remainder queue an exchange, a
-     *   queue and a bind; hg.hops 3 and its bind 1; hg.groups 3; hg.probe 1. */
-    return 2u + 1u + 5u + 2u + 2u * (unsigned)t->count + 2u + 3u * bits + 4u + 3u + 1u;
+     *   hg.remainder.end and its two bindings 3, per remainder queue an
+     *   exchange, a queue, its bind and the skip bind; hg.hops 3 and its
+     *   bind 1; hg.groups 3; hg.probe 1. */
+    return 2u + 1u + 5u + 2u + 2u * (unsigned)t->count + 3u + 4u * bits + 4u + 3u + 1u;
 }
 
 hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth)

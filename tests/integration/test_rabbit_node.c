@@ -88,6 +88,13 @@
  *                 ClientHello: the TLS 1.2 suites offered are exactly
  *                 base/tls_policy.h's (OpenSSL's default list, CBC and
  *                 static RSA included, before).
+ *   remainder     a remainder queue's binding deleted by hand: on the
+ *                 send's path (hg.remainder.256 for DELAY 1500ms) the
+ *                 send fails and the next one rebinds; further down
+ *                 (hg.remainder.128) RabbitMQ's dead-lettering holds the
+ *                 message until a send meets the gap and rebinds. Every
+ *                 message comes at or after its due, once (the chain of
+ *                 alternate exchanges skipped the wait: 93..226 ms early).
  *
  * Every test uses topic and group names of its own.
  */
@@ -673,19 +680,16 @@ static void test_dedup_sends_everything(void)
     hg_client_close(c);
 }
 
-/* Remove hg.level.<level>'s binding to hg.levels on vhost, as an operator's
- * mistake would (the arguments are the library's: x-match all, hg-level n).
- * 0, or -1 (reported). */
-static int unbind_level(int port, const char *vhost, int level)
+/* Remove queue's binding to the headers exchange on vhost that matches header = value (x-match all: the
+ * library's arguments), as an operator's mistake would. 0, or -1 (reported). */
+static int unbind_headers(int port, const char *vhost, const char *queue, const char *exchange, const char *header,
+                          const char *value)
 {
     amqp_connection_state_t st = amqp_new_connection();
     amqp_socket_t *sock = amqp_tcp_socket_new(st);
-    char queue[32], value[16];
     amqp_rpc_reply_t x;
     int rc = -1;
 
-    snprintf(queue, sizeof queue, "hg.level.%d", level);
-    snprintf(value, sizeof value, "%d", level);
     if (sock == NULL || amqp_socket_open(sock, "127.0.0.1", port) != AMQP_STATUS_OK) {
         TU_CHECK(0, "connect to 127.0.0.1:%d", port);
         amqp_destroy_connection(st);
@@ -696,14 +700,14 @@ static int unbind_level(int port, const char *vhost, int level)
         amqp_table_entry_t e[2] = {
             { .key = amqp_cstring_bytes("x-match"),
               .value = { .kind = AMQP_FIELD_KIND_UTF8, .value = { .bytes = amqp_cstring_bytes("all") } } },
-            { .key = amqp_cstring_bytes("hg-level"),
+            { .key = amqp_cstring_bytes(header),
               .value = { .kind = AMQP_FIELD_KIND_UTF8, .value = { .bytes = amqp_cstring_bytes(value) } } },
         };
         amqp_table_t args = { .num_entries = 2, .entries = e };
-        amqp_queue_unbind(st, 1, amqp_cstring_bytes(queue), amqp_cstring_bytes("hg.levels"), amqp_empty_bytes, args);
+        amqp_queue_unbind(st, 1, amqp_cstring_bytes(queue), amqp_cstring_bytes(exchange), amqp_empty_bytes, args);
         x = amqp_get_rpc_reply(st);
         rc = x.reply_type == AMQP_RESPONSE_NORMAL ? 0 : -1;
-        TU_CHECK(rc == 0, "queue.unbind %s from hg.levels refused (reply type %d)", queue, (int)x.reply_type);
+        TU_CHECK(rc == 0, "queue.unbind %s from %s refused (reply type %d)", queue, exchange, (int)x.reply_type);
     } else {
         TU_CHECK(0, "login to vhost %s or channel.open failed", vhost);
     }
@@ -712,9 +716,17 @@ static int unbind_level(int port, const char *vhost, int level)
     return rc;
 }
 
-/* Whether vhost holds a binding of hg.levels to queue (list_bindings);
- * -1 when rabbitmqctl failed (reported). */
-static int level_bound(const char *vhost, const char *queue)
+/* Remove hg.level.<level>'s binding to hg.levels on vhost. 0, or -1 (reported). */
+static int unbind_level(int port, const char *vhost, int level)
+{
+    char queue[32], value[16];
+    snprintf(queue, sizeof queue, "hg.level.%d", level);
+    snprintf(value, sizeof value, "%d", level);
+    return unbind_headers(port, vhost, queue, "hg.levels", "hg-level", value);
+}
+
+/* Whether vhost holds a binding of exchange to queue (list_bindings); -1 when rabbitmqctl failed (reported). */
+static int bound(const char *vhost, const char *exchange, const char *queue)
 {
     char out[65536], line[512];
     const char *p = out;
@@ -727,13 +739,19 @@ static int level_bound(const char *vhost, const char *queue)
     }
     while (sscanf(p, "%511[^\n]%n", line, &n) == 1) {
         char src[256], dst[256];
-        if (sscanf(line, "%255s %255s", src, dst) == 2 && strcmp(src, "hg.levels") == 0 && strcmp(dst, queue) == 0)
+        if (sscanf(line, "%255s %255s", src, dst) == 2 && strcmp(src, exchange) == 0 && strcmp(dst, queue) == 0)
             return 1;
         p += n;
         while (*p == '\n')
             p++;
     }
     return 0;
+}
+
+/* Whether vhost holds a binding of hg.levels to queue; -1 unknown (reported). */
+static int level_bound(const char *vhost, const char *queue)
+{
+    return bound(vhost, "hg.levels", queue);
 }
 
 /* Messages in queue of vhost (list_queues' messages); -1 unknown. */
@@ -1523,6 +1541,198 @@ static void test_router_rebinds_unbound_level(void)
              queue_messages("mandhop", "hg.unrouted"));
 }
 
+/* The remainder queues' names (docs/rabbitmq.md, "Remainders in milliseconds"): queue hg.remainder.<b>, bound to the
+ * headers exchange hg.remainder.bit.<b> by header hg-rem-<b> = "1". */
+#define REM_QUEUE    "hg.remainder.%d"
+#define REM_EXCHANGE "hg.remainder.bit.%d"
+#define REM_HEADER   "hg-rem-%d"
+
+/* Remove remainder queue <bit>'s binding on vhost. 0, or -1 (reported). */
+static int unbind_remainder(int port, const char *vhost, int bit)
+{
+    char queue[32], exchange[32], header[32];
+    snprintf(queue, sizeof queue, REM_QUEUE, bit);
+    snprintf(exchange, sizeof exchange, REM_EXCHANGE, bit);
+    snprintf(header, sizeof header, REM_HEADER, bit);
+    return unbind_headers(port, vhost, queue, exchange, header, "1");
+}
+
+static int remainder_bound(const char *vhost, int bit)
+{
+    char queue[32], exchange[32];
+    snprintf(queue, sizeof queue, REM_QUEUE, bit);
+    snprintf(exchange, sizeof exchange, REM_EXCHANGE, bit);
+    return bound(vhost, exchange, queue);
+}
+
+/* What PULLs of group saw of the n messages ids[] for up to rounds × 1 s (until each came, then one more round
+ * for a second copy): counts[i] deliveries of ids[i], late_ms[i] its first one's wall-clock time at the PULL's
+ * return minus its due_ms (negative: early); *others, deliveries of other ids (an id "" is a send that failed:
+ * not waited for). Everything is ACKed. */
+static void pull_ids(hg_client_t *c, const char *group, const char *topic, const char *const *ids, int n, int *counts,
+                     int64_t *late_ms, int *others, int rounds)
+{
+    int extra = 1;
+
+    *others = 0;
+    for (int i = 0; i < n; i++)
+        counts[i] = 0, late_ms[i] = 0;
+    for (int round = 0; round < rounds; round++) {
+        hg_reply_t *r = NULL;
+        int all = 1;
+        hg_err_t e = cmd(c, &r, 7, (const char *const[]){ "PULL", group, topic, "COUNT", "10", "BLOCK", "1000" });
+        uint64_t now = tu_now_wall_ms();
+        TU_CHECK(e == HG_OK, "PULL %s: %s", group, hg_client_errmsg(c));
+        if (e != HG_OK)
+            return;
+        for (size_t k = 0; k < hg_reply_count(r); k++) {
+            const hg_reply_t *m = hg_reply_element(r, k);
+            const char *mid = hg_reply_str(hg_reply_element(m, 0), NULL);
+            int64_t due = hg_reply_integer(hg_reply_element(m, 5));
+            int i = 0;
+            while (i < n && strcmp(ids[i], mid) != 0)
+                i++;
+            if (i == n)
+                (*others)++;
+            else if (counts[i]++ == 0)
+                late_ms[i] = (int64_t)now - due;
+            TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", group, mid }, __LINE__) == 1, "ACK %s", mid);
+        }
+        hg_reply_free(r);
+        for (int i = 0; i < n; i++)
+            all &= counts[i] > 0 || ids[i][0] == '\0'; /* "": a send that failed */
+        if (all && extra-- == 0)
+            return;
+    }
+}
+
+/* A remainder queue's binding deleted by hand, on the publish's own path (the first bit of 500 ms = 256 + 128 + 64
+ * + 32 + 16 + 4): the send of DELAY 1500ms fails naming the remainder exchange, never skipping that wait (with the
+ * alternate-exchange chain of the hg.rem.* names it was confirmed, skipped the 256 ms queue and came 212..226 ms
+ * early); the client's next send
+ * binds the topology again and comes at or after its due, once. */
+static void test_unbound_remainder_fails_the_send(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256], first[HG_ID_MAX] = "", again[HG_ID_MAX] = "";
+    const char *ids[2] = { first, again };
+    int counts[2], others;
+    int64_t late[2];
+    hg_client_t *c, *fresh;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(guest_vhost("rempub", out, sizeof out) == 0, "vhost rempub for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/rempub", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "rempub-g", "rempub-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    TU_REQUIRE(remainder_bound("rempub", 256) == 1, "the sweep did not bind the 256 ms remainder queue");
+    TU_REQUIRE(unbind_remainder(port, "rempub", 256) == 0, "unbinding the 256 ms remainder queue");
+    TU_REQUIRE(remainder_bound("rempub", 256) == 0, "the 256 ms remainder queue is still bound after queue.unbind");
+
+    /* a fresh client: its first connection binds nothing (hg.probe exists) */
+    TU_REQUIRE(hg_client_open(uri, NULL, &fresh, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = hg_send(fresh, "rempub-t", NULL, "first", 5, hg_delay_ms(1500), first);
+    TU_CHECK(e == HG_ERR_SERVER && first[0] == '\0',
+             "DELAY 1500ms with the 256 ms remainder queue unbound: %d (%s), want HG_ERR_SERVER (id '%s')", (int)e,
+             hg_client_errmsg(fresh), first);
+    TU_CHECK(e == HG_OK ||
+                 (strstr(hg_client_errmsg(fresh), "no queue is bound for exchange hg.remainder.bit.512") != NULL &&
+                  strstr(hg_client_errmsg(fresh), "remainder 500 ms") != NULL &&
+                  strstr(hg_client_errmsg(fresh), "send again") != NULL),
+             "the error does not name the remainder exchange and the repair: %s", hg_client_errmsg(fresh));
+    e = hg_send(fresh, "rempub-t", NULL, "again", 5, hg_delay_ms(1500), again);
+    TU_CHECK(e == HG_OK && again[0] != '\0', "the send after the failure: %d (%s)", (int)e, hg_client_errmsg(fresh));
+    TU_CHECK(remainder_bound("rempub", 256) == 1, "the 256 ms remainder queue is not bound again after the next send");
+    hg_client_close(fresh);
+
+    pull_ids(c, "rempub-g", "rempub-t", ids, 2, counts, late, &others, 30);
+    printf("\n    DELAY 1500ms, 256 ms remainder queue unbound: first send %s%s, late by %" PRId64
+           " ms (%d copies); the send after it late by %" PRId64 " ms (%d copies)",
+           first[0] != '\0' ? "confirmed " : "refused", first, late[0], counts[0], late[1], counts[1]);
+    for (int i = 0; i < 2; i++) {
+        if (ids[i][0] == '\0')
+            continue;
+        TU_CHECK(counts[i] == 1, "message %s delivered %d time(s), want 1", ids[i], counts[i]);
+        TU_CHECK(counts[i] == 0 || late[i] >= 0, "message %s delivered %" PRId64 " ms before its due", ids[i],
+                 -late[i]);
+    }
+    TU_CHECK(others == 0, "%d other deliveries", others);
+    hg_client_close(c);
+}
+
+/* A remainder queue's binding deleted by hand further down the chain (the second bit of 500 ms), where only
+ * RabbitMQ's dead-lettering goes: the message waits (at-least-once dead-lettering holds what it cannot route)
+ * instead of skipping that wait and coming 128 ms early; a send whose own path meets the missing binding (DELAY
+ * 1128ms: its first bit is 128) fails, its client's next send binds the topology again, and both messages come
+ * at or after their due, once each. */
+static void test_unbound_remainder_holds_dead_letters(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256], held[HG_ID_MAX] = "", fails[HG_ID_MAX] = "", repaired[HG_ID_MAX] = "";
+    const char *ids[3] = { held, repaired, fails };
+    int counts[3], others;
+    int64_t late[3];
+    hg_client_t *c, *fresh;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(guest_vhost("remdlx", out, sizeof out) == 0, "vhost remdlx for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/remdlx", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "remdlx-g", "remdlx-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    TU_REQUIRE(unbind_remainder(port, "remdlx", 128) == 0, "unbinding the 128 ms remainder queue");
+    TU_REQUIRE(remainder_bound("remdlx", 128) == 0, "the 128 ms remainder queue is still bound after queue.unbind");
+
+    TU_REQUIRE(hg_client_open(uri, NULL, &fresh, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = hg_send(fresh, "remdlx-t", NULL, "held", 4, hg_delay_ms(1500), held);
+    TU_REQUIRE(e == HG_OK, "DELAY 1500ms (its path to the 256 ms queue is bound): %s", hg_client_errmsg(fresh));
+    /* its due passes; it must not come (nor early) while the binding is missing */
+    pull_ids(c, "remdlx-g", "remdlx-t", ids, 1, counts, late, &others, 4);
+    printf("\n    DELAY 1500ms, 128 ms remainder queue unbound: before the repair %d copies", counts[0]);
+    if (counts[0] > 0)
+        printf(", %s by %" PRId64 " ms", late[0] < 0 ? "early" : "late", late[0] < 0 ? -late[0] : late[0]);
+    TU_CHECK(counts[0] == 0, "delivered %d time(s) with a binding of its path missing, want held", counts[0]);
+    TU_CHECK(counts[0] == 0 || late[0] >= 0, "delivered %" PRId64 " ms before its due", -late[0]);
+
+    e = hg_send(fresh, "remdlx-t", NULL, "fails", 5, hg_delay_ms(1128), fails);
+    TU_CHECK(e == HG_ERR_SERVER && fails[0] == '\0',
+             "DELAY 1128ms with the 128 ms remainder queue unbound: %d (%s), want HG_ERR_SERVER (id '%s')", (int)e,
+             hg_client_errmsg(fresh), fails);
+    e = hg_send(fresh, "remdlx-t", NULL, "repaired", 8, hg_delay_ms(1128), repaired);
+    TU_CHECK(e == HG_OK && repaired[0] != '\0', "the send after the failure: %d (%s)", (int)e, hg_client_errmsg(fresh));
+    TU_CHECK(remainder_bound("remdlx", 128) == 1, "the 128 ms remainder queue is not bound again after the next send");
+    hg_client_close(fresh);
+
+    /* the held message moves on at RabbitMQ's next try (dead_letter_worker_publisher_confirm_timeout: 10 s here) */
+    {
+        int held_before = counts[0];
+        int64_t early_before = late[0];
+        pull_ids(c, "remdlx-g", "remdlx-t", ids, 3, counts, late, &others, 45);
+        counts[0] += held_before;
+        if (held_before > 0)
+            late[0] = early_before;
+    }
+    printf("; after it: held message late by %" PRId64 " ms (%d copies), the repairing send late by %" PRId64
+           " ms (%d copies)",
+           late[0], counts[0], late[1], counts[1]);
+    for (int i = 0; i < 3; i++) {
+        if (ids[i][0] == '\0')
+            continue;
+        TU_CHECK(counts[i] == 1, "message %s delivered %d time(s), want 1", ids[i], counts[i]);
+        TU_CHECK(counts[i] == 0 || late[i] >= 0, "message %s delivered %" PRId64 " ms before its due", ids[i],
+                 -late[i]);
+    }
+    TU_CHECK(others == 0, "%d other deliveries", others);
+    hg_client_close(c);
+}
+
 /* What nack_once_handler saw: its calls and the reconsume of each. */
 typedef struct nack_seen {
     atomic_int calls;
@@ -1728,6 +1938,12 @@ static const tu_test_t node_tests[] = {
       test_worker_resends_failed_nack },
     { "GROUP LIST's ready and dlq: the counts, a 0 checked by one get, the messages untouched",
       test_group_list_counts },
+    { "a remainder queue unbound by hand on the send's path: the send fails naming the remainder exchange (never "
+      "skips the wait); the next send binds again and comes at or after its due, once",
+      test_unbound_remainder_fails_the_send },
+    { "a remainder queue unbound by hand past the send's path: the dead-lettered message is held, never early; a "
+      "send meeting the gap repairs it and both come at or after their due, once",
+      test_unbound_remainder_holds_dead_letters },
     { NULL, NULL },
 };
 

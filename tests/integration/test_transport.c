@@ -966,18 +966,18 @@ static void test_amqp_send_bound(void)
      * 1600 ms), one host, RocketMQ's 18 levels: an attempt 2 × 5 s + 3 × 10 s
      * = 40 s, connecting 6 × 40 s + 3.1 s = 243.1 s; the topology 2 (the
      * first connection's check of hg.probe and the channel reopened after a
-     * 404) + 18 + 2 × 18 + 3 × 10 remainder queues (1 .. 512 ms) = 86
+     * 404) + 19 + 2 × 18 + 4 × 10 remainder queues (1 .. 512 ms) = 97
      * replies, the writes and the confirms, 10 s each; four rounds and the
      * pauses 0.25 + 0.5 + 1 s */
     ms = send_bound(targets[1].uri, NULL);
-    TU_CHECK(ms == 4 * (243100 + 88 * 10000) + 1750, "amqp://, the defaults: %" PRIu64 " ms", ms);
+    TU_CHECK(ms == 4 * (243100 + 99 * 10000) + 1750, "amqp://, the defaults: %" PRIu64 " ms", ms);
     /* amqps://: the handshake is within the connect's deadline */
     ms = send_bound(targets[2].uri, NULL);
-    TU_CHECK(ms == 4 * (243100 + 88 * 10000) + 1750, "amqps://, the defaults: %" PRIu64 " ms", ms);
+    TU_CHECK(ms == 4 * (243100 + 99 * 10000) + 1750, "amqps://, the defaults: %" PRIu64 " ms", ms);
     /* Two hosts (the same node twice), levels=200ms,1s,5s, connect 300 ms,
      * read 2 s, one reconnect retry 100 ms later: an attempt 2 × (0.6 s +
      * 6 s) = 13.2 s, connecting 2 × 13.2 s + 0.1 s = 26.5 s; the topology
-     * 2 + 18 + 2 × 3 + 3 × 8 (1 .. 128 ms) = 50 replies, the writes and the
+     * 2 + 19 + 2 × 3 + 4 × 8 (1 .. 128 ms) = 59 replies, the writes and the
      * confirms, 2 s each */
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d,127.0.0.1:%d/?levels=200ms,1s,5s",
              rabbit.nodes[0].amqp_port, rabbit.nodes[0].amqp_port);
@@ -988,10 +988,10 @@ static void test_amqp_send_bound(void)
     o.reconnect_backoff.cap_ms = 100;
     o.reconnect_backoff.attempts = 1;
     ms = send_bound(uri, &o);
-    TU_CHECK(ms == 4 * (26500 + 52 * 2000) + 1750, "%s, 300ms / 2s: %" PRIu64 " ms", uri, ms);
+    TU_CHECK(ms == 4 * (26500 + 61 * 2000) + 1750, "%s, 300ms / 2s: %" PRIu64 " ms", uri, ms);
     o.resend_sends = 0; /* one round, no pause */
     ms = send_bound(uri, &o);
-    TU_CHECK(ms == 26500 + 52 * 2000, "%s, no resend: %" PRIu64 " ms", uri, ms);
+    TU_CHECK(ms == 26500 + 61 * 2000, "%s, no resend: %" PRIu64 " ms", uri, ms);
     o.read_timeout_ms = 0; /* rabbitmq-c's rpc waits for ever */
     ms = send_bound(uri, &o);
     TU_CHECK(ms == HG_UNBOUNDED, "%s, read timeout 0: %" PRIu64, uri, ms);
