@@ -24,7 +24,10 @@
  * recycled and used again; a second failed sync, of the fresh segment. The
  * checkpoint's segment kept from recycling; redo_free leaving the next open
  * to redo what the log kept; redo_batch_room's answer as redo_commit sees
- * it. A case that ends early has what it opened closed by teardown.
+ * it. The checkpoint split: redo_checkpoint_finish on a second pthread while
+ * the owner commits and applies, a second begin refused, recycling kept at
+ * and above a begun B. A case that ends early has what it opened closed by
+ * teardown.
  *
  * Suite "clog_redo_powercut": tests/helpers/powercut.c (linked in: it
  * interposes pwrite/write/rename/fsync/fdatasync, which LevelDB's own
@@ -35,7 +38,10 @@
  * abandoned range so a cut inside the handling is judged right); the
  * recovered state must equal the model
  * after a prefix of the batches holding every batch whose sync returned, and
- * nothing (CQ tail, slot, LevelDB key) may name anything past the log's end.
+ * nothing (CQ tail, slot, LevelDB key) may name anything past the log's end;
+ * the writer splits half its checkpoints (begin, a batch, finish). Also: a
+ * cut between a checkpoint's begin and finish (the open redoes from the
+ * previous B) and a cut at each file call of the finish.
  * LevelDB's own open runs before the layer is armed: LevelDB 1.23 renames its
  * CURRENT over the old one without a directory fsync, a loss the layer
  * cannot undo (powercut.h); from the arm on every LevelDB file call goes
