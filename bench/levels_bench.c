@@ -64,6 +64,10 @@
  *             live entries beside 1 000, and the load at open of a 440 000-
  *             entry lane CQ beside cq_read of the same window and a read()
  *             of the file (part_lane says how to count instructions).
+ *   msg       the message codec: encode + decode of a 64-byte-payload
+ *             message in the commit log's record form (levels/msg.h) beside
+ *             today's msg_encode + msg_decode, same run (part_msg says how to
+ *             count instructions).
  *
  * The figures are wall-clock time (CLOCK_MONOTONIC) around the calls named, on
  * a store with default options except sync. Every case gets its own LevelDB
@@ -1886,6 +1890,80 @@ static void part_lane(bench_t *b)
     bench_row("lane", "  read() of the CQ files' bytes", file * 1e3, 2, "ms", "the floor", load / file, "x");
 }
 
+/* `msg`: the message codec, encode + decode of one message (topic BENCH_TOPIC,
+ * a BENCH_PAYLOAD-byte payload, no group, key or reason: a SEND's) into a
+ * reused buffer, in the record form (msg_encode_record + msg_decode_record at
+ * its ordinal) and in today's form (msg_encode + msg_decode), 10^7 times each
+ * (10^6 with --quick). Instructions per pair: `valgrind --tool=callgrind
+ * levels-bench --only msg --quick`, then callgrind_annotate --inclusive=yes:
+ * msg_pairs_record_form and msg_pairs_today, each ÷ 10^6. */
+#define MSG_BENCH_PAIRS 10000000L
+
+static msg_t msg_bench_message(char *payload)
+{
+    memset(payload, 'p', BENCH_PAYLOAD);
+    msg_t m = { 0 };
+    m.id = UINT64_C(1) << 32;
+    m.created_ms = m.due_ms = BENCH_T0_MS;
+    m.topic = (msg_str_t){ BENCH_TOPIC, (uint32_t)strlen(BENCH_TOPIC) };
+    m.payload = (msg_str_t){ payload, BENCH_PAYLOAD };
+    return m;
+}
+
+/* The payload bytes decoded, summed, so the loop's work is used. */
+__attribute__((noinline)) static uint64_t msg_pairs_record_form(const msg_t *m, long pairs)
+{
+    char buf[256], err[256];
+    uint64_t sum = 0;
+    for (long i = 0; i < pairs; i++) {
+        uint32_t ordinal = (uint32_t)i;
+        size_t n = msg_encode_record(m, ordinal, buf, sizeof buf);
+        msg_t back;
+        if (n == 0 || msg_decode_record(buf, n, m->id, ordinal, &back, err, sizeof err) != 0) {
+            bench_die("record form round trip %ld: %s", i, n ? err : "buffer too small");
+        }
+        sum += back.payload.len;
+    }
+    return sum;
+}
+
+__attribute__((noinline)) static uint64_t msg_pairs_today(const msg_t *m, long pairs)
+{
+    char buf[256], err[256];
+    uint64_t sum = 0;
+    for (long i = 0; i < pairs; i++) {
+        size_t n = msg_encode(m, buf, sizeof buf);
+        msg_t back;
+        if (n == 0 || msg_decode(buf, n, &back, err, sizeof err) != 0) {
+            bench_die("msg_encode round trip %ld: %s", i, n ? err : "buffer too small");
+        }
+        sum += back.payload.len;
+    }
+    return sum;
+}
+
+static void part_msg(bench_t *b)
+{
+    long pairs = b->quick ? MSG_BENCH_PAIRS / 10 : MSG_BENCH_PAIRS;
+    char payload[BENCH_PAYLOAD];
+    msg_t m = msg_bench_message(payload);
+    double t0 = bench_now();
+    uint64_t sum_record = msg_pairs_record_form(&m, pairs);
+    double t_record = bench_now() - t0;
+    t0 = bench_now();
+    uint64_t sum_today = msg_pairs_today(&m, pairs);
+    double t_today = bench_now() - t0;
+    if (sum_record != sum_today || sum_record != (uint64_t)pairs * BENCH_PAYLOAD) {
+        bench_die("msg: decoded payload bytes differ (%llu record form, %llu today)", (unsigned long long)sum_record,
+                  (unsigned long long)sum_today);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "record form encode + decode, %zu bytes", msg_record_size(&m));
+    bench_row("msg", name, t_record / (double)pairs * 1e9, 1, "ns", "", -1, NULL);
+    snprintf(name, sizeof name, "msg_encode + msg_decode, %zu bytes (baseline)", msg_encoded_size(&m));
+    bench_row("msg", name, t_today / (double)pairs * 1e9, 1, "ns", "", t_record / t_today, "x");
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 typedef struct bench_part {
@@ -1905,6 +1983,7 @@ static const bench_part_t bench_parts[] = {
     { "cq", part_cq, "consume-queue entries and where-slots per call vs a LevelDB put" },
     { "redo", part_redo, "the commit log's replay at open (64 MiB) beside a raw read of the same bytes" },
     { "lane", part_lane, "the remainder lane: push + pop at 440 000 live, its load at open vs a read" },
+    { "msg", part_msg, "message codec: the record form's encode + decode vs today's, 64-byte payload" },
 };
 #define BENCH_N_PARTS ((int)(sizeof bench_parts / sizeof bench_parts[0]))
 
