@@ -378,7 +378,7 @@ int redo_batch_room(redo_t *r, redo_batch_t *b, uint64_t bytes, char *err, size_
     return 0;
 }
 
-int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
+int redo_message_room(redo_t *r, redo_batch_t *b, size_t n, char *err, size_t errlen)
 {
     uint64_t derived = derived_bound(b, b->messages + 1, 0);
     int rc = clog_batch_room(r->log, &b->log, 2 * CLOG_RECORD_HEADER + pad8(n) + pad8(derived));
@@ -390,6 +390,15 @@ int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64
                        "commit log message of %zu bytes with its derived writes (%" PRIu64
                        " bytes) cannot fit in a segment",
                        n, derived);
+    }
+    return 0;
+}
+
+int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
+{
+    int rc = redo_message_room(r, b, n, err, errlen);
+    if (rc != 0) {
+        return rc;
     }
     rc = clog_batch_add(r->log, &b->log, p, n, offset, err, errlen);
     if (rc == 0) {

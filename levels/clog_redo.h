@@ -154,6 +154,14 @@ const clog_overlay_t *redo_overlay(const redo_t *r);
  * REDO_BATCH_FULL: commit, then add it again. */
 int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen);
 
+/* The room redo_add_message will ask for a message record of n bytes, asked
+ * now: 0 when it fits, after which the batch's segment is settled (an empty
+ * batch has moved to the next segment if it had to) and an add of n bytes
+ * lands in it — so a caller that writes the record's position in its segment
+ * into the record (levels/msg.h's record form) asks this first, reads the
+ * segment, encodes, then adds. REDO_BATCH_FULL and -1 as redo_add_message. */
+int redo_message_room(redo_t *r, redo_batch_t *b, size_t n, char *err, size_t errlen);
+
 /* Whether `bytes` more bytes of derived writes (a put is 9 + key + value
  * bytes, a delete 5 + key, a CQ write 29, a head move 13, a slot 41) fit the
  * batch's derived-writes record in its segment, keeping redo_add_message's

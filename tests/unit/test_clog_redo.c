@@ -1388,6 +1388,52 @@ static void test_message_reserve(void)
     db_close(db);
 }
 
+/* redo_message_room settles the batch's segment before the record is
+ * made: a message whose position in its segment is written into it (the
+ * record form) lands in the segment the room call left the batch in, also
+ * when an empty batch had to move to the next segment. */
+static void test_message_room(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    redo_batch_t b = { 0 };
+    static char payload[900];
+    int moved = 0, wrong = 0;
+    for (int i = 0; i < 300; i++) {
+        uint64_t before = b.log.first / SEG;
+        TU_REQUIRE(redo_message_room(r, &b, sizeof payload, err, sizeof err) == 0, "message %d: %s", i, err);
+        uint64_t seg = b.log.first / SEG, id;
+        moved += seg != before;
+        TU_REQUIRE(redo_add_message(r, &b, payload, sizeof payload, &id, err, sizeof err) == 0, "message %d: %s", i,
+                   err);
+        wrong += id / SEG != seg;
+        if (i % 3 == 2) {
+            TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
+        }
+    }
+    TU_CHECK(moved >= 3, "the batch moved to a next segment %d times", moved);
+    TU_CHECK(wrong == 0, "%d messages landed outside the segment the room call settled", wrong);
+    /* a batch holding messages is not moved: full, as the add would say */
+    int rc = 0;
+    while ((rc = redo_message_room(r, &b, sizeof payload, err, sizeof err)) == 0) {
+        uint64_t id;
+        TU_REQUIRE(redo_add_message(r, &b, payload, sizeof payload, &id, err, sizeof err) == 0, "%s", err);
+    }
+    TU_CHECK(rc == REDO_BATCH_FULL, "a full batch: %d", rc);
+    uint64_t id;
+    TU_CHECK(redo_add_message(r, &b, payload, sizeof payload, &id, err, sizeof err) == REDO_BATCH_FULL,
+             "the add agrees");
+    TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(redo_message_room(r, &b, 2 * SEG, err, sizeof err) == -1 && strstr(err, "cannot fit in a segment"),
+             "a message larger than a segment: %s", err);
+    redo_batch_free(&b);
+    release_ptr((void **)g_redos, r);
+    TU_CHECK(redo_free(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
+}
+
 /* The replay time of 64 MiB of log (design §6: target <= 300 ms). */
 static void test_replay_time(void)
 {
@@ -1912,6 +1958,7 @@ static const tu_test_t redo_tests[] = {
     { "bad inputs: a CQ write past its tail, writes too big for a segment", test_bad_inputs },
     { "redo_batch_room: the derived record's room as redo_commit sees it", test_batch_room },
     { "the per-message reserve holds a CQ write and a slot", test_message_reserve },
+    { "redo_message_room settles the segment before the record is made", test_message_room },
     { "replay time of 64 MiB of log", test_replay_time },
     { "checkpoint finish on a second thread while the owner commits and applies", test_finish_on_thread },
     { "a second checkpoint begin is refused while one is open", test_begin_twice },
