@@ -4,6 +4,8 @@
  * and cut off so that the directory opens. The newest log is the newest that
  * is not empty: a power cut right after LevelDB switched to a new log can
  * leave that one empty and the torn write at the end of the one before.
+ * Also: a hole (damage with whole records after it) in any log located, and
+ * whether a given byte string (a key) is written after it.
  *
  * Why: the store opens LevelDB with paranoid checks, so any log record that
  * fails its checksum stops the open ("Corruption: checksum mismatch"). A
@@ -44,6 +46,32 @@ typedef struct logtail {
  * (t->torn 0 also when the damage is followed by whole records), -1 when the
  * directory or the log cannot be read. */
 int logtail_inspect(const char *dir, logtail_t *t, char *err, size_t errlen);
+
+/* A hole: damage in a log, torn or with whole records after it, anywhere in
+ * the logs LevelDB would replay (every NNNNNN.log, oldest first). Store use
+ * (levels/store.c): a hole after the commit log's last checkpoint mark is a
+ * power cut's loss of unsynced writes, which the redo from B rewrites; a
+ * hole below it is damage. */
+#define LOGTAIL_NEEDLE_MAX 32
+typedef struct loghole {
+    char file[64];    /* the first damaged log ("" when no log is damaged) */
+    uint64_t at;      /* where its damage starts */
+    uint64_t size;    /* its size */
+    int needle_after; /* 1: a record after the damage (in that log or a later one) holds the needle */
+} loghole_t;
+
+/* Find the first damaged record of dir's logs (walked as logtail_inspect
+ * walks one) and whether any record after it that passes its checksum holds
+ * needle[0, needle_len) (1 to LOGTAIL_NEEDLE_MAX bytes; also found across
+ * two fragments of one record). 0 with *h filled, -1 with err naming the
+ * file that cannot be read. */
+int logtail_find_hole(const char *dir, const void *needle, size_t needle_len, loghole_t *h, char *err, size_t errlen);
+
+/* Copy bytes [from, end) of dir/file into dir/file.hole-<from> (its path
+ * into kept), fsynced with the directory: what a replay past a hole drops,
+ * kept for a post-mortem. 0, or -1 with err. */
+int logtail_keep_from(const char *dir, const char *file, uint64_t from, char *kept, size_t keptlen, char *err,
+                      size_t errlen);
 
 /* Cut a torn end that logtail_inspect found (t->torn): its bytes from
  * t->good_end on are written to <file>.torn-<good_end> and fsynced, then the

@@ -231,6 +231,12 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
         dberr = NULL;
         s->db = leveldb_open(s->dbopt, s->path, &dberr);
     }
+    /* a hole past the commit log's checkpoint: the redo from B rewrites what it lost */
+    if (dberr != NULL && store_log_reader_error(dberr) && store_open_past_hole(s) == 1) {
+        leveldb_free(dberr);
+        dberr = NULL;
+        s->db = leveldb_open(s->dbopt, s->path, &dberr);
+    }
     if (dberr != NULL) {
         rc = store_map_open_error(s->path, dberr, log_cut, err, errlen);
         if (s->open_note[0] != '\0' && err != NULL) { /* a cut, or why there was none */
@@ -241,6 +247,10 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
         s->db = NULL;
         store_free(s);
         return rc;
+    }
+    if (is_new && store_sync_new_dir(s->path, err, errlen) != 0) {
+        store_free(s);
+        return -1;
     }
     s->compactor = compactor_new(s->db, err, errlen);
     store_meta_state_t meta;

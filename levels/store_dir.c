@@ -4,11 +4,14 @@
  * (created, empty, a crash's creation leftovers, ours or not), a whole
  * BACKUP copy's marker checked and removed, LevelDB's open error mapped to
  * store_open's (-1, STORE_OPEN_DAMAGED, STORE_OPEN_IN_USE) with what the
- * operator can do, and the torn end of the newest write-ahead log cut.
+ * operator can do, the torn end of the newest write-ahead log cut, and a
+ * hole in the logs past the commit log's checkpoint replayed past.
  *
- * Invariants: nothing here repairs or deletes data, with one exception: a
- * torn write at the end of the newest write-ahead log (a power cut;
- * logtail.h), whose bytes are kept beside the log. A directory that holds
+ * Invariants: nothing here repairs or deletes data, with two exceptions,
+ * both a power cut's loss of unsynced writes (logtail.h) whose bytes are kept
+ * beside the log: a torn write at the end of the newest write-ahead log, cut;
+ * a hole past the commit log's checkpoint mark, replayed past (the redo from
+ * the checkpoint rewrites what it held). A directory that holds
  * anything but creation leftovers and no CURRENT file is refused, never
  * created over. The STORE_COPY_WHOLE marker goes (fsynced) before LevelDB
  * writes anything, and only once the copy was found whole.
@@ -17,6 +20,7 @@
  * store_dir_in_use from any thread (it changes nothing).
  */
 #include "levels/store_internal.h"
+#include "levels/logsync.h"
 #include "base/err.h"
 
 #include <dirent.h>
@@ -28,6 +32,28 @@
 #include <unistd.h>
 
 /* ---- the directory ------------------------------------------------------------------ */
+
+/* fsync the directory path: 0, or -1 with errno. */
+static int sync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = fd < 0 ? -1 : fsync(fd);
+    int e = errno;
+    if (fd >= 0) {
+        close(fd);
+    }
+    errno = e;
+    return rc;
+}
+
+int store_sync_new_dir(const char *path, char *err, size_t errlen)
+{
+    if (sync_dir(path) != 0) {
+        return err_set(err, errlen, "cannot fsync data directory %s after creating its database: %s", path,
+                       strerror(errno));
+    }
+    return 0;
+}
 
 /* 1 when name is a file LevelDB writes while it creates a database, before
  * its CURRENT file exists (LOCK, LOG, LOG.old, MANIFEST-*, *.dbtmp), or the
@@ -45,7 +71,21 @@ static int creation_leftover(const char *name)
     return strncmp(name, "MANIFEST-", 9) == 0 || (n > 6 && strcmp(name + n - 6, ".dbtmp") == 0);
 }
 
-/* 1 when path holds nothing but creation leftovers (or nothing at all), 0
+/* 1 when name in path is a write-ahead log of 0 bytes: LevelDB makes its
+ * first one before it renames CURRENT into place, and store_open syncs the
+ * directory (store_sync_new_dir) before anything is written to it, so
+ * without CURRENT it is empty, a creation leftover too. */
+static int empty_log(const char *path, const char *name)
+{
+    unsigned long long number;
+    char full[4200];
+    struct stat st;
+    return logsync_log_number(name, &number) && snprintf(full, sizeof full, "%s/%s", path, name) < (int)sizeof full &&
+           stat(full, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0;
+}
+
+/* 1 when path holds nothing but creation leftovers (or nothing at all; an
+ * empty write-ahead log is one), 0
  * when it holds anything else; *has_current says whether CURRENT is there,
  * *has_tables whether a table or log file is (NNNNNN.ldb, NNNNNN.log). */
 static int dir_state(const char *path, int *has_current, int *has_tables, char *err, size_t errlen)
@@ -65,11 +105,14 @@ static int dir_state(const char *path, int *has_current, int *has_tables, char *
         if (strcmp(e->d_name, "CURRENT") == 0) {
             *has_current = 1;
         }
-        if (!creation_leftover(e->d_name)) {
+        int leftover = creation_leftover(e->d_name) || empty_log(path, e->d_name);
+        if (!leftover) {
             empty = 0;
         }
         size_t n = strlen(e->d_name);
-        if (n > 4 && (strcmp(e->d_name + n - 4, ".ldb") == 0 || strcmp(e->d_name + n - 4, ".log") == 0)) {
+        if (!leftover && n > 4 &&
+            (strcmp(e->d_name + n - 4, ".ldb") == 0 || strcmp(e->d_name + n - 4, ".log") == 0 ||
+             (strncmp(e->d_name, "clog-", 5) == 0 && strcmp(e->d_name + n - 4, ".seg") == 0))) {
             *has_tables = 1;
         }
     }
@@ -128,7 +171,8 @@ int store_prepare_dir(const store_options_t *o, int *is_new, char *err, size_t e
             return rc;
         }
         err_set(err, errlen,
-                "data directory %s holds LevelDB files (tables, logs) but no CURRENT file: it is damaged; nothing was "
+                "data directory %s holds LevelDB files (tables, logs) or commit-log segments but no CURRENT file: it "
+                "is damaged; nothing was "
                 "changed: restore it from a backup (docs/operations.md, \"A damaged data directory\")",
                 o->path);
         return STORE_OPEN_DAMAGED;
@@ -200,15 +244,9 @@ static int unmark_whole_copy(const char *path, int *unmarked, char *err, size_t 
                        "cannot remove %s (a whole BACKUP copy is opened, and so becomes a live data directory): %s",
                        mark, strerror(errno));
     }
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    rc = fd < 0 ? -1 : fsync(fd);
-    int e = errno;
-    if (fd >= 0) {
-        close(fd);
-    }
-    if (rc != 0) {
+    if (sync_dir(path) != 0) {
         return err_set(err, errlen, "cannot fsync data directory %s after removing its %s: %s", path, STORE_COPY_WHOLE,
-                       strerror(e));
+                       strerror(errno));
     }
     *unmarked = 1;
     return 0;
@@ -361,5 +399,73 @@ int store_cut_torn_log(store_t *s)
              "%s.torn-%llu",
              s->path, t.file, (unsigned long long)(t.size - t.good_end), (unsigned long long)t.good_end,
              (unsigned long long)t.damage, t.file, (unsigned long long)t.good_end);
+    return 1;
+}
+
+/* ---- a hole past the checkpoint ----------------------------------------------------- */
+
+/* Open LevelDB once without paranoid checks (it replays the logs, skipping
+ * the damaged records, writes the memtable out and deletes the logs), read
+ * the checkpoint mark k, close. 1 when the mark was read whole, 0 with why. */
+static int replay_without_paranoid_checks(store_t *s, const key_buf_t *k, char *why, size_t whylen)
+{
+    char *dberr = NULL;
+    leveldb_options_set_paranoid_checks(s->dbopt, 0);
+    leveldb_t *db = leveldb_open(s->dbopt, s->path, &dberr);
+    leveldb_options_set_paranoid_checks(s->dbopt, 1);
+    if (dberr != NULL) {
+        snprintf(why, whylen, "LevelDB refused it without paranoid checks too: %s", dberr);
+        leveldb_free(dberr);
+        return 0;
+    }
+    size_t vlen = 0;
+    char *v = leveldb_get(db, s->ropt, k->b, k->n, &vlen, &dberr);
+    int ok = dberr == NULL && v != NULL && vlen == 8;
+    snprintf(why, whylen, "%s", dberr != NULL ? dberr : "the commit log's checkpoint mark is missing or not 8 bytes");
+    leveldb_free(dberr);
+    leveldb_free(v);
+    leveldb_close(db);
+    return ok;
+}
+
+int store_open_past_hole(store_t *s)
+{
+    key_buf_t k;
+    key_meta(&k, "checkpoint");
+    loghole_t h;
+    char e[512];
+    if (!store_log_present(s->path) || logtail_find_hole(s->path, k.b, k.n, &h, e, sizeof e) != 0 ||
+        h.file[0] == '\0') {
+        return 0;
+    }
+    size_t n = strlen(s->open_note);
+    char *note = s->open_note + n;
+    size_t room = sizeof s->open_note - n;
+    const char *sep = n > 0 ? "; " : "";
+    if (h.needle_after) {
+        snprintf(note, room,
+                 "%sthe write-ahead log %s/%s is damaged at offset %llu of %llu, below the commit log's checkpoint "
+                 "mark written after it: writes made durable were lost, not replayed past",
+                 sep, s->path, h.file, (unsigned long long)h.at, (unsigned long long)h.size);
+        return 0;
+    }
+    char kept[4400];
+    if (logtail_keep_from(s->path, h.file, h.at, kept, sizeof kept, e, sizeof e) != 0) {
+        snprintf(note, room, "%sa hole in the write-ahead log %s/%s at offset %llu could not be kept: %s", sep, s->path,
+                 h.file, (unsigned long long)h.at, e);
+        return 0;
+    }
+    if (!replay_without_paranoid_checks(s, &k, e, sizeof e)) {
+        snprintf(note, room,
+                 "%sthe write-ahead log %s/%s has a hole at offset %llu (its bytes kept in %s); replayed past it, "
+                 "the directory is not one the commit log's redo can complete: %s",
+                 sep, s->path, h.file, (unsigned long long)h.at, kept, e);
+        return 0;
+    }
+    snprintf(note, room,
+             "%sthe write-ahead log %s/%s had a hole at offset %llu of %llu, past the commit log's checkpoint mark (a "
+             "power cut's loss of unsynced writes): replayed past it, its bytes kept in %s; the commit log's redo "
+             "from its checkpoint rewrites what it held",
+             sep, s->path, h.file, (unsigned long long)h.at, (unsigned long long)h.size, kept);
     return 1;
 }

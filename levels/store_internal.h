@@ -276,6 +276,15 @@ static inline int store_topic_log_holds(const topic_state_t *t, uint64_t seq)
  * STORE_OPEN_DAMAGED or -1 with err. */
 int store_prepare_dir(const store_options_t *o, int *is_new, char *err, size_t errlen);
 
+/* store_dir.c: after LevelDB created a new database in path, before
+ * anything is written to it: fsync the directory, so that its CURRENT file
+ * (LevelDB renames it into place and syncs no directory after) is durable
+ * before the first synced write is. Until then a power cut leaves creation
+ * leftovers (and an empty log), which the next open creates over; after it,
+ * a synced write can never be lost with the CURRENT that names its log. 0,
+ * or -1 with err. */
+int store_sync_new_dir(const char *path, char *err, size_t errlen);
+
 /* store_dir.c: a whole BACKUP copy (STORE_COPY_WHOLE) at path about to be
  * opened: checked, then its marker removed and fsynced (*unmarked 1); 0
  * (also when there is none: *unmarked 0), STORE_OPEN_DAMAGED, or -1 with
@@ -298,6 +307,21 @@ int store_log_reader_error(const char *dberr);
 /* store_dir.c: cut a torn write off the end of s's newest write-ahead log,
  * saying so (or why not) in s->open_note: 1 when cut (open again), else 0. */
 int store_cut_torn_log(store_t *s);
+
+/* store_dir.c: LevelDB refused the directory for a hole in a write-ahead log
+ * (damage with whole records after it, levels/logtail.h): when the directory
+ * has a commit log and no record after the hole writes its checkpoint mark
+ * (`M "checkpoint"`), everything the hole lost lies past B: a power cut's
+ * loss of unsynced writes, which the redo from B rewrites. Then the hole's
+ * bytes are kept beside the log, LevelDB is opened once without paranoid
+ * checks (it replays the log, skipping the damaged records, and writes it
+ * out) and closed, and the checkpoint mark must be readable. 1 when so (open
+ * again, paranoid: the damaged log is gone), 0 when the refusal stands;
+ * either way s->open_note says what was found. Design-commitlog.md 4a.2. */
+int store_open_past_hole(store_t *s);
+
+/* store_log.c: 1 when dir holds a commit-log segment. */
+int store_log_present(const char *dir);
 
 /* store_meta.c: what store_check_meta found, for store_settle_meta. */
 typedef struct store_meta_state {

@@ -91,17 +91,15 @@ static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
     return 0;
 }
 
-/* The size of the segments the log in dir was made with (the size of its
- * first clog-*.seg file), or `configured` when it has none: a directory keeps
- * its size whatever the configuration says now (a check, a restore on another
- * host), and clog_open checks every segment against it. */
-static uint64_t segment_bytes_of(const char *dir, uint64_t configured)
+/* The size of dir's first clog-*.seg file that has a segment's size, or 0
+ * when it has none (or cannot be listed). */
+static uint64_t first_segment_size(const char *dir)
 {
     DIR *d = opendir(dir);
     if (d == NULL) {
-        return configured; /* clog_open says why */
+        return 0;
     }
-    uint64_t size = configured;
+    uint64_t size = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
@@ -116,6 +114,22 @@ static uint64_t segment_bytes_of(const char *dir, uint64_t configured)
     }
     closedir(d);
     return size;
+}
+
+/* The size of the segments the log in dir was made with (the size of its
+ * first clog-*.seg file), or `configured` when it has none: a directory keeps
+ * its size whatever the configuration says now (a check, a restore on another
+ * host), and clog_open checks every segment against it (and says why when
+ * the directory cannot be read). */
+static uint64_t segment_bytes_of(const char *dir, uint64_t configured)
+{
+    uint64_t size = first_segment_size(dir);
+    return size != 0 ? size : configured;
+}
+
+int store_log_present(const char *dir)
+{
+    return first_segment_size(dir) != 0;
 }
 
 int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)

@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <leveldb/c.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <dirent.h>
 #include <signal.h>
 #include <string.h>
@@ -1797,6 +1798,122 @@ static void test_log_batch_beside_the_log(void)
     CLOSE(&s);
 }
 
+/* The child of the hole cases: ten small SENDs, each committed, its log
+ * synced and the batch applied (into LevelDB's log, unsynced), then with big_after one batch no segment of
+ * 1 MiB can hold, written beside the log after a checkpoint (its mark in
+ * LevelDB's log after the ten); then a kill -9. */
+static void __attribute__((noreturn)) hole_writer(int big_after)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = UINT64_C(1) << 20;
+    char err[512] = "";
+    store_t *c = NULL;
+    uint64_t id, due;
+    if (store_open(&o, T0, &c, err, sizeof err) != 0)
+        _exit(2);
+    for (int i = 0; i < 10; i++)
+        if (send_raw(c, "t", 1, NULL, 0, "small", 5, 0, 0, T0, &id, &due, err, sizeof err) != 0 ||
+            store_commit(c, err, sizeof err) != 0 || store_log_sync(c, err, sizeof err) != 0 ||
+            store_apply_durable(c, err, sizeof err) != 0)
+            _exit(3);
+    if (big_after && commit_big_batch_then_small(c, err, sizeof err) != 0)
+        _exit(4);
+    kill(getpid(), SIGKILL);
+    _exit(5);
+}
+
+/* The offsets of the first and last `M "checkpoint"` key in the file at path
+ * (-1 when none). */
+static void checkpoint_keys_in(const char *path, long *first, long *last)
+{
+    key_buf_t k;
+    key_meta(&k, "checkpoint");
+    *first = *last = -1;
+    FILE *f = fopen(path, "rb");
+    TU_REQUIRE(f != NULL, "open %s", path);
+    static char buf[8 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    for (size_t at = 0; at + k.n <= n; at++)
+        if (memcmp(buf + at, k.b, k.n) == 0) {
+            *first = *first < 0 ? (long)at : *first;
+            *last = (long)at;
+        }
+}
+
+/* A hole in LevelDB's log (damage with whole records after it: LevelDB's
+ * paranoid open refuses it) past the commit log's last checkpoint mark is a
+ * power cut's loss of unsynced writes: the open replays past it (its bytes
+ * kept beside the log) and the redo from the checkpoint restores every
+ * batch. The same damage before a checkpoint mark (writes the checkpoint
+ * made durable) is refused as damage, the log left as it was. */
+static void test_log_hole_past_checkpoint(void)
+{
+    char err[1024] = "", log[64], path[1200];
+    for (int below = 0; below < 2; below++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+        if (pid == 0)
+            hole_writer(below);
+        int status = 0;
+        TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                   "the child failed (status %d)", status);
+        long size = newest_log_of_data(log, sizeof log);
+        snprintf(path, sizeof path, "%s/%s", g_data, log);
+        long first, last;
+        checkpoint_keys_in(path, &first, &last);
+        TU_REQUIRE(first >= 0 && size > 0, "no checkpoint mark in %s", path);
+        /* past: amid the ten commits after the last mark (the open's, unless a second passed: a checkpoint);
+           below: amid them, before the big batch's mark */
+        long at = below ? (first + last) / 2 : last + (size - last) / 3;
+        TU_REQUIRE(below ? last - first > 1000 : size - last > 1000, "log of %ld bytes, marks at %ld and %ld", size,
+                   first, last);
+        FILE *f = fopen(path, "r+b");
+        TU_REQUIRE(f != NULL && fseek(f, at, SEEK_SET) == 0 && fwrite("\x5a\x5a\x5a\x5a", 1, 4, f) == 4 &&
+                       fclose(f) == 0,
+                   "damage %s", path);
+        store_options_t o;
+        opts_default(&o);
+        o.segment_bytes = UINT64_C(1) << 20;
+        store_t *s = NULL;
+        err[0] = '\0';
+        int rc = store_open(&o, T0, &s, err, sizeof err);
+        if (below) {
+            TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "below the commit log's checkpoint mark") != NULL &&
+                         strstr(err, log) != NULL,
+                     "damage below the checkpoint: rc %d \"%s\"", rc, err);
+            struct stat st;
+            TU_CHECK(stat(path, &st) == 0 && st.st_size == size, "the damaged log was changed");
+            if (rc == 0)
+                CLOSE(&s);
+            break;
+        }
+        TU_REQUIRE(rc == 0, "a hole past the checkpoint: rc %d \"%s\"", rc, err);
+        const char *note = store_open_note(s);
+        TU_CHECK(strstr(note, "past the commit log's checkpoint mark") != NULL && strstr(note, ".hole-") != NULL,
+                 "note: \"%s\"", note);
+        const char *hole = strstr(note, ".hole-");
+        char kept[1300];
+        struct stat st;
+        snprintf(kept, sizeof kept, "%s.hole-%ld", path, hole ? strtol(hole + 6, NULL, 10) : -1L);
+        TU_CHECK(stat(kept, &st) == 0 && st.st_size > 0 && hole && strtol(hole + 6, NULL, 10) <= at,
+                 "the hole's bytes are not kept in %s", kept);
+        store_topic_info_t ti;
+        TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 10, "topic holds %" PRIu64 " of 10",
+                 ti.appended);
+        CHECK_STORE(s);
+        CLOSE(&s);
+        s = OPEN(&o);
+        TU_CHECK(store_open_note(s)[0] == '\0', "a second open found the hole again: \"%s\"", store_open_note(s));
+        TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 10, "after a second open %" PRIu64,
+                 ti.appended);
+        CLOSE(&s);
+        tu_rmtree(g_data);
+    }
+}
+
 static const tu_test_t open_tests[] = {
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
     { "a clean close leaves no log to replay", test_close_leaves_no_log },
@@ -1833,6 +1950,8 @@ static const tu_test_t open_tests[] = {
     { "a directory keeps the segment size of its commit log", test_log_keeps_its_segment_size },
     { "commit-log segments below the checkpoint are recycled", test_log_segments_recycled },
     { "a batch no segment can hold is written beside the log", test_log_batch_beside_the_log },
+    { "a hole in LevelDB's log past the checkpoint is replayed past, one below it refused",
+      test_log_hole_past_checkpoint },
     { "an older format with another level table is refused before its upgrade",
       test_older_format_refused_before_upgrade },
     { NULL, NULL },
