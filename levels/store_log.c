@@ -132,8 +132,44 @@ int store_log_present(const char *dir)
     return first_segment_size(dir) != 0;
 }
 
+/* The redo reads its marks (`M` "checkpoint", "applied", "clean") with read
+ * options that verify no checksum, and LevelDB keeps a block read that way
+ * in its block cache, where every later read finds it unverified: a bit
+ * flipped in the block holding a mark was then read by every walk, with
+ * checksums on, as a block of fewer entries and no error (test_store_open, "a
+ * damaged table block is found": 2 972 of 3 000 level entries, status OK).
+ * Read each mark first with the store's options (checksums verified): a
+ * damaged block is reported here and is not cached, and the redo's reads
+ * take the same path through the same, now verified and cached, blocks. 0,
+ * or STORE_OPEN_DAMAGED with err. */
+static int verify_marks(store_t *s, char *err, size_t errlen)
+{
+    static const char *const marks[] = { "checkpoint", "applied", "clean" };
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+        key_buf_t k;
+        key_meta(&k, marks[i]);
+        char *dberr = NULL;
+        size_t n = 0;
+        char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
+        leveldb_free(v);
+        if (dberr != NULL) {
+            err_set(err, errlen,
+                    "data directory %s is damaged: reading the commit log's %s mark: %s; restore it from a backup "
+                    "(docs/operations.md, \"A damaged data directory\")",
+                    s->path, marks[i], dberr);
+            leveldb_free(dberr);
+            return STORE_OPEN_DAMAGED;
+        }
+    }
+    return 0;
+}
+
 int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
 {
+    int damaged = verify_marks(s, err, errlen);
+    if (damaged != 0) {
+        return damaged;
+    }
     s->opt.segment_bytes = segment_bytes_of(s->path, s->opt.segment_bytes);
     redo_options_t o = { .dir = s->path,
                          .segment_bytes = s->opt.segment_bytes,
