@@ -1759,9 +1759,12 @@ static int overlay_applied_at_once(long i)
 /* One batch of the redo (messages [first, first + OVERLAY_BATCH)): built,
  * committed, and, when its fate says so, synced and applied; the seconds
  * spent outside clog_sync (the fdatasync is the disk's, not the overlay's)
- * are added to *secs. Noinline for callgrind's --toggle-collect. */
+ * are added to *secs, those inside to *sync_secs. With applied_in_one, a
+ * batch applied at once is committed by redo_commit_applied (it syncs
+ * inside: all its time goes to *secs, *sync_secs gets nothing). Noinline
+ * for callgrind's --toggle-collect. */
 static __attribute__((noinline)) void overlay_redo_batch(redo_t *rd, redo_batch_t *b, long i, uint64_t first,
-                                                         double *secs)
+                                                         int applied_in_one, double *secs, double *sync_secs)
 {
     char err[512];
     double t0 = bench_now();
@@ -1772,6 +1775,13 @@ static __attribute__((noinline)) void overlay_redo_batch(redo_t *rd, redo_batch_
     for (uint64_t m = first; m < first + OVERLAY_BATCH; m++) {
         overlay_message(&s, m);
     }
+    if (applied_in_one && overlay_applied_at_once(i)) {
+        if (redo_commit_applied(rd, b, NULL, err, sizeof err) != 0) {
+            bench_die("overlay: redo_commit_applied: %s", err);
+        }
+        *secs += bench_now() - t0;
+        return;
+    }
     if (redo_commit(rd, b, NULL, err, sizeof err) != 0) {
         bench_die("overlay: redo_commit: %s", err);
     }
@@ -1779,9 +1789,11 @@ static __attribute__((noinline)) void overlay_redo_batch(redo_t *rd, redo_batch_
     if (!overlay_applied_at_once(i)) {
         return;
     }
+    t0 = bench_now();
     if (clog_sync(redo_log(rd), err, sizeof err) != 0) {
         bench_die("overlay: clog_sync: %s", err);
     }
+    *sync_secs += bench_now() - t0;
     t0 = bench_now();
     if (redo_apply_durable(rd, err, sizeof err) != 0) {
         bench_die("overlay: redo_apply_durable: %s", err);
@@ -1810,21 +1822,11 @@ static __attribute__((noinline)) void overlay_plain_batch(raw_db_t *r, leveldb_w
     *secs += bench_now() - t0;
 }
 
-/* `overlay`: the cost of a LevelDB write carried through the commit log's
- * redo (levels/clog_redo.h: encoded into the batch's derived-writes record,
- * held in the readers' overlay until the log's sync, then applied) beside
- * the same writes into a plain leveldb_writebatch_t, same run: 100 000
- * messages (10 000 with --quick) of six 20-40-byte-key writes each, batches
- * of 512, three batches in four applied right after their sync and one held
- * across the next commit. Wall clock outside the fdatasyncs, per write.
- * Instructions: `valgrind --tool=callgrind
- * --toggle-collect=overlay_redo_batch --toggle-collect=overlay_plain_batch
- * levels-bench --only overlay --quick`, then callgrind_annotate
- * --inclusive=yes (the two functions' rows, and overlay_add/overlay_drop). */
-static void part_overlay(bench_t *b)
+/* The redo case in its own directory: the seconds outside clog_sync (*secs;
+ * redo_commit_applied's calls whole) and inside it (*sync_secs). */
+static void overlay_redo_case(bench_t *b, long batches, int applied_in_one, double *secs, double *sync_secs)
 {
-    long n = b->quick ? 10240 : 102400, batches = n / OVERLAY_BATCH;
-    char *path = bench_case_dir(b, "overlay-redo");
+    char *path = bench_case_dir(b, "overlay-redo-%d", applied_in_one);
     if (mkdir(path, 0700) != 0) {
         bench_die("mkdir %s: %s", path, strerror(errno));
     }
@@ -1837,9 +1839,10 @@ static void part_overlay(bench_t *b)
         bench_die("overlay: redo_open: %s", err);
     }
     redo_batch_t rb = { 0 };
-    double t_redo = 0;
+    *secs = *sync_secs = 0;
     for (long i = 0; i < batches; i++) {
-        overlay_redo_batch(rd, &rb, i, (uint64_t)i * OVERLAY_BATCH + 2 * OVERLAY_BATCH, &t_redo);
+        overlay_redo_batch(rd, &rb, i, (uint64_t)i * OVERLAY_BATCH + 2 * OVERLAY_BATCH, applied_in_one, secs,
+                           sync_secs);
     }
     if (redo_held(rd) != 0 || overlay_count(redo_overlay(rd)) != 0) {
         bench_die("overlay: %zu batches and %zu places still held at the end", redo_held(rd),
@@ -1851,8 +1854,30 @@ static void part_overlay(bench_t *b)
     }
     raw_close(&rr);
     bench_case_done(b, path);
+}
 
-    path = bench_case_dir(b, "overlay-plain");
+/* `overlay`: the cost of a LevelDB write carried through the commit log's
+ * redo (levels/clog_redo.h: encoded into the batch's derived-writes record,
+ * held in the readers' overlay until the log's sync, then applied) beside
+ * the same writes into a plain leveldb_writebatch_t, same run: 100 000
+ * messages (10 000 with --quick) of six 20-40-byte-key writes each, batches
+ * of 512, three batches in four applied right after their sync and one held
+ * across the next commit. Wall clock outside the fdatasyncs, per write; then
+ * the same redo with the batches applied at once committed by
+ * redo_commit_applied (which syncs inside: compared with the first redo's
+ * time including its fdatasyncs). Instructions: `valgrind --tool=callgrind
+ * --toggle-collect=overlay_redo_batch --toggle-collect=overlay_plain_batch
+ * levels-bench --only overlay --quick`, then callgrind_annotate
+ * --inclusive=yes (overlay_redo_batch's row sums both redo cases: read its
+ * callees redo_commit, redo_commit_applied, overlay_add and overlay_drop). */
+static void part_overlay(bench_t *b)
+{
+    long n = b->quick ? 10240 : 102400, batches = n / OVERLAY_BATCH;
+    double t_redo, t_redo_sync, t_one, t_one_sync;
+    overlay_redo_case(b, batches, 0, &t_redo, &t_redo_sync);
+    overlay_redo_case(b, batches, 1, &t_one, &t_one_sync);
+
+    char *path = bench_case_dir(b, "overlay-plain");
     raw_db_t rp;
     raw_open(&rp, path, 1, 0);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
@@ -1870,6 +1895,10 @@ static void part_overlay(bench_t *b)
     bench_row("overlay", name, t_redo / writes * 1e9, 0, "ns/write", "", t_redo / t_plain, "x plain");
     bench_row("overlay", "plain leveldb_writebatch_t, written alike", t_plain / writes * 1e9, 0, "ns/write",
               "the floor", -1, NULL);
+    bench_row("overlay", "redo with its fdatasyncs", (t_redo + t_redo_sync) / writes * 1e9, 0, "ns/write", "", -1,
+              NULL);
+    bench_row("overlay", "  at-once batches by redo_commit_applied", (t_one + t_one_sync) / writes * 1e9, 0, "ns/write",
+              "", (t_one + t_one_sync) / (t_redo + t_redo_sync), "x");
 }
 
 /* ---- lane: the remainder lane's heap and its load at open (issue 13 step 4a) ---- */
