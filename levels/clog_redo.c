@@ -54,6 +54,7 @@ typedef struct held {
     uint64_t end; /* the batch's end in the log */
     char *rec;    /* its derived-writes record */
     size_t len;
+    int in_overlay; /* 0 only inside redo_commit_applied, until its sync and apply succeed */
 } held_t;
 
 struct redo {
@@ -407,8 +408,9 @@ int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64
     return rc == CLOG_BATCH_FULL ? REDO_BATCH_FULL : rc;
 }
 
-/* Hold the derived-writes record rec (owned from now on) of the batch ending at end. */
-static void hold(redo_t *r, uint64_t end, char *rec, size_t len)
+/* Hold the derived-writes record rec (owned from now on) of the batch ending
+ * at end; with in_overlay, readers see it through the overlay. */
+static void hold(redo_t *r, uint64_t end, char *rec, size_t len, int in_overlay)
 {
     if (r->nheld == r->hcap) {
         if (r->hfirst > 0) {
@@ -420,7 +422,10 @@ static void hold(redo_t *r, uint64_t end, char *rec, size_t len)
             r->held = xrealloc(r->held, r->hcap * sizeof *r->held);
         }
     }
-    r->held[r->nheld++] = (held_t){ end, rec, len };
+    if (in_overlay) {
+        overlay_add(r->overlay, end, rec, len);
+    }
+    r->held[r->nheld++] = (held_t){ end, rec, len, in_overlay };
 }
 
 /* Add the derived-writes record to lb (the batch's last data record) and
@@ -441,11 +446,10 @@ static int append_with_record(redo_t *r, clog_batch_t *lb, const char *rec, size
     return 0;
 }
 
-int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen)
+/* redo_commit's append and hold; the batch enters the overlay when
+ * in_overlay. 0, or -1 with err (nothing held). */
+static int commit_held(redo_t *r, redo_batch_t *b, uint64_t *end, int in_overlay, char *err, size_t errlen)
 {
-    if (b->ops == 0 && b->messages == 0) {
-        return 0;
-    }
     if (b->len == 0) {
         b->len = DERIVED_HEAD;
         b->derived = xrealloc(b->derived, b->cap = 256);
@@ -456,13 +460,44 @@ int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t err
         return -1;
     }
     uint64_t e = clog_end(r->log);
-    overlay_add(r->overlay, e, b->derived, b->len);
-    hold(r, e, b->derived, b->len);
+    hold(r, e, b->derived, b->len, in_overlay);
     b->derived = NULL;
     b->len = b->cap = 0;
     b->ops = b->messages = 0;
     if (end != NULL) {
         *end = e;
+    }
+    return 0;
+}
+
+int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen)
+{
+    if (b->ops == 0 && b->messages == 0) {
+        return 0;
+    }
+    return commit_held(r, b, end, 1, err, errlen);
+}
+
+/* Put every held batch that is not in the overlay into it (only the last
+ * can be: redo_commit_applied's, after its sync or apply failed). */
+static void expose_held(redo_t *r)
+{
+    for (size_t i = r->hfirst; i < r->nheld; i++) {
+        if (!r->held[i].in_overlay) {
+            overlay_add(r->overlay, r->held[i].end, r->held[i].rec, r->held[i].len);
+            r->held[i].in_overlay = 1;
+        }
+    }
+}
+
+int redo_commit_applied(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen)
+{
+    if ((b->ops > 0 || b->messages > 0) && commit_held(r, b, end, 0, err, errlen) != 0) {
+        return -1;
+    }
+    if (clog_sync(r->log, err, errlen) != 0 || redo_apply_durable(r, err, errlen) != 0) {
+        expose_held(r); /* held after all: readers must see it, redo_sync_failed carries it */
+        return -1;
     }
     return 0;
 }
@@ -476,7 +511,9 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen)
         if (rc != 0) {
             return rc;
         }
-        overlay_drop(r->overlay, h->end, h->rec, h->len);
+        if (h->in_overlay) {
+            overlay_drop(r->overlay, h->end, h->rec, h->len);
+        }
         free(h->rec);
         r->hfirst++;
     }

@@ -144,7 +144,8 @@ size_t redo_held(const redo_t *r);           /* batches appended whose derived w
 
 /* What the held batches write, for point reads to consult before the CQ and
  * slot files and LevelDB (levels/clog_overlay.h; §3 rule 2): kept by
- * redo_commit, redo_apply_durable and redo_sync_failed. Owner thread. */
+ * redo_commit, redo_apply_durable, redo_sync_failed and (only when its sync
+ * or apply fails) redo_commit_applied. Owner thread. */
 const clog_overlay_t *redo_overlay(const redo_t *r);
 
 /* Add a message record (clog_batch_add's contract; *offset is its id), keeping
@@ -189,6 +190,21 @@ void redo_db_delete(redo_batch_t *b, const void *key, size_t klen);
  * refusal of a batch begun in a segment abandoned since, nothing was written
  * and the batch can be built again). */
 int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen);
+
+/* redo_commit, then clog_sync and redo_apply_durable in one call, for a
+ * caller that would sync and apply right after the commit anyway (a durable
+ * commit): the batch never enters the overlay (no read can come between its
+ * append and its apply: the owner thread is inside this call), which saves
+ * the overlay's work. Every batch held before it is made too, in log order.
+ * *end (may be NULL) gets the batch's end as soon as it is appended, also
+ * when the sync or apply then fails. An empty batch appends nothing; the
+ * sync and apply still run. Owner thread; the syncer may call clog_sync
+ * meanwhile. 0; -1 with err: the append failed (redo_commit's failure,
+ * nothing held); or the sync or an apply failed — the batch is then held
+ * and in the overlay exactly as after redo_commit, so the caller goes on as
+ * after any failed clog_sync or redo_apply_durable (redo_sync_failed carries
+ * it; a power cut leaves the open to redo it when the log kept it). */
+int redo_commit_applied(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen);
 
 /* Make the held derived writes of every batch below clog_durable, in order.
  * 0, or -1 with err (the held batch stays held). */

@@ -127,6 +127,7 @@ static char err[2048];
 static ledger_t *g_ledger;
 static model_t g_model;
 static int g_fail_next_sync; /* set by a test: the next sync of the log with something to sync fails */
+static int g_commit_applied; /* set by a test: write_batch commits with redo_commit_applied (append, sync, apply) */
 
 /* What a case holds open in this process, released by teardown when the
  * case ends early (a failed TU_REQUIRE): LevelDB's lock on the directory is
@@ -393,6 +394,53 @@ static void emit(model_t *m, ledger_batch_t *lb, redo_batch_t *b, op_t o)
     }
 }
 
+static int handle_sync_failure(redo_t *r);
+static void ledger_synced(redo_t *r);
+
+/* write_batch's commit by redo_commit_applied. The ledger counts the batch
+ * before the call, its end past any log's end until the append sets it (the
+ * ledger is shared: a cut before the append loses the batch harmlessly, a
+ * cut in its sync or apply is judged with its end). On success nothing may
+ * be held or in the overlay; after a failed sync the batch must be held and
+ * its put seen through the overlay, then the failure is handled as
+ * sync_and_apply handles one. 0, or -1 with err. */
+static int commit_applied(redo_t *r, ledger_batch_t *lb, redo_batch_t *b)
+{
+    if (g_fail_next_sync) {
+        g_fail_next_sync = 0;
+        powercut_fail_sync(1, "clog-");
+    }
+    const op_t put = lb->ops[0]; /* write_batch emits its put first */
+    lb->end = UINT64_MAX;
+    lb->state = APPENDED;
+    g_ledger->n++;
+    if (redo_commit_applied(r, b, &lb->end, err, sizeof err) == 0) {
+        ledger_synced(r);
+        if (redo_held(r) != 0 || overlay_count(redo_overlay(r)) != 0) {
+            snprintf(err, sizeof err, "redo_commit_applied left %zu batches and %zu places held", redo_held(r),
+                     overlay_count(redo_overlay(r)));
+            return -1;
+        }
+        return 0;
+    }
+    if (lb->end == UINT64_MAX) {
+        g_ledger->n--; /* the append failed: nothing written */
+        return -1;
+    }
+    if (strstr(err, "must be abandoned") == NULL) {
+        return -1;
+    }
+    char k[24];
+    key_of('k', put.x, k, sizeof k);
+    const char *v = NULL;
+    size_t vn = 0;
+    if (put.tag != 'P' || redo_held(r) == 0 || overlay_get(redo_overlay(r), k, strlen(k), &v, &vn) == OVERLAY_NONE) {
+        snprintf(err, sizeof err, "after redo_commit_applied's failed sync the batch is not held in the overlay");
+        return -1;
+    }
+    return handle_sync_failure(r);
+}
+
 /* Build and commit batch number k of the workload (seeded by *s) into the
  * ledger's next place. 0, or -1 with err. */
 static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
@@ -447,6 +495,11 @@ static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
         if (touched[q]) {
             emit(m, lb, &b, (op_t){ .tag = 'T', .q = q });
         }
+    }
+    if (g_commit_applied) {
+        int rc = commit_applied(r, lb, &b);
+        redo_batch_free(&b);
+        return rc;
     }
     int rc = redo_commit(r, &b, &lb->end, err, sizeof err);
     redo_batch_free(&b);
@@ -507,13 +560,19 @@ static int sync_and_apply(redo_t *r)
         }
         return handle_sync_failure(r);
     }
+    ledger_synced(r);
+    return redo_apply_durable(r, err, sizeof err);
+}
+
+/* The ledger's batches below the log's durable end are SYNCED. */
+static void ledger_synced(redo_t *r)
+{
     uint64_t d = clog_durable(redo_log(r));
     for (size_t j = 0; j < g_ledger->n; j++) {
         if (g_ledger->b[j].state == APPENDED && g_ledger->b[j].end <= d) {
             g_ledger->b[j].state = SYNCED;
         }
     }
-    return redo_apply_durable(r, err, sizeof err);
 }
 
 /* ---- the check --------------------------------------------------------------------- */
@@ -741,7 +800,7 @@ static void test_held_until_sync(void)
  * goes too (they are gone). Either way the open never reads the abandoned
  * range (preads watched) and keeps every batch, the failed ones' derived
  * writes carried. */
-static void sync_failure_then(int power_off)
+static void sync_failure_then(int power_off, int fast)
 {
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
@@ -756,7 +815,10 @@ static void sync_failure_then(int power_off)
         uint64_t s = 5;
         for (int k = 0; k < 10; k++) {
             g_fail_next_sync = k == 5;
-            if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 || ((k == 2 || k >= 5) && sync_and_apply(r) != 0)) {
+            /* fast: the synced batches by redo_commit_applied, 3 and 4 held by redo_commit before it */
+            g_commit_applied = fast && (k <= 2 || k >= 5);
+            if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 ||
+                (!g_commit_applied && (k == 2 || k >= 5) && sync_and_apply(r) != 0)) {
                 fprintf(stderr, "child: batch %d: %s\n", k, err);
                 _exit(3);
             }
@@ -865,12 +927,64 @@ static void test_second_sync_failure(void)
 
 static void test_sync_failure_kill(void)
 {
-    sync_failure_then(0);
+    sync_failure_then(0, 0);
 }
 
 static void test_sync_failure_power_cut(void)
 {
-    sync_failure_then(1);
+    sync_failure_then(1, 0);
+}
+
+/* redo_commit_applied: batches appended, synced and applied in one call
+ * never enter the overlay and leave nothing held (commit_applied checks it
+ * after each); the ones held by redo_commit before are made with them; its
+ * failed sync leaves the batch held and seen through the overlay, and
+ * redo_sync_failed carries it with the two held before — after a kill -9
+ * and after a power cut, the open keeps every batch (sync_failure_then's
+ * checks). */
+static void test_commit_applied_sync_failure_kill(void)
+{
+    sync_failure_then(0, 1);
+}
+
+static void test_commit_applied_sync_failure_power_cut(void)
+{
+    sync_failure_then(1, 1);
+}
+
+/* redo_commit_applied in process: two batches held by redo_commit (in the
+ * overlay), then one committed applied — all three made, nothing held, the
+ * overlay empty, the mark at its end; an empty batch still syncs and makes
+ * what is held; the state after close equals the model. */
+static void test_commit_applied(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 11;
+    for (int k = 0; k < 2; k++) {
+        TU_REQUIRE(write_batch(r, &g_model, &s, (uint64_t)k) == 0, "%s", err);
+    }
+    TU_CHECK(redo_held(r) == 2 && overlay_count(redo_overlay(r)) > 0, "two batches held, in the overlay");
+    g_commit_applied = 1;
+    int rc = write_batch(r, &g_model, &s, 2);
+    g_commit_applied = 0;
+    TU_REQUIRE(rc == 0, "%s", err);
+    TU_CHECK(redo_held(r) == 0 && overlay_count(redo_overlay(r)) == 0 && redo_applied(r) == g_ledger->b[2].end &&
+                 mark(db, "applied") == g_ledger->b[2].end && g_ledger->b[2].end == clog_end(redo_log(r)),
+             "all three made, nothing held (%zu), the mark at the last end", redo_held(r));
+    TU_REQUIRE(write_batch(r, &g_model, &s, 3) == 0, "%s", err);
+    redo_batch_t empty = { 0 };
+    uint64_t end = 0;
+    TU_CHECK(redo_commit_applied(r, &empty, &end, err, sizeof err) == 0 && end == 0 && redo_held(r) == 0 &&
+                 redo_applied(r) == g_ledger->b[3].end,
+             "an empty batch appends nothing and makes what is held: %s", err);
+    g_ledger->b[3].state = SYNCED;
+    TU_REQUIRE(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    char why[1024] = "";
+    TU_CHECK(check_state(db, &g_model, g_ledger->b[3].end, why, sizeof why) == 0, "%s", why);
+    db_close(db);
 }
 
 /* An abandoned segment recycled (once the log's durable end is past it) and
@@ -1769,12 +1883,17 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
     model_rebuild(&g_model, g_ledger->n);
     int fail_at = next_rand(&s) % 2 ? (int)(next_rand(&s) % BATCHES) : -1; /* a failed log sync, half the rounds */
     int begun = 0; /* a checkpoint begun after the last batch: finished after the next one is committed */
+    uint64_t fast = seed * 31 + 7; /* its own sequence: the other draws stay as they were */
     for (int k = 0; k < BATCHES && g_ledger->n < MAX_BATCHES; k++) {
         g_fail_next_sync = k == fail_at;
+        g_commit_applied = next_rand(&fast) % 3 == 0; /* append, sync and apply in one call */
+        uint64_t failures = g_ledger->failures;
         if (write_batch(r, &g_model, &s, g_ledger->n) != 0) {
             fprintf(stderr, "writer: batch: %s\n", err);
             _exit(4);
         }
+        /* a failed sync handled inside the batch's commit: redo_sync_failed finished the begun checkpoint */
+        begun = begun && g_ledger->failures == failures;
         if (begun && redo_checkpoint_finish(r, err, sizeof err) != 0) {
             fprintf(stderr, "writer: checkpoint finish: %s\n", err);
             _exit(6);
@@ -1944,6 +2063,11 @@ static const tu_test_t redo_tests[] = {
     { "redo after a kill, and nothing after a clean close", test_redo_after_kill },
     { "a failed log sync: abandoned, carried, never read again (kill -9)", test_sync_failure_kill },
     { "a failed log sync: abandoned, carried, never read again (power cut)", test_sync_failure_power_cut },
+    { "redo_commit_applied: made in one call, never in the overlay; held ones made with it", test_commit_applied },
+    { "redo_commit_applied's failed sync: held, in the overlay, carried (kill -9)",
+      test_commit_applied_sync_failure_kill },
+    { "redo_commit_applied's failed sync: held, in the overlay, carried (power cut)",
+      test_commit_applied_sync_failure_power_cut },
     { "an abandoned segment, recycled and used again, is synced", test_abandoned_segment_recycled },
     { "a second failed sync, of the fresh segment: stop; the open keeps the synced prefix", test_second_sync_failure },
     { "redo_free: nothing made; the next open redoes what the log kept (kill -9)", test_free_kill },
