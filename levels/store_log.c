@@ -244,7 +244,8 @@ int store_log_close(store_t *s, char *err, size_t errlen)
  * earlier commit was synced, applied and checkpointed, so that B is the log's
  * end and no redo ever replays an earlier batch over its writes (redo from B
  * applies only later batches, which come after it). Atomic as any LevelDB
- * write; costs a checkpoint. 0, or -1 with err (the store is then broken). */
+ * write; costs two checkpoints (the second marks the write as below B). 0,
+ * or -1 with err (the store is then broken). */
 static int write_beside_log(store_t *s, char *err, size_t errlen)
 {
     char why[512];
@@ -283,6 +284,13 @@ static int write_beside_log(store_t *s, char *err, size_t errlen)
         leveldb_iter_destroy(s->key_it);
         s->key_it = NULL;
     }
+    /* A checkpoint mark after it (B unchanged): the write is in no commit-log batch, so a hole in it must read as
+       damage below a checkpoint (store_open_past_hole), never as unsynced writes the redo would rewrite. */
+    if (redo_checkpoint(s->redo, why, sizeof why) != 0) {
+        store_break(s, why);
+        return err_set(err, errlen, "checkpoint of the commit log of %s: %s", s->path, why);
+    }
+    s->checkpoint_mono_ms = clock_mono_ms();
     return 0;
 }
 

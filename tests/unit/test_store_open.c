@@ -1824,12 +1824,13 @@ static void __attribute__((noreturn)) hole_writer(int big_after)
 }
 
 /* The offsets of the first and last `M "checkpoint"` key in the file at path
- * (-1 when none). */
-static void checkpoint_keys_in(const char *path, long *first, long *last)
+ * (-1 when none), and of the last one more than 100 000 bytes before the
+ * last (the mark before a batch written beside the log; -1 when none). */
+static void checkpoint_keys_in(const char *path, long *first, long *last, long *big_mark)
 {
     key_buf_t k;
     key_meta(&k, "checkpoint");
-    *first = *last = -1;
+    *first = *last = *big_mark = -1;
     FILE *f = fopen(path, "rb");
     TU_REQUIRE(f != NULL, "open %s", path);
     static char buf[8 << 20];
@@ -1838,6 +1839,7 @@ static void checkpoint_keys_in(const char *path, long *first, long *last)
     for (size_t at = 0; at + k.n <= n; at++)
         if (memcmp(buf + at, k.b, k.n) == 0) {
             *first = *first < 0 ? (long)at : *first;
+            *big_mark = *last >= 0 && (long)at - *last > 100000 ? *last : *big_mark;
             *last = (long)at;
         }
 }
@@ -1847,29 +1849,34 @@ static void checkpoint_keys_in(const char *path, long *first, long *last)
  * power cut's loss of unsynced writes: the open replays past it (its bytes
  * kept beside the log) and the redo from the checkpoint restores every
  * batch. The same damage before a checkpoint mark (writes the checkpoint
- * made durable) is refused as damage, the log left as it was. */
+ * made durable) is refused as damage, the log left as it was: amid the
+ * commits before a batch written beside the log (its checkpoint's mark),
+ * and inside that batch's own record (in no commit-log batch: the mark
+ * written after it). */
 static void test_log_hole_past_checkpoint(void)
 {
     char err[1024] = "", log[64], path[1200];
-    for (int below = 0; below < 2; below++) {
+    for (int below = 0; below < 3; below++) {
         fflush(NULL);
         pid_t pid = fork();
         TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
         if (pid == 0)
-            hole_writer(below);
+            hole_writer(below > 0);
         int status = 0;
         TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
                    "the child failed (status %d)", status);
         long size = newest_log_of_data(log, sizeof log);
         snprintf(path, sizeof path, "%s/%s", g_data, log);
-        long first, last;
-        checkpoint_keys_in(path, &first, &last);
+        long first, last, big_mark;
+        checkpoint_keys_in(path, &first, &last, &big_mark);
         TU_REQUIRE(first >= 0 && size > 0, "no checkpoint mark in %s", path);
-        /* past: amid the ten commits after the last mark (the open's, unless a second passed: a checkpoint);
-           below: amid them, before the big batch's mark */
-        long at = below ? (first + last) / 2 : last + (size - last) / 3;
-        TU_REQUIRE(below ? last - first > 1000 : size - last > 1000, "log of %ld bytes, marks at %ld and %ld", size,
-                   first, last);
+        /* 0, past: amid the ten commits after the last mark (the open's, unless a second passed: a checkpoint);
+           1, below: amid them, before the big batch's mark; 2, below: inside the big batch's record */
+        long at = below == 0 ? last + (size - last) / 3 : below == 1 ? (first + big_mark) / 2 : (big_mark + last) / 2;
+        TU_REQUIRE(below == 0   ? size - last > 1000
+                   : below == 1 ? big_mark - first > 1000
+                                : last - big_mark > 100000,
+                   "log of %ld bytes, marks at %ld, %ld and %ld", size, first, big_mark, last);
         FILE *f = fopen(path, "r+b");
         TU_REQUIRE(f != NULL && fseek(f, at, SEEK_SET) == 0 && fwrite("\x5a\x5a\x5a\x5a", 1, 4, f) == 4 &&
                        fclose(f) == 0,
@@ -1888,7 +1895,8 @@ static void test_log_hole_past_checkpoint(void)
             TU_CHECK(stat(path, &st) == 0 && st.st_size == size, "the damaged log was changed");
             if (rc == 0)
                 CLOSE(&s);
-            break;
+            tu_rmtree(g_data);
+            continue;
         }
         TU_REQUIRE(rc == 0, "a hole past the checkpoint: rc %d \"%s\"", rc, err);
         const char *note = store_open_note(s);
