@@ -80,6 +80,13 @@
  *                 worker sends it again after the retry backoff, that NACK
  *                 binds the topology first, and the message comes again
  *                 with reconsume 1 (it stayed held for ever before).
+ *   nack refused by RabbitMQ
+ *                 a NACK whose retry RabbitMQ refuses (basic.nack: a
+ *                 max-length 0 reject-publish policy on hg.level.3) fails
+ *                 saying the delivery is still held; no other consumer gets
+ *                 it, and a NACK again once the policy is gone settles it:
+ *                 it comes once with reconsume 1 (before, the second NACK
+ *                 answered -1: the delivery had been forgotten unsettled).
  *   group list    GROUP LIST's ready and dlq: 2 for a group holding two
  *                 messages, 0 and 0 for an empty one (each 0 checked by a
  *                 get that finds the queue empty); both messages then
@@ -109,6 +116,7 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -449,20 +457,28 @@ static void test_poison_reaches_dlq(void)
     }
 }
 
-/* Unacknowledged messages of queue on vhost "/", or -1. */
-static long unacked(const char *queue)
+/* Column (list_queues' name for it: messages, messages_ready,
+ * messages_unacknowledged) of queue on vhost; -1 unknown. */
+static long queue_column(const char *vhost, const char *queue, const char *column)
 {
-    char out[32768];
-    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "name", "messages_unacknowledged", NULL) != 0)
+    char out[65536];
+    size_t len = strlen(queue);
+
+    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", vhost, "name", column, NULL) != 0)
         return -1;
     for (char *line = out; line != NULL && *line != '\0';) {
         char *nl = strchr(line, '\n');
-        size_t len = strlen(queue);
         if (strncmp(line, queue, len) == 0 && (line[len] == '\t' || line[len] == ' '))
             return strtol(line + len + 1, NULL, 10);
         line = nl != NULL ? nl + 1 : NULL;
     }
     return -1;
+}
+
+/* Unacknowledged messages of queue on vhost "/", or -1. */
+static long unacked(const char *queue)
+{
+    return queue_column("/", queue, "messages_unacknowledged");
 }
 
 static int read_ahead_arrived(void *arg)
@@ -757,18 +773,7 @@ static int level_bound(const char *vhost, const char *queue)
 /* Messages in queue of vhost (list_queues' messages); -1 unknown. */
 static long queue_messages(const char *vhost, const char *queue)
 {
-    char out[65536];
-    size_t len = strlen(queue);
-
-    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", vhost, "name", "messages", NULL) != 0)
-        return -1;
-    for (char *line = out; line != NULL && *line != '\0';) {
-        char *nl = strchr(line, '\n');
-        if (strncmp(line, queue, len) == 0 && (line[len] == '\t' || line[len] == ' '))
-            return strtol(line + len + 1, NULL, 10);
-        line = nl != NULL ? nl + 1 : NULL;
-    }
-    return -1;
+    return queue_column(vhost, queue, "messages");
 }
 
 /* A level queue whose binding an operator deleted: a send to it fails naming the exchange and level (RabbitMQ
@@ -1829,6 +1834,168 @@ static void test_worker_resends_failed_nack(void)
              queue_messages("nackback", "hg.unrouted"));
 }
 
+/* Where refusal_probe publishes, and what it saw. */
+typedef struct refusal_probe {
+    int port;
+    const char *vhost, *queue;
+    int want_refused; /* 1: wait for a basic.nack; 0: for a basic.ack */
+} refusal_probe_t;
+
+/* Publish one message to probe's queue (default exchange, publisher
+ * confirms) and whether its confirm is what probe wants: 1 yes, 0 no (or
+ * no answer). A confirmed probe lies in the queue: use it on a level queue
+ * of the test's own vhost. */
+static int probe_confirm(void *arg)
+{
+    const refusal_probe_t *p = arg;
+    amqp_connection_state_t st = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(st);
+    amqp_frame_t f;
+    struct timeval wait = { 5, 0 };
+    int refused = -1;
+
+    if (sock != NULL && amqp_socket_open(sock, "127.0.0.1", p->port) == AMQP_STATUS_OK &&
+        amqp_login(st, p->vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type ==
+            AMQP_RESPONSE_NORMAL &&
+        amqp_channel_open(st, 1) != NULL && amqp_confirm_select(st, 1) != NULL &&
+        amqp_basic_publish(st, 1, amqp_empty_bytes, amqp_cstring_bytes(p->queue), 0, 0, NULL,
+                           amqp_cstring_bytes("probe")) == AMQP_STATUS_OK) {
+        while (refused < 0 && amqp_simple_wait_frame_noblock(st, &f, &wait) == AMQP_STATUS_OK)
+            if (f.frame_type == AMQP_FRAME_METHOD && f.payload.method.id == AMQP_BASIC_NACK_METHOD)
+                refused = 1;
+            else if (f.frame_type == AMQP_FRAME_METHOD && f.payload.method.id == AMQP_BASIC_ACK_METHOD)
+                refused = 0;
+        amqp_connection_close(st, AMQP_REPLY_SUCCESS);
+    }
+    amqp_destroy_connection(st);
+    return refused == p->want_refused;
+}
+
+/* RabbitMQ refusing (basic.nack) every publish to queue on vhost, as a
+ * full queue with x-overflow reject-publish does (on 1: policy max-length
+ * 0, reject-publish; on 0: that policy cleared), waiting until a probe
+ * publish is refused. 0, or -1 (reported). */
+static int refuse_publishes(int port, const char *vhost, const char *queue, int on)
+{
+    char out[4096], pattern[128];
+    refusal_probe_t probe = { port, vhost, queue, on };
+    int rc;
+
+    snprintf(pattern, sizeof pattern, "^%s$", queue);
+    rc = on ? rq_ctl(&rabbit, 0, out, sizeof out, "set_policy", "-p", vhost, "--apply-to", "queues", "refuse", pattern,
+                     "{\"max-length\":0,\"overflow\":\"reject-publish\"}", NULL)
+            : rq_ctl(&rabbit, 0, out, sizeof out, "clear_policy", "-p", vhost, "refuse", NULL);
+    TU_CHECK(rc == 0, "%s policy on %s: %s", on ? "set" : "clear", queue, out);
+    if (rc != 0)
+        return -1;
+    if (!on)
+        return 0;
+    rc = tu_poll_until(probe_confirm, &probe, 30000, 200);
+    TU_CHECK(rc == 0, "a publish to %s is still confirmed 30 s after its reject-publish policy", queue);
+    return rc;
+}
+
+/* The NACK of id in group: its integer answer, or LLONG_MIN when it
+ * failed (its message in why). */
+static long long nack_answer(hg_client_t *c, const char *group, const char *id, char *why, size_t whylen)
+{
+    hg_reply_t *r = NULL;
+    long long v = LLONG_MIN;
+    hg_err_t e = cmd(c, &r, 3, (const char *const[]){ "NACK", group, id });
+
+    snprintf(why, whylen, "%s", e == HG_OK ? "" : hg_client_errmsg(c));
+    if (e == HG_OK && hg_reply_type(r) == HG_REPLY_INTEGER)
+        v = hg_reply_integer(r);
+    else if (e == HG_OK)
+        snprintf(why, whylen, "answered type %d, want an integer", (int)hg_reply_type(r));
+    hg_reply_free(r);
+    return v;
+}
+
+/* NACK id in group until it is answered (nack_settled). */
+typedef struct nack_again {
+    hg_client_t *c;
+    const char *group, *id;
+    long long answer; /* the integer answered; LLONG_MIN while it failed */
+    int nacks;
+    char why[HG_ERRMSG_MAX];
+} nack_again_t;
+
+/* One more NACK: 1 when it was answered, or failed otherwise than keeping
+ * the delivery held (nothing to wait for then). */
+static int nack_settled(void *arg)
+{
+    nack_again_t *n = arg;
+    n->nacks++;
+    n->answer = nack_answer(n->c, n->group, n->id, n->why, sizeof n->why);
+    return n->answer != LLONG_MIN || strstr(n->why, "still held") == NULL;
+}
+
+/* A NACK whose retry RabbitMQ refuses (basic.nack: hg.level.3 full, with
+ * reject-publish): the NACK fails naming the refusal and saying the
+ * delivery is still held — another consumer of the group gets nothing —
+ * and once the queue takes messages again a NACK of the same id settles
+ * that delivery (its retry's due time); the message comes once, with
+ * reconsume 1. (Before, the refused NACK forgot the delivery
+ * unsettled: a NACK again answered -1 as if it were not held, and it came
+ * back only because that NACK replaced the connection.) */
+static void test_nack_refused_by_rabbitmq_keeps_hold(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256], id[HG_ID_MAX], why[HG_ERRMSG_MAX];
+    hg_client_t *c, *other;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+    nack_again_t again;
+
+    TU_REQUIRE(guest_vhost("nackrefuse", out, sizeof out) == 0, "vhost nackrefuse for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/nackrefuse?levels=100ms,200ms,300ms,400ms", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    TU_REQUIRE(one_held(c, "nref-g", "nref-t", id, __LINE__) == 0, "one held delivery");
+    TU_REQUIRE(refuse_publishes(port, "nackrefuse", "hg.level.3", 1) == 0, "hg.level.3 refusing publishes");
+
+    TU_CHECK(nack_answer(c, "nref-g", id, why, sizeof why) == LLONG_MIN, "NACK with hg.level.3 refusing: answered");
+    printf("\n    refused NACK: %s", why);
+    TU_CHECK(strstr(why, "basic.nack") != NULL && strstr(why, "still held") != NULL,
+             "the refused NACK's error names neither the refusal nor the held delivery: %s", why);
+    /* held by c: another consumer of the group gets nothing */
+    TU_REQUIRE(hg_client_open(uri, NULL, &other, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(other, &r, 5, (const char *const[]){ "PULL", "nref-g", "nref-t", "BLOCK", "1000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "another consumer's PULL after the refused NACK: %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(other), e == HG_OK ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    hg_client_close(other);
+
+    TU_REQUIRE(refuse_publishes(port, "nackrefuse", "hg.level.3", 0) == 0, "clearing the policy");
+    /* the policy's end reaches the queue a little later: a NACK refused
+     * meanwhile keeps the delivery held again */
+    again = (nack_again_t){ c, "nref-g", id, LLONG_MIN, 0, "" };
+    (void)tu_poll_until(nack_settled, &again, 30000, 100);
+    printf("; after the policy: NACK answered %lld (%d NACKs)", again.answer, again.nacks);
+    TU_CHECK(again.answer > 0,
+             "the NACK after the refusal answered %lld (%s), want its retry's due time (the delivery held)",
+             again.answer, again.why);
+
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", "nref-g", "nref-t", "BLOCK", "10000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 1, "PULL after the NACK: %s, %zu messages, want 1",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    if (e == HG_OK && hg_reply_count(r) == 1) {
+        const hg_reply_t *m = hg_reply_element(r, 0);
+        const char *got = hg_reply_str(hg_reply_element(m, 0), NULL);
+        TU_CHECK(got != NULL && strcmp(got, id) == 0 && hg_reply_integer(hg_reply_element(m, 4)) == 1,
+                 "came again as %s with reconsume %lld, want %s with 1", got != NULL ? got : "?",
+                 hg_reply_integer(hg_reply_element(m, 4)), id);
+        TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "nref-g", id }, __LINE__) == 1, "ACK %s", id);
+    }
+    hg_reply_free(r);
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", "nref-g", "nref-t", "BLOCK", "1000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "a second copy: PULL %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
 /* The value of field name in GROUP LIST's row of group (reply r); -1 when
  * the group or field is absent. */
 static long long group_list_field(const hg_reply_t *r, const char *group, const char *name)
@@ -1936,6 +2103,9 @@ static const tu_test_t node_tests[] = {
     { "a consumer worker's NACK that fails (its retry unroutable): sent again on the retry backoff, binding the "
       "topology first; the message comes again with reconsume 1",
       test_worker_resends_failed_nack },
+    { "a NACK whose retry RabbitMQ refuses (basic.nack): an error saying the delivery is still held; it is, and a "
+      "NACK again settles it (reconsume 1, once)",
+      test_nack_refused_by_rabbitmq_keeps_hold },
     { "GROUP LIST's ready and dlq: the counts, a 0 checked by one get, the messages untouched",
       test_group_list_counts },
     { "a remainder queue unbound by hand on the send's path: the send fails naming the remainder exchange (never "
