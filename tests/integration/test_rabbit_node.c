@@ -87,6 +87,11 @@
  *                 it, and a NACK again once the policy is gone settles it:
  *                 it comes once with reconsume 1 (before, the second NACK
  *                 answered -1: the delivery had been forgotten unsettled).
+ *   nack given up a consumer worker whose NACK DLQ and its resend both
+ *                 fail (the group's DLQ deleted by hand: unroutable, and
+ *                 the NACK's sweep does not declare it) drops its
+ *                 connection: the message comes back once, with reconsume
+ *                 1 (a retry), handled twice in all; nothing left over.
  *   group list    GROUP LIST's ready and dlq: 2 for a group holding two
  *                 messages, 0 and 0 for an empty one (each 0 checked by a
  *                 get that finds the queue empty); both messages then
@@ -1740,12 +1745,17 @@ static void test_unbound_remainder_holds_dead_letters(void)
 
 /* What nack_once_handler saw: its calls and the reconsume of each. */
 typedef struct nack_seen {
+    int first_fatal; /* the first delivery fails with HG_FAIL (NACK … DLQ), not HG_RETRY */
+    /* when set, the first call deletes this queue of this vhost (after the
+     * worker's PULL declared it), drop_rc its rabbitmqctl's exit status */
+    const char *drop_vhost, *drop_queue;
+    int drop_rc;
     atomic_int calls;
     atomic_int reconsume[4];
 } nack_seen_t;
 
 /* The first delivery fails (HG_RETRY: with retry.attempts 0, a NACK at
- * once); any later one is done. */
+ * once; or HG_FAIL when seen->first_fatal); any later one is done. */
 static hg_outcome_t nack_once_handler(const hg_message_t *m, char *reason, size_t rlen, void *arg)
 {
     nack_seen_t *seen = arg;
@@ -1756,12 +1766,44 @@ static hg_outcome_t nack_once_handler(const hg_message_t *m, char *reason, size_
     if (n > 0)
         return HG_DONE;
     snprintf(reason, rlen, "first delivery fails");
-    return HG_RETRY;
+    if (seen->drop_queue != NULL) {
+        char out[4096];
+        seen->drop_rc =
+            rq_ctl(&rabbit, 0, out, sizeof out, "delete_queue", "-p", seen->drop_vhost, seen->drop_queue, NULL);
+    }
+    return seen->first_fatal ? HG_FAIL : HG_RETRY;
 }
 
 static int handled_twice(void *arg)
 {
     return atomic_load(&((nack_seen_t *)arg)->calls) >= 2;
+}
+
+/* A consumer of group on topic (uri) with one worker running
+ * nack_once_handler into seen, retry.attempts 0 (HG_RETRY: NACK at once,
+ * one resend), its log into lines, on a thread of its own. */
+static hg_consumer_t *start_nack_consumer(const char *uri, const char *group, const char *topic, nack_seen_t *seen,
+                                          log_lines_t *lines, pthread_t *thread)
+{
+    hg_consumer_opts_t o;
+    hg_consumer_t *consumer = NULL;
+    hg_error_t err;
+
+    hg_consumer_opts_init(&o);
+    o.uri = uri;
+    o.group = group;
+    o.topic = topic;
+    o.workers = 1;
+    o.block_ms = 200;
+    o.retry.attempts = 0;
+    o.retry.base_ms = 100;
+    o.handler = nack_once_handler;
+    o.handler_arg = seen;
+    o.log = collect_log;
+    o.log_arg = lines;
+    TU_REQUIRE(hg_consumer_new(&o, &consumer, &err) == HG_OK, "hg_consumer_new(%s): %s", uri, err.message);
+    TU_REQUIRE(pthread_create(thread, NULL, address_consumer_run, consumer) == 0, "start the consumer's thread");
+    return consumer;
 }
 
 /* A consumer worker's NACK whose retry comes back unrouted (the level it
@@ -1775,7 +1817,6 @@ static void test_worker_resends_failed_nack(void)
 {
     const int port = rabbit.nodes[0].amqp_port;
     char out[4096], uri[256];
-    hg_consumer_opts_t o;
     hg_consumer_t *consumer = NULL;
     log_lines_t lines = { .lock = PTHREAD_MUTEX_INITIALIZER };
     log_wait_t resent = { &lines, "failed: sending it again" };
@@ -1796,20 +1837,7 @@ static void test_worker_resends_failed_nack(void)
     TU_REQUIRE(unbind_level(port, "nackback", 3) == 0, "unbinding hg.level.3");
     TU_REQUIRE(level_bound("nackback", "hg.level.3") == 0, "hg.level.3 is still bound after queue.unbind");
 
-    hg_consumer_opts_init(&o);
-    o.uri = uri;
-    o.group = "nack-g";
-    o.topic = "nack-t";
-    o.workers = 1;
-    o.block_ms = 200;
-    o.retry.attempts = 0; /* HG_RETRY: NACK at once */
-    o.retry.base_ms = 100;
-    o.handler = nack_once_handler;
-    o.handler_arg = &seen;
-    o.log = collect_log;
-    o.log_arg = &lines;
-    TU_REQUIRE(hg_consumer_new(&o, &consumer, &err) == HG_OK, "hg_consumer_new(%s): %s", uri, err.message);
-    TU_REQUIRE(pthread_create(&thread, NULL, address_consumer_run, consumer) == 0, "start the consumer's thread");
+    consumer = start_nack_consumer(uri, "nack-g", "nack-t", &seen, &lines, &thread);
     e = hg_send(c, "nack-t", NULL, "fails once", 10, hg_delay_none(), NULL);
     TU_CHECK(e == HG_OK, "hg_send: %s", hg_client_errmsg(c));
     hg_client_close(c);
@@ -1996,6 +2024,72 @@ static void test_nack_refused_by_rabbitmq_keeps_hold(void)
     hg_client_close(c);
 }
 
+/* A consumer worker whose NACK and its resend both fail gives up and drops
+ * its connection. Made so: the handler deletes the group's DLQ by hand
+ * (the worker's PULL declared it) and fails the first delivery for good
+ * (NACK … DLQ), whose DLQ move
+ * then comes back unrouted each time (the rebinding sweep a NACK runs does
+ * not declare a group's queues; the next PULL's group ensure does). The
+ * delivery goes back to the group's queue with the connection, counted by
+ * RabbitMQ, and the new connection settles it as one failure: the message
+ * comes back once, with reconsume 1 (a retry, not the DLQ: the failure that
+ * reaches the queue is the lost connection, not the handler's verdict),
+ * and is done; nothing is left in the DLQ or for another PULL. */
+static void test_worker_gives_up_nack(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256];
+    hg_consumer_t *consumer;
+    log_lines_t lines = { .lock = PTHREAD_MUTEX_INITIALIZER };
+    log_wait_t dropped = { &lines, "dropping the connection" };
+    nack_seen_t seen;
+    pthread_t thread;
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    memset(&seen, 0, sizeof seen);
+    seen.first_fatal = 1;
+    seen.drop_vhost = "nackgiveup";
+    seen.drop_queue = "hg.dlq.giveup-g"; /* once the worker's PULL declared it */
+    TU_REQUIRE(guest_vhost("nackgiveup", out, sizeof out) == 0, "vhost nackgiveup for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/nackgiveup?levels=100ms,200ms,300ms,400ms", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "giveup-g", "giveup-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+
+    consumer = start_nack_consumer(uri, "giveup-g", "giveup-t", &seen, &lines, &thread);
+    e = hg_send(c, "giveup-t", NULL, "fails once", 10, hg_delay_none(), NULL);
+    TU_CHECK(e == HG_OK, "hg_send: %s", hg_client_errmsg(c));
+    hg_client_close(c); /* idle for a while below: its heartbeats would lapse */
+    TU_CHECK(tu_poll_until(log_has, &dropped, 30000, 50) == 0,
+             "the worker did not give its NACK up (every resend unroutable):\n%s", lines.text);
+    TU_CHECK(tu_poll_until(handled_twice, &seen, 60000, 50) == 0,
+             "the message was handled %d time(s) in 60 s, want 2 (the given-up delivery did not come back):\n%s",
+             atomic_load(&seen.calls), lines.text);
+    hg_consumer_stop(consumer);
+    pthread_join(thread, NULL);
+    hg_consumer_free(consumer);
+    printf("\n    handled %d times, reconsume %d then %d", atomic_load(&seen.calls), atomic_load(&seen.reconsume[0]),
+           atomic_load(&seen.reconsume[1]));
+    TU_CHECK(atomic_load(&seen.calls) == 2 && atomic_load(&seen.reconsume[0]) == 0 &&
+                 atomic_load(&seen.reconsume[1]) == 1,
+             "handled %d times with reconsume %d, %d: want twice, 0 then 1 (one failure counted once)",
+             atomic_load(&seen.calls), atomic_load(&seen.reconsume[0]), atomic_load(&seen.reconsume[1]));
+    TU_CHECK(seen.drop_rc == 0, "the handler's delete_queue hg.dlq.giveup-g failed");
+    /* a copy left over (a retry published twice, a delivery not settled)
+     * would come within level 3's 300 ms */
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "giveup-g", "giveup-t", "COUNT", "10", "BLOCK", "2000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "left behind: PULL %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "DLQ", "LEN", "giveup-g" }, __LINE__) == 0, "DLQ LEN giveup-g");
+    hg_client_close(c);
+}
+
 /* The value of field name in GROUP LIST's row of group (reply r); -1 when
  * the group or field is absent. */
 static long long group_list_field(const hg_reply_t *r, const char *group, const char *name)
@@ -2106,6 +2200,9 @@ static const tu_test_t node_tests[] = {
     { "a NACK whose retry RabbitMQ refuses (basic.nack): an error saying the delivery is still held; it is, and a "
       "NACK again settles it (reconsume 1, once)",
       test_nack_refused_by_rabbitmq_keeps_hold },
+    { "a consumer worker whose NACK and its resend fail: it drops its connection, and the message comes back once, "
+      "reconsume 1",
+      test_worker_gives_up_nack },
     { "GROUP LIST's ready and dlq: the counts, a 0 checked by one get, the messages untouched",
       test_group_list_counts },
     { "a remainder queue unbound by hand on the send's path: the send fails naming the remainder exchange (never "
