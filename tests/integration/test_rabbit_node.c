@@ -96,6 +96,13 @@
  *                 messages, 0 and 0 for an empty one (each 0 checked by a
  *                 get that finds the queue empty); both messages then
  *                 handed out with reconsume 0.
+ *   group list copy
+ *                 GROUP LIST while a group queue's ra server is suspended
+ *                 (sys:suspend: the passive declare answers 0 after 250 ms)
+ *                 and resumed once the check's get waits in its mailbox:
+ *                 it fails naming the queue, not empty; the message the get
+ *                 took goes back as an uncounted copy at the tail — both
+ *                 messages come once, the other first, reconsume 0.
  *   ciphers       amqps:// to a listener of the test's own that reads the
  *                 ClientHello: the TLS 1.2 suites offered are exactly
  *                 base/tls_policy.h's (OpenSSL's default list, CBC and
@@ -2157,6 +2164,125 @@ static void test_group_list_counts(void)
     hg_client_close(c);
 }
 
+/* The ra server of a quorum queue on node 1: suspend (sys:suspend: it
+ * answers nothing, so a passive declare's count times out and answers 0)
+ * or resume it. 0, or -1 (reported). */
+static int ra_server(const char *vhost, const char *queue, const char *how)
+{
+    char expr[512], out[4096];
+    int rc;
+
+    snprintf(expr, sizeof expr, "sys:%s(whereis(list_to_atom(\"%s_%s\"))).", how, vhost, queue);
+    rc = rq_ctl(&rabbit, 0, out, sizeof out, "eval", expr, NULL);
+    TU_CHECK(rc == 0, "%s: %s", expr, out);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The suspended ra server whose mailbox a get must reach. */
+typedef struct get_waiting {
+    const char *vhost, *queue;
+} get_waiting_t;
+
+/* Whether a dequeue (basic.get) waits in the ra server's mailbox. */
+static int get_is_waiting(void *arg)
+{
+    const get_waiting_t *g = arg;
+    char expr[512], out[4096];
+
+    snprintf(expr, sizeof expr,
+             "{messages, Ms} = process_info(whereis(list_to_atom(\"%s_%s\")), messages), "
+             "length([M || M <- Ms, string:find(io_lib:format(\"~p\", [M]), \"dequeue\") =/= nomatch]).",
+             g->vhost, g->queue);
+    return rq_ctl(&rabbit, 0, out, sizeof out, "eval", expr, NULL) == 0 && atoi(out) > 0;
+}
+
+/* GROUP LIST on a client of its own thread: what it answered. */
+typedef struct group_list_call {
+    hg_client_t *c;
+    hg_err_t e;
+    char why[HG_ERRMSG_MAX];
+} group_list_call_t;
+
+static void *group_list_run(void *arg)
+{
+    group_list_call_t *g = arg;
+    hg_reply_t *r = NULL;
+
+    g->e = cmd(g->c, &r, 2, (const char *const[]){ "GROUP", "LIST" });
+    snprintf(g->why, sizeof g->why, "%s", g->e == HG_OK ? "" : hg_client_errmsg(g->c));
+    hg_reply_free(r);
+    return NULL;
+}
+
+/* GROUP LIST's check of a group queue that RabbitMQ declares empty while
+ * it holds messages (its ra server suspended: the passive declare's count
+ * times out at 250 ms and answers 0; the server is resumed once the check's
+ * get waits for it): the get finds the head message, GROUP LIST fails
+ * naming the queue ("ask again"), and the message it took goes back as an
+ * uncounted copy at the queue's tail, the original acknowledged — the group
+ * then hands out both messages once each, the other first, both with
+ * reconsume 0 (a message returned with basic.nack would come back counted
+ * and be settled as a failure). */
+static void test_group_list_peek_copies(void)
+{
+    char out[4096], uri[256], first[HG_ID_MAX], second[HG_ID_MAX];
+    get_waiting_t waiting = { "peekcopy", "hg.group.peek-g" };
+    group_list_call_t call;
+    pthread_t thread;
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+    int waited;
+
+    TU_REQUIRE(guest_vhost("peekcopy", out, sizeof out) == 0, "vhost peekcopy for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/peekcopy", rabbit.nodes[0].amqp_port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "peek-g", "peek-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    TU_REQUIRE(hg_send(c, "peek-t", NULL, "first", 5, hg_delay_none(), first) == HG_OK, "send: %s",
+               hg_client_errmsg(c));
+    TU_REQUIRE(hg_send(c, "peek-t", NULL, "second", 6, hg_delay_none(), second) == HG_OK, "send: %s",
+               hg_client_errmsg(c));
+    memset(&call, 0, sizeof call);
+    TU_REQUIRE(hg_client_open(uri, NULL, &call.c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    hg_client_set_read_timeout(call.c, 60000); /* the get waits for the resume below */
+    group_list_run(&call);                     /* connected, the topology declared: only the check is left to wait */
+    TU_REQUIRE(call.e == HG_OK, "GROUP LIST before: %s", call.why);
+
+    TU_REQUIRE(ra_server("peekcopy", "hg.group.peek-g", "suspend") == 0, "suspending hg.group.peek-g");
+    TU_REQUIRE(pthread_create(&thread, NULL, group_list_run, &call) == 0, "start GROUP LIST's thread");
+    waited = tu_poll_until(get_is_waiting, &waiting, 30000, 100);
+    TU_CHECK(ra_server("peekcopy", "hg.group.peek-g", "resume") == 0, "resuming hg.group.peek-g");
+    pthread_join(thread, NULL);
+    TU_CHECK(waited == 0, "no get reached the suspended queue in 30 s (GROUP LIST: %s)", call.why);
+    printf("\n    GROUP LIST: %s", call.e == HG_OK ? "answered" : call.why);
+    TU_CHECK(call.e == HG_ERR_SERVER && strstr(call.why, "hg.group.peek-g") != NULL &&
+                 strstr(call.why, "not empty") != NULL,
+             "GROUP LIST with the count lost: %d (%s), want the error naming hg.group.peek-g", (int)call.e, call.why);
+    hg_client_close(call.c);
+
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "peek-g", "peek-t", "COUNT", "10", "BLOCK", "2000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 2, "PULL after the check: %s, %zu messages, want 2",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    for (size_t i = 0; e == HG_OK && i < hg_reply_count(r) && i < 2; i++) {
+        const hg_reply_t *m = hg_reply_element(r, i);
+        const char *id = hg_reply_str(hg_reply_element(m, 0), NULL), *want = i == 0 ? second : first;
+        TU_CHECK(id != NULL && strcmp(id, want) == 0 && hg_reply_integer(hg_reply_element(m, 4)) == 0,
+                 "message %zu: %s with reconsume %lld, want %s (the %s) with 0", i, id != NULL ? id : "?",
+                 hg_reply_integer(hg_reply_element(m, 4)), want, i == 0 ? "untouched one first" : "copy at the tail");
+        if (id != NULL)
+            TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "peek-g", id }, __LINE__) == 1, "ACK %s", id);
+    }
+    hg_reply_free(r);
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "peek-g", "peek-t", "COUNT", "10", "BLOCK", "1000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "a copy too many: PULL %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -2205,6 +2331,9 @@ static const tu_test_t node_tests[] = {
       test_worker_gives_up_nack },
     { "GROUP LIST's ready and dlq: the counts, a 0 checked by one get, the messages untouched",
       test_group_list_counts },
+    { "GROUP LIST with a group queue's count lost (its ra server suspended): fails naming the queue; the message "
+      "its get took goes back as an uncounted copy at the tail",
+      test_group_list_peek_copies },
     { "a remainder queue unbound by hand on the send's path: the send fails naming the remainder exchange (never "
       "skips the wait); the next send binds again and comes at or after its due, once",
       test_unbound_remainder_fails_the_send },
