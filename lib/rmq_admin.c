@@ -70,8 +70,8 @@ static hg_err_t checked_depth(rmq_t *r, const char *q, const char *copy_to, long
         return e;
     if (nonempty)
         return client_fail(r->client, HG_ERR_SERVER,
-                           "RabbitMQ gave no count for queue %s (its leader did not answer within 250 ms) and it "
-                           "is not empty: ask again",
+                           "RabbitMQ counted 0 in queue %s and it is not empty (its leader gave no count within "
+                           "250 ms, or a message came in between the count and the look): ask again",
                            q);
     return HG_OK;
 }
