@@ -64,6 +64,14 @@
  *             live entries beside 1 000, and the load at open of a 440 000-
  *             entry lane CQ beside cq_read of the same window and a read()
  *             of the file (part_lane says how to count instructions).
+ *   msg       the message codec: encode + decode of a 64-byte-payload
+ *             message in the commit log's record form (levels/msg.h) beside
+ *             today's msg_encode + msg_decode, same run (part_msg says how to
+ *             count instructions).
+ *   overlay   a LevelDB write carried by the commit log's redo (derived
+ *             record, readers' overlay, apply) beside the same writes into a
+ *             plain leveldb_writebatch_t, same run: ns per write outside the
+ *             fdatasyncs (part_overlay says how to count instructions).
  *
  * The figures are wall-clock time (CLOCK_MONOTONIC) around the calls named, on
  * a store with default options except sync. Every case gets its own LevelDB
@@ -1675,6 +1683,224 @@ static void part_redo(bench_t *b)
     bench_row("redo", "raw pread + CRC-32C of the same bytes", t_crc * 1e3, 1, "ms", "", t_open / t_crc, "x");
 }
 
+/* ---- overlay: the held writes' cost in the redo (issue 13's commit-log store) ---- */
+
+#define OVERLAY_BATCH     512                                     /* messages a batch */
+#define OVERLAY_OPS       6                                       /* LevelDB writes a message: 3 puts, 3 deletes */
+#define OVERLAY_MSG_BYTES (UINT64_C(65 + 49 + 45 + 29 + 37 + 45)) /* their derived-record bytes */
+#define OVERLAY_SEGMENT   (UINT64_C(16) << 20)
+#define OVERLAY_KEY_MAX   40
+
+/* A key of len bytes: the tag, message m big-endian, then filler. */
+static void overlay_key(char *k, char tag, uint64_t m, size_t len)
+{
+    memset(k, 'k', len);
+    k[0] = tag;
+    be64_put(k + 1, m);
+}
+
+/* Message m's six writes, as the cycle's store makes a message's: its put
+ * under 'A' (24-byte key, 32-byte value), 'B' (32, 8) and 'C' (20, 16); the
+ * deletes of the 'A' put a batch ago and the 'B' put two batches ago; a
+ * delete of a 40-byte key never put. put/del are redo_db_put/redo_db_delete
+ * or the plain writebatch's. */
+typedef struct overlay_sink {
+    void (*put)(void *ctx, const char *k, size_t kn, const char *v, size_t vn);
+    void (*del)(void *ctx, const char *k, size_t kn);
+    void *ctx;
+} overlay_sink_t;
+
+static void overlay_message(const overlay_sink_t *s, uint64_t m)
+{
+    char k[OVERLAY_KEY_MAX], v[32];
+    bench_fill(v, sizeof v, m);
+    overlay_key(k, 'A', m, 24);
+    s->put(s->ctx, k, 24, v, 32);
+    overlay_key(k, 'B', m, 32);
+    s->put(s->ctx, k, 32, v, 8);
+    overlay_key(k, 'C', m, 20);
+    s->put(s->ctx, k, 20, v, 16);
+    overlay_key(k, 'A', m - OVERLAY_BATCH, 24);
+    s->del(s->ctx, k, 24);
+    overlay_key(k, 'B', m - 2 * OVERLAY_BATCH, 32);
+    s->del(s->ctx, k, 32);
+    overlay_key(k, 'X', m, 40);
+    s->del(s->ctx, k, 40);
+}
+
+static void overlay_redo_put(void *ctx, const char *k, size_t kn, const char *v, size_t vn)
+{
+    redo_db_put(ctx, k, kn, v, vn);
+}
+
+static void overlay_redo_del(void *ctx, const char *k, size_t kn)
+{
+    redo_db_delete(ctx, k, kn);
+}
+
+static void overlay_plain_put(void *ctx, const char *k, size_t kn, const char *v, size_t vn)
+{
+    leveldb_writebatch_put(ctx, k, kn, v, vn);
+}
+
+static void overlay_plain_del(void *ctx, const char *k, size_t kn)
+{
+    leveldb_writebatch_delete(ctx, k, kn);
+}
+
+/* Batch i's fate in the cycle's shape: batches 0 and 1 of every 4 are
+ * synced and applied right after their commit; batch 2 is held across the
+ * commit of batch 3, after which both are synced and applied. */
+static int overlay_applied_at_once(long i)
+{
+    return i % 4 != 2;
+}
+
+/* One batch of the redo (messages [first, first + OVERLAY_BATCH)): built,
+ * committed, and, when its fate says so, synced and applied; the seconds
+ * spent outside clog_sync (the fdatasync is the disk's, not the overlay's)
+ * are added to *secs, those inside to *sync_secs. With applied_in_one, a
+ * batch applied at once is committed by redo_commit_applied (it syncs
+ * inside: all its time goes to *secs, *sync_secs gets nothing). Noinline
+ * for callgrind's --toggle-collect. */
+static __attribute__((noinline)) void overlay_redo_batch(redo_t *rd, redo_batch_t *b, long i, uint64_t first,
+                                                         int applied_in_one, double *secs, double *sync_secs)
+{
+    char err[512];
+    double t0 = bench_now();
+    if (redo_batch_room(rd, b, OVERLAY_BATCH * OVERLAY_MSG_BYTES, err, sizeof err) != 0) {
+        bench_die("overlay: redo_batch_room: %s", err);
+    }
+    overlay_sink_t s = { overlay_redo_put, overlay_redo_del, b };
+    for (uint64_t m = first; m < first + OVERLAY_BATCH; m++) {
+        overlay_message(&s, m);
+    }
+    if (applied_in_one && overlay_applied_at_once(i)) {
+        if (redo_commit_applied(rd, b, NULL, err, sizeof err) != 0) {
+            bench_die("overlay: redo_commit_applied: %s", err);
+        }
+        *secs += bench_now() - t0;
+        return;
+    }
+    if (redo_commit(rd, b, NULL, err, sizeof err) != 0) {
+        bench_die("overlay: redo_commit: %s", err);
+    }
+    *secs += bench_now() - t0;
+    if (!overlay_applied_at_once(i)) {
+        return;
+    }
+    t0 = bench_now();
+    if (clog_sync(redo_log(rd), err, sizeof err) != 0) {
+        bench_die("overlay: clog_sync: %s", err);
+    }
+    *sync_secs += bench_now() - t0;
+    t0 = bench_now();
+    if (redo_apply_durable(rd, err, sizeof err) != 0) {
+        bench_die("overlay: redo_apply_durable: %s", err);
+    }
+    *secs += bench_now() - t0;
+}
+
+/* The same batch's writes into a plain leveldb_writebatch_t, written
+ * unsynced when the redo would apply it (a held one waits for the next). */
+static __attribute__((noinline)) void overlay_plain_batch(raw_db_t *r, leveldb_writebatch_t *wb, long i, uint64_t first,
+                                                          double *secs)
+{
+    double t0 = bench_now();
+    overlay_sink_t s = { overlay_plain_put, overlay_plain_del, wb };
+    for (uint64_t m = first; m < first + OVERLAY_BATCH; m++) {
+        overlay_message(&s, m);
+    }
+    if (overlay_applied_at_once(i)) {
+        char *err = NULL;
+        leveldb_write(r->db, r->wopt, wb, &err);
+        if (err != NULL) {
+            bench_die("overlay: leveldb_write: %s", err);
+        }
+        leveldb_writebatch_clear(wb);
+    }
+    *secs += bench_now() - t0;
+}
+
+/* The redo case in its own directory: the seconds outside clog_sync (*secs;
+ * redo_commit_applied's calls whole) and inside it (*sync_secs). */
+static void overlay_redo_case(bench_t *b, long batches, int applied_in_one, double *secs, double *sync_secs)
+{
+    char *path = bench_case_dir(b, "overlay-redo-%d", applied_in_one);
+    if (mkdir(path, 0700) != 0) {
+        bench_die("mkdir %s: %s", path, strerror(errno));
+    }
+    raw_db_t rr;
+    raw_open(&rr, path, 1, 0);
+    redo_options_t o = { path, OVERLAY_SEGMENT, 0, rr.db, path, redo_bounds_empty, NULL };
+    redo_t *rd = NULL;
+    char err[512];
+    if (redo_open(&o, &rd, NULL, err, sizeof err) != 0) {
+        bench_die("overlay: redo_open: %s", err);
+    }
+    redo_batch_t rb = { 0 };
+    *secs = *sync_secs = 0;
+    for (long i = 0; i < batches; i++) {
+        overlay_redo_batch(rd, &rb, i, (uint64_t)i * OVERLAY_BATCH + 2 * OVERLAY_BATCH, applied_in_one, secs,
+                           sync_secs);
+    }
+    if (redo_held(rd) != 0 || overlay_count(redo_overlay(rd)) != 0) {
+        bench_die("overlay: %zu batches and %zu places still held at the end", redo_held(rd),
+                  overlay_count(redo_overlay(rd)));
+    }
+    redo_batch_free(&rb);
+    if (redo_close(rd, err, sizeof err) != 0) {
+        bench_die("overlay: redo_close: %s", err);
+    }
+    raw_close(&rr);
+    bench_case_done(b, path);
+}
+
+/* `overlay`: the cost of a LevelDB write carried through the commit log's
+ * redo (levels/clog_redo.h: encoded into the batch's derived-writes record,
+ * held in the readers' overlay until the log's sync, then applied) beside
+ * the same writes into a plain leveldb_writebatch_t, same run: 100 000
+ * messages (10 000 with --quick) of six 20-40-byte-key writes each, batches
+ * of 512, three batches in four applied right after their sync and one held
+ * across the next commit. Wall clock outside the fdatasyncs, per write; then
+ * the same redo with the batches applied at once committed by
+ * redo_commit_applied (which syncs inside: compared with the first redo's
+ * time including its fdatasyncs). Instructions: `valgrind --tool=callgrind
+ * --toggle-collect=overlay_redo_batch --toggle-collect=overlay_plain_batch
+ * levels-bench --only overlay --quick`, then callgrind_annotate
+ * --inclusive=yes (overlay_redo_batch's row sums both redo cases: read its
+ * callees redo_commit, redo_commit_applied, overlay_add and overlay_drop). */
+static void part_overlay(bench_t *b)
+{
+    long n = b->quick ? 10240 : 102400, batches = n / OVERLAY_BATCH;
+    double t_redo, t_redo_sync, t_one, t_one_sync;
+    overlay_redo_case(b, batches, 0, &t_redo, &t_redo_sync);
+    overlay_redo_case(b, batches, 1, &t_one, &t_one_sync);
+
+    char *path = bench_case_dir(b, "overlay-plain");
+    raw_db_t rp;
+    raw_open(&rp, path, 1, 0);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    double t_plain = 0;
+    for (long i = 0; i < batches; i++) {
+        overlay_plain_batch(&rp, wb, i, (uint64_t)i * OVERLAY_BATCH + 2 * OVERLAY_BATCH, &t_plain);
+    }
+    leveldb_writebatch_destroy(wb);
+    raw_close(&rp);
+    bench_case_done(b, path);
+
+    double writes = (double)batches * OVERLAY_BATCH * OVERLAY_OPS;
+    char name[96];
+    snprintf(name, sizeof name, "redo: %.0f writes, commit + apply (no fdatasync)", writes);
+    bench_row("overlay", name, t_redo / writes * 1e9, 0, "ns/write", "", t_redo / t_plain, "x plain");
+    bench_row("overlay", "plain leveldb_writebatch_t, written alike", t_plain / writes * 1e9, 0, "ns/write",
+              "the floor", -1, NULL);
+    bench_row("overlay", "redo with its fdatasyncs", (t_redo + t_redo_sync) / writes * 1e9, 0, "ns/write", "", -1,
+              NULL);
+    bench_row("overlay", "  at-once batches by redo_commit_applied", (t_one + t_one_sync) / writes * 1e9, 0, "ns/write",
+              "", (t_one + t_one_sync) / (t_redo + t_redo_sync), "x");
+}
+
 /* ---- lane: the remainder lane's heap and its load at open (issue 13 step 4a) ---- */
 
 #define LANE_LIVE_TARGET UINT64_C(440000) /* docs/design-commitlog.md §4: the lane's live window at the target rate */
@@ -1882,6 +2108,80 @@ static void part_lane(bench_t *b)
     bench_row("lane", "  read() of the CQ files' bytes", file * 1e3, 2, "ms", "the floor", load / file, "x");
 }
 
+/* `msg`: the message codec, encode + decode of one message (topic BENCH_TOPIC,
+ * a BENCH_PAYLOAD-byte payload, no group, key or reason: a SEND's) into a
+ * reused buffer, in the record form (msg_encode_record + msg_decode_record at
+ * its ordinal) and in today's form (msg_encode + msg_decode), 10^7 times each
+ * (10^6 with --quick). Instructions per pair: `valgrind --tool=callgrind
+ * levels-bench --only msg --quick`, then callgrind_annotate --inclusive=yes:
+ * msg_pairs_record_form and msg_pairs_today, each ÷ 10^6. */
+#define MSG_BENCH_PAIRS 10000000L
+
+static msg_t msg_bench_message(char *payload)
+{
+    memset(payload, 'p', BENCH_PAYLOAD);
+    msg_t m = { 0 };
+    m.id = UINT64_C(1) << 32;
+    m.created_ms = m.due_ms = BENCH_T0_MS;
+    m.topic = (msg_str_t){ BENCH_TOPIC, (uint32_t)strlen(BENCH_TOPIC) };
+    m.payload = (msg_str_t){ payload, BENCH_PAYLOAD };
+    return m;
+}
+
+/* The payload bytes decoded, summed, so the loop's work is used. */
+__attribute__((noinline)) static uint64_t msg_pairs_record_form(const msg_t *m, long pairs)
+{
+    char buf[256], err[256];
+    uint64_t sum = 0;
+    for (long i = 0; i < pairs; i++) {
+        uint32_t ordinal = (uint32_t)i;
+        size_t n = msg_encode_record(m, ordinal, buf, sizeof buf);
+        msg_t back;
+        if (n == 0 || msg_decode_record(buf, n, m->id, ordinal, &back, err, sizeof err) != 0) {
+            bench_die("record form round trip %ld: %s", i, n ? err : "buffer too small");
+        }
+        sum += back.payload.len;
+    }
+    return sum;
+}
+
+__attribute__((noinline)) static uint64_t msg_pairs_today(const msg_t *m, long pairs)
+{
+    char buf[256], err[256];
+    uint64_t sum = 0;
+    for (long i = 0; i < pairs; i++) {
+        size_t n = msg_encode(m, buf, sizeof buf);
+        msg_t back;
+        if (n == 0 || msg_decode(buf, n, &back, err, sizeof err) != 0) {
+            bench_die("msg_encode round trip %ld: %s", i, n ? err : "buffer too small");
+        }
+        sum += back.payload.len;
+    }
+    return sum;
+}
+
+static void part_msg(bench_t *b)
+{
+    long pairs = b->quick ? MSG_BENCH_PAIRS / 10 : MSG_BENCH_PAIRS;
+    char payload[BENCH_PAYLOAD];
+    msg_t m = msg_bench_message(payload);
+    double t0 = bench_now();
+    uint64_t sum_record = msg_pairs_record_form(&m, pairs);
+    double t_record = bench_now() - t0;
+    t0 = bench_now();
+    uint64_t sum_today = msg_pairs_today(&m, pairs);
+    double t_today = bench_now() - t0;
+    if (sum_record != sum_today || sum_record != (uint64_t)pairs * BENCH_PAYLOAD) {
+        bench_die("msg: decoded payload bytes differ (%llu record form, %llu today)", (unsigned long long)sum_record,
+                  (unsigned long long)sum_today);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "record form encode + decode, %zu bytes", msg_record_size(&m));
+    bench_row("msg", name, t_record / (double)pairs * 1e9, 1, "ns", "", -1, NULL);
+    snprintf(name, sizeof name, "msg_encode + msg_decode, %zu bytes (baseline)", msg_encoded_size(&m));
+    bench_row("msg", name, t_today / (double)pairs * 1e9, 1, "ns", "", t_record / t_today, "x");
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 typedef struct bench_part {
@@ -1901,6 +2201,8 @@ static const bench_part_t bench_parts[] = {
     { "cq", part_cq, "consume-queue entries and where-slots per call vs a LevelDB put" },
     { "redo", part_redo, "the commit log's replay at open (64 MiB) beside a raw read of the same bytes" },
     { "lane", part_lane, "the remainder lane: push + pop at 440 000 live, its load at open vs a read" },
+    { "msg", part_msg, "message codec: the record form's encode + decode vs today's, 64-byte payload" },
+    { "overlay", part_overlay, "a LevelDB write through the commit log's redo vs a plain writebatch" },
 };
 #define BENCH_N_PARTS ((int)(sizeof bench_parts / sizeof bench_parts[0]))
 

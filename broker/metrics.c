@@ -112,10 +112,12 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
         }
         buf_printf(o, "# Levels\r\n");
         uint64_t total = 0;
+        int damaged = 0; /* levels whose due move fails at their head (skipped, tried again every 60 s) */
         for (int l = 1; l <= t->count; l++) {
             store_level_info_t li;
             store_level_info(s, l, &li);
             total += li.depth;
+            damaged += li.damaged != 0;
             char d[32];
             units_format_duration(li.delay_ms, d, sizeof d);
             long long lag = li.head_due_ms && now_ms > li.head_due_ms ? (long long)(now_ms - li.head_due_ms) : 0;
@@ -123,7 +125,8 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                        (unsigned long long)li.delay_ms, (unsigned long long)li.depth,
                        (unsigned long long)li.head_due_ms, lag);
         }
-        buf_printf(o, "levels:%d\r\ndelayed_messages:%llu\r\n", t->count, (unsigned long long)total);
+        buf_printf(o, "levels:%d\r\ndelayed_messages:%llu\r\nlevels_damaged:%d\r\n", t->count,
+                   (unsigned long long)total, damaged);
     }
     if (mask & INFO_GROUPS) {
         if (lead || o->len) {
@@ -145,11 +148,12 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
         store_groups_deleting(s, &deleting, &deleting_entries);
         buf_printf(o,
                    "groups:%llu\r\nready:%llu\r\ninflight:%llu\r\ninflight_unwritten:%llu\r\nretry:%llu\r\n"
-                   "dlq:%llu\r\ngroups_deleting:%llu\r\ngroups_deleting_entries:%llu\r\ngroups_unlisted:%llu\r\n",
+                   "dlq:%llu\r\ngroups_deleting:%llu\r\ngroups_deleting_entries:%llu\r\ngroups_unlisted:%llu\r\n"
+                   "group_queues_damaged:%llu\r\n",
                    (unsigned long long)a.n, (unsigned long long)a.ready, (unsigned long long)a.inflight,
                    (unsigned long long)store_leases_unwritten(s), (unsigned long long)a.retry,
                    (unsigned long long)a.dlq, (unsigned long long)deleting, (unsigned long long)deleting_entries,
-                   (unsigned long long)(a.n - nrows));
+                   (unsigned long long)(a.n - nrows), (unsigned long long)store_group_queues_damaged(s));
     }
     if (mask & INFO_STORAGE) {
         if (lead || o->len) {

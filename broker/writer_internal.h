@@ -87,6 +87,7 @@ struct writer {
     char level_damage_logged[LVL_MAX_LEVELS + 1]; /* 1: the level's damage is logged, its recovery is not yet */
     int levels_damaged_logged;                    /* how many are 1 */
     uint64_t group_damage_seen;                   /* store_group_damage_events already reported */
+    uint64_t group_recoveries_seen;               /* store_group_recoveries already reported */
     int maintain_needed;
     uint64_t next_trim_mono;    /* idle after work: the next release_free_memory (0: none pending) */
     uint64_t trim_gap_ms;       /* ...and the wait before the one after it, doubled each time */

@@ -272,6 +272,7 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
     }
     w->level_damage_seen = 0; /* a new store: its levels are found damaged again */
     w->group_damage_seen = 0; /* ...and its groups' queues */
+    w->group_recoveries_seen = 0;
     memset(w->level_damage_logged, 0, sizeof w->level_damage_logged);
     w->levels_damaged_logged = 0;
     if (store_open_note(w->store)[0] != '\0') {
@@ -395,10 +396,18 @@ static uint64_t ms_to_us(uint64_t ms)
     return ms == UINT64_MAX ? UINT64_MAX : ms * 1000;
 }
 
-/* Monotonic time (µs) of the next thing to do when no job arrives. A due
- * time is a wall-clock millisecond: the wake-up is the start of that
- * millisecond to the microsecond (not a truncated millisecond of the
- * monotonic clock, which could wake almost 1 ms late or early). */
+/* The monotonic time (µs) of wall-clock millisecond wall_ms (a due time, a
+ * skip's end: the store's clock), now_us being the monotonic now: the
+ * start of that millisecond to the microsecond (not a truncated
+ * millisecond of the monotonic clock, which could wake almost 1 ms late or
+ * early); now_us when it has passed. */
+static uint64_t wall_ms_to_mono_us(uint64_t wall_ms, uint64_t now_us)
+{
+    uint64_t at_us = wall_ms * 1000, now_wall = clock_wall_us();
+    return at_us <= now_wall ? now_us : now_us + (at_us - now_wall);
+}
+
+/* Monotonic time (µs) of the next thing to do when no job arrives. */
 static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
 {
     uint64_t best = ms_to_us(writer_earliest_parked_deadline(w));
@@ -416,14 +425,17 @@ static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
     }
     uint64_t wall_next = sched_next_wakeup(w->sched);
     if (wall_next != UINT64_MAX) {
-        uint64_t due_us = wall_next * 1000, now_wall = clock_wall_us();
-        uint64_t at = due_us <= now_wall ? now_us : now_us + (due_us - now_wall);
+        uint64_t at = wall_ms_to_mono_us(wall_next, now_us);
         if (at < ms_to_us(w->sched_retry_mono)) {
             at = ms_to_us(w->sched_retry_mono); /* it failed: not again before then */
         }
         if (at < best) {
             best = at;
         }
+    }
+    uint64_t skip_end = store_group_damage_next_end(w->store); /* parked PULLs of its group try again then */
+    if (skip_end != UINT64_MAX && wall_ms_to_mono_us(skip_end, now_us) < best) {
+        best = wall_ms_to_mono_us(skip_end, now_us);
     }
     uint64_t maint = w->maintain_needed ? w->last_job_mono + MAINTAIN_IDLE_MS : w->next_periodic_mono;
     if (w->next_trim_mono != 0 && w->next_trim_mono < maint) {
@@ -619,22 +631,33 @@ static void report_level_damage(writer_t *w)
 }
 
 /* Group queues a PULL found damaged at their head (store_lease skips them
- * and serves the group's other queue): each finding logged once, when the
- * iteration's PULLs made several the last with how many others. */
+ * and serves the group's other queue): each finding logged once, and each
+ * recovery (a damaged queue served again) once; when the iteration's PULLs
+ * made several, the last with how many others. */
 static void report_group_damage(writer_t *w)
 {
     uint64_t events = store_group_damage_events(w->store);
-    if (events == w->group_damage_seen) {
-        return;
+    if (events != w->group_damage_seen) {
+        uint64_t fresh = events > w->group_damage_seen ? events - w->group_damage_seen : events;
+        w->stats.group_damage_events += fresh;
+        w->group_damage_seen = events;
+        if (fresh > 1) {
+            log_error("%s (and %llu more group queues found damaged since the last report)",
+                      store_group_damage_last(w->store), (unsigned long long)(fresh - 1));
+        } else {
+            log_error("%s", store_group_damage_last(w->store));
+        }
     }
-    uint64_t fresh = events > w->group_damage_seen ? events - w->group_damage_seen : events;
-    w->stats.group_damage_events += fresh;
-    w->group_damage_seen = events;
-    if (fresh > 1) {
-        log_error("%s (and %llu more group queues found damaged since the last report)",
-                  store_group_damage_last(w->store), (unsigned long long)(fresh - 1));
-    } else {
-        log_error("%s", store_group_damage_last(w->store));
+    uint64_t recoveries = store_group_recoveries(w->store);
+    if (recoveries != w->group_recoveries_seen) {
+        uint64_t fresh = recoveries > w->group_recoveries_seen ? recoveries - w->group_recoveries_seen : recoveries;
+        w->group_recoveries_seen = recoveries;
+        if (fresh > 1) {
+            log_info("%s (and %llu more damaged group queues served again since the last report)",
+                     store_group_recovery_last(w->store), (unsigned long long)(fresh - 1));
+        } else {
+            log_info("%s", store_group_recovery_last(w->store));
+        }
     }
 }
 
@@ -722,7 +745,11 @@ void *writer_main(void *arg)
             w->stats.dlq_moves += st.dead;
         }
 
-        /* 3. parked jobs: deadlines and wake-ups */
+        /* 3. parked jobs: deadlines and wake-ups (those of groups whose
+         * damaged queue's skip ended among them) */
+        if (w->store != NULL) {
+            store_group_damage_wake(w->store, writer_now(w));
+        }
         writer_service_parked(w, &done, clock_mono_ms(), stopping);
 
         /* 4. commit the scheduler's and parked jobs' writes (usually nothing), then the replies */

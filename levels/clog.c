@@ -721,11 +721,12 @@ int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
                        ": cannot recycle a segment in use or not wholly durable (durable end %" PRIu64 ")",
                        from, base, atomic_load(&c->durable));
     }
-    if (c->keeping && base + c->size >= c->keep_from) {
+    uint64_t keep = atomic_load(&c->keep_from); /* only ever raised while the log runs: a stale value refuses more */
+    if (keep != UINT64_MAX && base + c->size >= keep) {
         return err_set(err, errlen,
                        "%s: offset %" PRIu64 ": cannot recycle a segment at or past the log's checkpoint %" PRIu64
                        " (the next open follows the chain from there: take a checkpoint past the segment first)",
-                       from, base, c->keep_from);
+                       from, base, keep);
     }
     uint64_t nb = past_every_segment(c);
     clog_seg_path(c, nb, to, sizeof to);
@@ -748,8 +749,7 @@ int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
 
 void clog_keep_from(clog_t *c, uint64_t from)
 {
-    c->keeping = 1;
-    c->keep_from = from;
+    atomic_store(&c->keep_from, from);
 }
 
 void clog_batch_free(clog_batch_t *b)

@@ -34,7 +34,7 @@
  *
  * Threads: one owner thread calls everything but clog_sync and clog_durable,
  * which one other thread (the syncer) may call at the same time as the
- * owner's calls. Errors: every function that fails writes one line into
+ * owner's calls, and clog_keep_from (below). Errors: every function that fails writes one line into
  * err[errlen] (base/err.h) naming the file and offset concerned.
  */
 #ifndef HG_LEVELS_CLOG_H
@@ -218,7 +218,11 @@ int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen);
  * the redo's checkpoint, from which the next open follows the chain
  * (clog_options_t.chain_from), so the segment holding it must stay — and so
  * must every segment when it is 0 (an open from 0 walks the log from its
- * first segment). The redo raises it at each checkpoint. Owner thread. */
+ * first segment). The redo raises it when a checkpoint is finished. Any one
+ * thread at a time (the redo's checkpoint finish may run beside the owner):
+ * the bound is one atomic word, and clog_recycle reads it once; callers only
+ * raise it while the owner may be recycling (a recycle that read the old
+ * value refuses more, never less). */
 void clog_keep_from(clog_t *c, uint64_t from);
 
 void clog_batch_free(clog_batch_t *b);

@@ -33,13 +33,13 @@ struct clog {
     seg_t *segs; /* sorted by base; mutated by the owner under lock, read by the syncer under lock */
     size_t nsegs, cap;
     pthread_mutex_t lock;
-    uint64_t end;        /* where the next batch goes (its segment may not exist yet) */
-    uint64_t tail;       /* the end of the last whole batch: the next COMMIT's "previous end" */
-    uint64_t must_reach; /* clog_options_t's, for the open */
-    uint64_t chain_from; /* clog_options_t's, for the open */
-    uint64_t clean_end;  /* clog_options_t's, for the open */
-    int keeping;         /* 1 once clog_keep_from was called: */
-    uint64_t keep_from;  /* clog_recycle refuses a segment not wholly below this */
+    uint64_t end;               /* where the next batch goes (its segment may not exist yet) */
+    uint64_t tail;              /* the end of the last whole batch: the next COMMIT's "previous end" */
+    uint64_t must_reach;        /* clog_options_t's, for the open */
+    uint64_t chain_from;        /* clog_options_t's, for the open */
+    uint64_t clean_end;         /* clog_options_t's, for the open */
+    _Atomic uint64_t keep_from; /* clog_recycle refuses a segment not wholly below this (UINT64_MAX: no bound,
+                                   clog_keep_from never called); set by any thread, read by the owner */
     _Atomic uint64_t written, durable;
 };
 

@@ -424,6 +424,7 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
     c->must_reach = o->must_reach;
     c->chain_from = o->chain_from;
     c->clean_end = o->clean_end;
+    atomic_store(&c->keep_from, UINT64_MAX);
     pthread_mutex_init(&c->lock, NULL);
     int rc = 0;
     struct dirent *de;

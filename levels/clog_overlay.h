@@ -14,9 +14,15 @@
  * — the value the file or LevelDB will hold once every held batch is made —
  * or OVERLAY_NONE when no held batch writes it (the file or LevelDB already
  * holds the current value). Head moves are not kept (the caller's records
- * hold the heads). Values returned point into the overlay, valid until the
- * next overlay_add or overlay_drop. Owner thread only (the thread that holds
- * and applies the batches). Never fails (out of memory aborts).
+ * hold the heads). Batch ends are never 0 and grow in add order (they are
+ * log offsets; a moved batch's new end lies past every held one).
+ *
+ * The overlay copies nothing: a held place points into the record of the
+ * batch that wrote it last, so a record given to overlay_add must stay
+ * valid and unchanged until overlay_drop (or overlay_move away from) its
+ * batch. Values returned point into those records, valid until the next
+ * overlay_add or overlay_drop. Owner thread only (the thread that holds and
+ * applies the batches). Never fails (out of memory aborts).
  */
 #ifndef HG_LEVELS_CLOG_OVERLAY_H
 #define HG_LEVELS_CLOG_OVERLAY_H
@@ -44,7 +50,8 @@ void overlay_free(clog_overlay_t *o); /* NULL: nothing */
 void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len);
 
 /* The batch ending at `end` (the same record) has been made: forget each of
- * its writes that no later held batch made again. */
+ * its writes that no later held batch made again. The places are those the
+ * add listed (rec is not read again); an end no held batch has is ignored. */
 void overlay_drop(clog_overlay_t *o, uint64_t end, const char *rec, size_t len);
 
 /* The batch that ended at `from` now ends at `to` (carried after a failed

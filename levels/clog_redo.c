@@ -29,6 +29,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@ typedef struct held {
     uint64_t end; /* the batch's end in the log */
     char *rec;    /* its derived-writes record */
     size_t len;
+    int in_overlay; /* 0 only inside redo_commit_applied, until its sync and apply succeed */
 } held_t;
 
 struct redo {
@@ -60,7 +62,7 @@ struct redo {
     clog_t *log;
     leveldb_t *db;
     logsync_t *dbsync;
-    leveldb_writeoptions_t *wo_nosync, *wo_sync;
+    leveldb_writeoptions_t *wo_nosync; /* every LevelDB write: the checkpoint's are made durable by logsync */
     leveldb_readoptions_t *ro;
     redo_bounds_fn bounds;
     void *bounds_ctx;
@@ -71,8 +73,18 @@ struct redo {
     held_t *held;            /* a FIFO: [hfirst, nheld) */
     clog_overlay_t *overlay; /* what the held batches write, for point reads */
     size_t hfirst, nheld, hcap;
-    uint64_t applied, checkpoint;
-    redo_open_report_t *counts; /* the open's report while redoing, else NULL */
+    uint64_t applied;
+    _Atomic uint64_t checkpoint; /* the last finished checkpoint's B (read by the owner, set by the finish) */
+    redo_open_report_t *counts;  /* the open's report while redoing, else NULL */
+    /* the checkpoint begun and not finished: written by redo_checkpoint_begin before `open` is set, read by
+       the finish, which clears `open` last; the owner leaves them alone meanwhile */
+    struct {
+        _Atomic int open;
+        uint64_t b;
+        int clean, raise_applied;
+        fixfile_syncset_t files; /* the CQ and slot files written since the last checkpoint, duplicated */
+    } ckpt;
+    _Atomic int resync_all; /* a checkpoint failed after its files were handed over: the next one syncs every file */
 };
 
 static uint64_t now_us(void)
@@ -367,7 +379,7 @@ int redo_batch_room(redo_t *r, redo_batch_t *b, uint64_t bytes, char *err, size_
     return 0;
 }
 
-int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
+int redo_message_room(redo_t *r, redo_batch_t *b, size_t n, char *err, size_t errlen)
 {
     uint64_t derived = derived_bound(b, b->messages + 1, 0);
     int rc = clog_batch_room(r->log, &b->log, 2 * CLOG_RECORD_HEADER + pad8(n) + pad8(derived));
@@ -380,6 +392,15 @@ int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64
                        " bytes) cannot fit in a segment",
                        n, derived);
     }
+    return 0;
+}
+
+int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
+{
+    int rc = redo_message_room(r, b, n, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
     rc = clog_batch_add(r->log, &b->log, p, n, offset, err, errlen);
     if (rc == 0) {
         b->messages++;
@@ -387,8 +408,9 @@ int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64
     return rc == CLOG_BATCH_FULL ? REDO_BATCH_FULL : rc;
 }
 
-/* Hold the derived-writes record rec (owned from now on) of the batch ending at end. */
-static void hold(redo_t *r, uint64_t end, char *rec, size_t len)
+/* Hold the derived-writes record rec (owned from now on) of the batch ending
+ * at end; with in_overlay, readers see it through the overlay. */
+static void hold(redo_t *r, uint64_t end, char *rec, size_t len, int in_overlay)
 {
     if (r->nheld == r->hcap) {
         if (r->hfirst > 0) {
@@ -400,7 +422,10 @@ static void hold(redo_t *r, uint64_t end, char *rec, size_t len)
             r->held = xrealloc(r->held, r->hcap * sizeof *r->held);
         }
     }
-    r->held[r->nheld++] = (held_t){ end, rec, len };
+    if (in_overlay) {
+        overlay_add(r->overlay, end, rec, len);
+    }
+    r->held[r->nheld++] = (held_t){ end, rec, len, in_overlay };
 }
 
 /* Add the derived-writes record to lb (the batch's last data record) and
@@ -421,11 +446,10 @@ static int append_with_record(redo_t *r, clog_batch_t *lb, const char *rec, size
     return 0;
 }
 
-int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen)
+/* redo_commit's append and hold; the batch enters the overlay when
+ * in_overlay. 0, or -1 with err (nothing held). */
+static int commit_held(redo_t *r, redo_batch_t *b, uint64_t *end, int in_overlay, char *err, size_t errlen)
 {
-    if (b->ops == 0 && b->messages == 0) {
-        return 0;
-    }
     if (b->len == 0) {
         b->len = DERIVED_HEAD;
         b->derived = xrealloc(b->derived, b->cap = 256);
@@ -436,13 +460,44 @@ int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t err
         return -1;
     }
     uint64_t e = clog_end(r->log);
-    overlay_add(r->overlay, e, b->derived, b->len);
-    hold(r, e, b->derived, b->len);
+    hold(r, e, b->derived, b->len, in_overlay);
     b->derived = NULL;
     b->len = b->cap = 0;
     b->ops = b->messages = 0;
     if (end != NULL) {
         *end = e;
+    }
+    return 0;
+}
+
+int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen)
+{
+    if (b->ops == 0 && b->messages == 0) {
+        return 0;
+    }
+    return commit_held(r, b, end, 1, err, errlen);
+}
+
+/* Put every held batch that is not in the overlay into it (only the last
+ * can be: redo_commit_applied's, after its sync or apply failed). */
+static void expose_held(redo_t *r)
+{
+    for (size_t i = r->hfirst; i < r->nheld; i++) {
+        if (!r->held[i].in_overlay) {
+            overlay_add(r->overlay, r->held[i].end, r->held[i].rec, r->held[i].len);
+            r->held[i].in_overlay = 1;
+        }
+    }
+}
+
+int redo_commit_applied(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen)
+{
+    if ((b->ops > 0 || b->messages > 0) && commit_held(r, b, end, 0, err, errlen) != 0) {
+        return -1;
+    }
+    if (clog_sync(r->log, err, errlen) != 0 || redo_apply_durable(r, err, errlen) != 0) {
+        expose_held(r); /* held after all: readers must see it, redo_sync_failed carries it */
+        return -1;
     }
     return 0;
 }
@@ -456,7 +511,9 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen)
         if (rc != 0) {
             return rc;
         }
-        overlay_drop(r->overlay, h->end, h->rec, h->len);
+        if (h->in_overlay) {
+            overlay_drop(r->overlay, h->end, h->rec, h->len);
+        }
         free(h->rec);
         r->hfirst++;
     }
@@ -480,56 +537,130 @@ static int sync_dir(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
-/* The checkpoint at B = b (r->applied, or past it: the end of a range whose
- * held writes are carried in the log past b, redo_sync_failed), with
+/* Begin the checkpoint at B = b (r->applied, or past it: the end of a range
+ * whose held writes are carried in the log past b, redo_sync_failed), with
  * `M "applied"` raised to B when below; with `clean`, also M "clean" = B (the
  * log closes here), else M "clean" deleted (the log may grow past B from now
- * on), in the same synced write. */
-static int checkpoint_at(redo_t *r, uint64_t b, int clean, char *err, size_t errlen)
+ * on), in the mark's write. Owner thread: the buffers of the CQ and slot
+ * files are written (no sync) and the files written since the last
+ * checkpoint handed to the finish as duplicate descriptors. */
+static int checkpoint_begin_at(redo_t *r, uint64_t b, int clean, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < r->nqueues; i++) {
-        if (r->queues[i].dirty) {
-            if (cq_flush(r->queues[i].q, err, errlen) != 0 || cq_sync(r->queues[i].q, err, errlen) != 0) {
-                return -1;
-            }
-            r->queues[i].dirty = 0;
+    if (atomic_load(&r->ckpt.open)) {
+        return err_set(err, errlen,
+                       "commit log checkpoint: the checkpoint begun at offset %" PRIu64
+                       " is not finished (redo_checkpoint_finish first); a second one is refused",
+                       r->ckpt.b);
+    }
+    int all = atomic_exchange(&r->resync_all, 0);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < r->nqueues; i++) {
+        if (r->queues[i].dirty || all) {
+            rc = cq_sync_handoff(r->queues[i].q, all, &r->ckpt.files, err, errlen);
+            r->queues[i].dirty = rc != 0;
         }
     }
-    for (size_t i = 0; i < r->nslots; i++) {
-        if (r->slots[i].dirty) {
-            if (slot_sync(r->slots[i].f, err, errlen) != 0) {
-                return -1;
-            }
-            r->slots[i].dirty = 0;
+    for (size_t i = 0; rc == 0 && i < r->nslots; i++) {
+        if (r->slots[i].dirty || all) {
+            rc = slot_sync_handoff(r->slots[i].f, all, &r->ckpt.files, err, errlen);
+            r->slots[i].dirty = rc != 0;
         }
     }
-    /* every LevelDB log, rotated ones included (a synced write syncs only the newest); the directory holds
-       the names made since (slot files, LevelDB's CURRENT after its open) */
-    if (logsync_run(r->dbsync, err, errlen) != 0 || sync_dir(r->dir, err, errlen) != 0) {
+    if (rc != 0) {
+        /* files handed over count as synced in their fixfile: the next checkpoint hands every one again */
+        fixfile_syncset_clear(&r->ckpt.files);
+        atomic_store(&r->resync_all, 1);
         return -1;
     }
+    r->ckpt.b = b;
+    r->ckpt.clean = clean;
+    r->ckpt.raise_applied = b > r->applied;
+    atomic_store(&r->ckpt.open, 1);
+    return 0;
+}
+
+int redo_checkpoint_begin(redo_t *r, uint64_t *b, char *err, size_t errlen)
+{
+    if (checkpoint_begin_at(r, r->applied, 0, err, errlen) != 0) {
+        return -1;
+    }
+    if (b != NULL) {
+        *b = r->ckpt.b;
+    }
+    return 0;
+}
+
+/* The mark's write: `M "checkpoint"` = B (and `applied`, `clean` as begun),
+ * unsynced — a synced leveldb_write would hold the owner's writes behind its
+ * fsync — then made durable by syncing LevelDB's logs. */
+static int write_mark(redo_t *r, char *err, size_t errlen)
+{
+    uint64_t b = r->ckpt.b;
     key_buf_t k = mark_key("checkpoint"), kc = mark_key("clean"), ka = mark_key("applied");
     char v[8], *dberr = NULL;
     be64_put(v, b);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_writebatch_put(wb, k.b, k.n, v, sizeof v);
-    if (b > r->applied) {
+    if (r->ckpt.raise_applied) {
         leveldb_writebatch_put(wb, ka.b, ka.n, v, sizeof v);
     }
-    if (clean) {
+    if (r->ckpt.clean) {
         leveldb_writebatch_put(wb, kc.b, kc.n, v, sizeof v);
     } else {
         leveldb_writebatch_delete(wb, kc.b, kc.n);
     }
-    leveldb_write(r->db, r->wo_sync, wb, &dberr);
+    leveldb_write(r->db, r->wo_nosync, wb, &dberr);
     leveldb_writebatch_destroy(wb);
     if (dberr != NULL) {
         err_set(err, errlen, "commit log checkpoint at offset %" PRIu64 ": LevelDB write: %s", b, dberr);
         leveldb_free(dberr);
         return -1;
     }
-    r->checkpoint = b;
-    clog_keep_from(r->log, b); /* the next open follows the chain from B: its segment must stay */
+    return logsync_run(r->dbsync, err, errlen);
+}
+
+int redo_checkpoint_finish(redo_t *r, char *err, size_t errlen)
+{
+    if (!atomic_load(&r->ckpt.open)) {
+        return err_set(err, errlen, "commit log checkpoint finish: no checkpoint begun (redo_checkpoint_begin first)");
+    }
+    /* the files first: every LevelDB log, rotated ones included (a synced write syncs only the newest); the
+       directory holds the names made since (slot files, LevelDB's CURRENT after its open); only then the
+       mark, which lets the next open start at B */
+    int rc = fixfile_syncset_run(&r->ckpt.files, err, errlen);
+    if (rc == 0) {
+        rc = logsync_run(r->dbsync, err, errlen);
+    }
+    if (rc == 0) {
+        rc = sync_dir(r->dir, err, errlen);
+    }
+    if (rc == 0) {
+        rc = write_mark(r, err, errlen);
+    }
+    if (rc == 0) {
+        atomic_store(&r->checkpoint, r->ckpt.b);
+        clog_keep_from(r->log, r->ckpt.b); /* the next open follows the chain from B: its segment must stay */
+    } else {
+        atomic_store(&r->resync_all, 1);
+    }
+    fixfile_syncset_clear(&r->ckpt.files);
+    atomic_store(&r->ckpt.open, 0);
+    return rc;
+}
+
+/* Owner thread, no finish running elsewhere: a checkpoint begun and not
+ * finished is finished here (its B is below the one to take). */
+static int finish_open_checkpoint(redo_t *r, char *err, size_t errlen)
+{
+    return atomic_load(&r->ckpt.open) ? redo_checkpoint_finish(r, err, errlen) : 0;
+}
+
+/* A whole checkpoint on the owner thread (begin, then finish). */
+static int checkpoint_at(redo_t *r, uint64_t b, int clean, char *err, size_t errlen)
+{
+    if (checkpoint_begin_at(r, b, clean, err, errlen) != 0 || redo_checkpoint_finish(r, err, errlen) != 0) {
+        return -1;
+    }
     if (b > r->applied) {
         r->applied = b;
     }
@@ -545,7 +676,7 @@ int redo_sync_failed(redo_t *r, redo_failure_t *f, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     /* what the last good sync covered is made as usual */
-    if (redo_apply_durable(r, err, errlen) != 0) {
+    if (finish_open_checkpoint(r, err, errlen) != 0 || redo_apply_durable(r, err, errlen) != 0) {
         return -1;
     }
     clog_abandon(r->log, &f->from, &f->to);
@@ -598,12 +729,12 @@ static int redo_close_files(redo_t *r, char *err, size_t errlen)
     overlay_free(r->overlay);
     logsync_free(r->dbsync);
     leveldb_writeoptions_destroy(r->wo_nosync);
-    leveldb_writeoptions_destroy(r->wo_sync);
     leveldb_readoptions_destroy(r->ro);
     free(r->queues);
     free(r->slots);
     free(r->held);
     free(r->dir);
+    fixfile_syncset_clear(&r->ckpt.files);
     free(r);
     return rc;
 }
@@ -613,7 +744,10 @@ int redo_close(redo_t *r, char *err, size_t errlen)
     if (r == NULL) {
         return 0;
     }
-    int rc = clog_sync(r->log, err, errlen);
+    int rc = finish_open_checkpoint(r, err, errlen);
+    if (rc == 0) {
+        rc = clog_sync(r->log, err, errlen);
+    }
     if (rc == 0) {
         rc = redo_apply_durable(r, err, errlen);
     }
@@ -647,7 +781,7 @@ uint64_t redo_applied(const redo_t *r)
 
 uint64_t redo_checkpointed(const redo_t *r)
 {
-    return r->checkpoint;
+    return atomic_load(&((redo_t *)r)->checkpoint);
 }
 
 size_t redo_held(const redo_t *r)
@@ -735,8 +869,6 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
     r->dbsync = logsync_new(o->db_dir);
     r->overlay = overlay_new();
     r->wo_nosync = leveldb_writeoptions_create();
-    r->wo_sync = leveldb_writeoptions_create();
-    leveldb_writeoptions_set_sync(r->wo_sync, 1);
     r->ro = leveldb_readoptions_create();
     r->bounds = o->bounds;
     r->bounds_ctx = o->bounds_ctx;
@@ -768,7 +900,8 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
     if (rc == 0) {
         clog_keep_from(r->log, rep->checkpoint);
         rep->bytes = rep->log.end - rep->checkpoint;
-        r->applied = r->checkpoint = rep->checkpoint;
+        r->applied = rep->checkpoint;
+        atomic_store(&r->checkpoint, rep->checkpoint);
         redo_walk_t w = { r, NULL, 0, 0, err, errlen };
         r->counts = rep;
         uint64_t t0 = now_us();

@@ -20,10 +20,14 @@
  *    writes of every batch that clog_durable covers, in log order (CQ and
  *    slot writes, then the LevelDB batch with its mark, unsynced); readers
  *    see held writes through redo_overlay;
- *  - a checkpoint (redo_checkpoint) takes B = the end of the last applied
- *    batch, fdatasyncs every CQ and slot file written, LevelDB's write-ahead
- *    logs (levels/logsync.c) and the directory, then writes `M "checkpoint"`
- *    = B with a synced LevelDB write;
+ *  - a checkpoint takes B = the end of the last applied batch, fdatasyncs
+ *    every CQ and slot file written, LevelDB's write-ahead logs
+ *    (levels/logsync.c) and the directory, then writes `M "checkpoint"` = B
+ *    with a LevelDB write made durable by syncing LevelDB's logs again, and
+ *    only then lets clog_recycle past the previous B (clog_keep_from). It is
+ *    split in two (redo_checkpoint_begin on the owner thread, then
+ *    redo_checkpoint_finish on any thread) so the owner is not held by the
+ *    syncs; redo_checkpoint is the two in a row;
  *  - a clean close (redo_close) writes `M "clean"` = its end in its
  *    checkpoint's write, and the open's checkpoint deletes it before anything
  *    is appended: an open that finds the log ending exactly there skips the
@@ -50,8 +54,10 @@
  * redo_bounds_fn. A CQ write below the head is skipped (consumed), at the
  * tail appended, inside [head, tail) rewritten, past the tail refused.
  *
- * Threads: one owner thread calls everything; another thread (the syncer)
- * may call clog_sync(redo_log(r)) at the same time. Errors: one line in
+ * Threads: one owner thread calls everything but redo_checkpoint_finish;
+ * another thread (the syncer) may call clog_sync(redo_log(r)) at the same
+ * time, and redo_checkpoint_finish after a redo_checkpoint_begin (the
+ * contract is at those two). Errors: one line in
  * err[errlen] naming the file, queue, or log offset concerned.
  */
 #ifndef HG_LEVELS_CLOG_REDO_H
@@ -133,12 +139,13 @@ int redo_free(redo_t *r, char *err, size_t errlen);
 
 clog_t *redo_log(redo_t *r);
 uint64_t redo_applied(const redo_t *r);      /* the end of the last batch whose derived writes were made */
-uint64_t redo_checkpointed(const redo_t *r); /* the last checkpoint's B */
+uint64_t redo_checkpointed(const redo_t *r); /* the last finished checkpoint's B (any thread) */
 size_t redo_held(const redo_t *r);           /* batches appended whose derived writes wait for the log's sync */
 
 /* What the held batches write, for point reads to consult before the CQ and
  * slot files and LevelDB (levels/clog_overlay.h; §3 rule 2): kept by
- * redo_commit, redo_apply_durable and redo_sync_failed. Owner thread. */
+ * redo_commit, redo_apply_durable, redo_sync_failed and (only when its sync
+ * or apply fails) redo_commit_applied. Owner thread. */
 const clog_overlay_t *redo_overlay(const redo_t *r);
 
 /* Add a message record (clog_batch_add's contract; *offset is its id), keeping
@@ -147,6 +154,14 @@ const clog_overlay_t *redo_overlay(const redo_t *r);
  * record that outgrew them).
  * REDO_BATCH_FULL: commit, then add it again. */
 int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen);
+
+/* The room redo_add_message will ask for a message record of n bytes, asked
+ * now: 0 when it fits, after which the batch's segment is settled (an empty
+ * batch has moved to the next segment if it had to) and an add of n bytes
+ * lands in it — so a caller that writes the record's position in its segment
+ * into the record (levels/msg.h's record form) asks this first, reads the
+ * segment, encodes, then adds. REDO_BATCH_FULL and -1 as redo_add_message. */
+int redo_message_room(redo_t *r, redo_batch_t *b, size_t n, char *err, size_t errlen);
 
 /* Whether `bytes` more bytes of derived writes (a put is 9 + key + value
  * bytes, a delete 5 + key, a CQ write 29, a head move 13, a slot 41) fit the
@@ -176,12 +191,63 @@ void redo_db_delete(redo_batch_t *b, const void *key, size_t klen);
  * and the batch can be built again). */
 int redo_commit(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen);
 
+/* redo_commit, then clog_sync and redo_apply_durable in one call, for a
+ * caller that would sync and apply right after the commit anyway (a durable
+ * commit): the batch never enters the overlay (no read can come between its
+ * append and its apply: the owner thread is inside this call), which saves
+ * the overlay's work. Every batch held before it is made too, in log order.
+ * *end (may be NULL) gets the batch's end as soon as it is appended, also
+ * when the sync or apply then fails. An empty batch appends nothing; the
+ * sync and apply still run. Owner thread; the syncer may call clog_sync
+ * meanwhile. 0; -1 with err: the append failed (redo_commit's failure,
+ * nothing held); or the sync or an apply failed — the batch is then held
+ * and in the overlay exactly as after redo_commit, so the caller goes on as
+ * after any failed clog_sync or redo_apply_durable (redo_sync_failed carries
+ * it; a power cut leaves the open to redo it when the log kept it). */
+int redo_commit_applied(redo_t *r, redo_batch_t *b, uint64_t *end, char *err, size_t errlen);
+
 /* Make the held derived writes of every batch below clog_durable, in order.
  * 0, or -1 with err (the held batch stays held). */
 int redo_apply_durable(redo_t *r, char *err, size_t errlen);
 
-/* The checkpoint (above): B = redo_applied. 0, or -1 with err (B not moved). */
+/* The checkpoint (above) in one call on the owner thread: B = redo_applied;
+ * redo_checkpoint_begin then redo_checkpoint_finish. 0, or -1 with err (B
+ * not moved; refused while a begun checkpoint is not finished). */
 int redo_checkpoint(redo_t *r, char *err, size_t errlen);
+
+/* The checkpoint's first half, owner thread: fixes B = redo_applied (*b,
+ * may be NULL), writes the CQ and slot files' buffers (pwrites into the page
+ * cache, no sync) and hands the files written since the last checkpoint to
+ * the finish as duplicate descriptors. Nothing waits for the disk. -1 with
+ * err: a checkpoint begun and not finished yet (the error names its B; at
+ * most one is open), or a buffer's write failed (nothing begun; the next
+ * checkpoint syncs every file).
+ *
+ * Between begin and finish the owner may do everything it does otherwise —
+ * add, commit, apply (redo_apply_durable), read the overlay, recycle
+ * (clog_recycle keeps refusing every segment not wholly below the last
+ * FINISHED checkpoint's B, so also those at or above the begun one's), even
+ * advance a queue's head (a CQ file deleted meanwhile is synced through its
+ * duplicate, harmlessly) — except begin another checkpoint (refused, above),
+ * call redo_checkpoint (likewise), or call redo_close, redo_free or
+ * redo_sync_failed while a finish may be running on another thread: those
+ * three need the finish done or never started (redo_close and
+ * redo_sync_failed finish a begun checkpoint themselves first; redo_free
+ * drops it). Writes made after begin may or may not be made durable by the
+ * finish; they are past B, so the next open redoes them either way. */
+int redo_checkpoint_begin(redo_t *r, uint64_t *b, char *err, size_t errlen);
+
+/* The checkpoint's second half: any one thread at a time (the owner's or
+ * another, concurrently with the owner's calls allowed above): fdatasyncs
+ * the files begin handed over, LevelDB's write-ahead logs and the directory;
+ * then writes `M "checkpoint"` = B (and deletes `M "clean"`) by an unsynced
+ * LevelDB write and syncs LevelDB's logs again; then, and only then, publishes
+ * B (redo_checkpointed) and raises clog_keep_from to it (clog_keep_from is
+ * safe from this thread: clog.h). 0; -1 with err naming the file or LevelDB
+ * (B not moved, the checkpoint closed: begin again, and that one syncs every
+ * file), or naming the missing begin. A cut anywhere before the mark's sync
+ * leaves the open at the previous B. */
+int redo_checkpoint_finish(redo_t *r, char *err, size_t errlen);
 
 /* What redo_sync_failed did. */
 typedef struct redo_failure {

@@ -296,6 +296,16 @@ int cq_sync(cq_t *q, char *err, size_t errlen)
     return 0;
 }
 
+int cq_sync_handoff(cq_t *q, int all, fixfile_syncset_t *s, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < q->nfiles; i++) {
+        if (fixfile_sync_handoff(q->files[i], all, s, err, errlen) != 0) {
+            return err_prefix(err, errlen, "cq %08" PRIx32, q->queue);
+        }
+    }
+    return 0;
+}
+
 int cq_close(cq_t *q, char *err, size_t errlen)
 {
     if (q == NULL) {

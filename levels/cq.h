@@ -36,6 +36,8 @@
 #ifndef HG_LEVELS_CQ_H
 #define HG_LEVELS_CQ_H
 
+#include "levels/fixfile.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,6 +76,11 @@ int cq_advance_head(cq_t *q, uint64_t new_head, char *err, size_t errlen);
  * last cq_sync (cq_sync). */
 int cq_flush(cq_t *q, char *err, size_t errlen);
 int cq_sync(cq_t *q, char *err, size_t errlen);
+
+/* cq_sync split for another thread (levels/fixfile.h's handoff): write the
+ * buffer and add each file written since the last sync (every file: `all`)
+ * to s, to be fdatasynced by fixfile_syncset_run. 0, or -1 with err. */
+int cq_sync_handoff(cq_t *q, int all, fixfile_syncset_t *s, char *err, size_t errlen);
 
 /* Flush and free (also when the flush fails: then -1). q may be NULL. */
 int cq_close(cq_t *q, char *err, size_t errlen);

@@ -212,6 +212,48 @@ int fixfile_sync(fixfile_t *f, char *err, size_t errlen)
     return 0;
 }
 
+int fixfile_sync_handoff(fixfile_t *f, int all, fixfile_syncset_t *s, char *err, size_t errlen)
+{
+    if (fixfile_flush(f, err, errlen) != 0) {
+        return -1;
+    }
+    if (!f->dirty && !all) {
+        return 0;
+    }
+    int fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        return err_set(err, errlen, "%s: cannot duplicate its descriptor for a sync: %s", f->path, strerror(errno));
+    }
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        s->v = xrealloc(s->v, s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = (struct fixfile_syncfd){ fd, xstrdup(f->path) };
+    f->dirty = 0;
+    return 0;
+}
+
+int fixfile_syncset_run(const fixfile_syncset_t *s, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (fdatasync(s->v[i].fd) != 0 && rc == 0) {
+            rc = err_set(err, errlen, "%s: cannot fdatasync: %s", s->v[i].path, strerror(errno));
+        }
+    }
+    return rc;
+}
+
+void fixfile_syncset_clear(fixfile_syncset_t *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        close(s->v[i].fd);
+        free(s->v[i].path);
+    }
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
 int fixfile_append(fixfile_t *f, const void *record, char *err, size_t errlen)
 {
     if (f->capacity > 0 && f->end >= f->capacity) {

@@ -70,6 +70,34 @@ int fixfile_sync(fixfile_t *f, char *err, size_t errlen);
  * records are lost, the error says how many). f may be NULL. */
 int fixfile_close(fixfile_t *f, char *err, size_t errlen);
 
+/* Files to fdatasync on another thread (a checkpoint's second half, levels/
+ * clog_redo.h): each a duplicate descriptor and the file's path, so the
+ * owner may go on writing, close or delete the file meanwhile. Zero-
+ * initialise; fixfile_syncset_clear closes and frees. The set belongs to one
+ * thread at a time: the one that filled it hands it over whole. */
+typedef struct fixfile_syncset {
+    struct fixfile_syncfd {
+        int fd;
+        char *path;
+    } * v;
+    size_t n, cap;
+} fixfile_syncset_t;
+
+/* Owner thread: write the buffer (one pwrite, no sync) and, when anything
+ * was written since the last sync or `all` is set, add a duplicate of the
+ * descriptor to s; the file then counts as synced (the caller owes it the
+ * fdatasync by fixfile_syncset_run: after that fails, hand every file over
+ * again with `all`). 0, or -1 with err (the flush or the dup failed; s
+ * unchanged). */
+int fixfile_sync_handoff(fixfile_t *f, int all, fixfile_syncset_t *s, char *err, size_t errlen);
+
+/* Any thread: fdatasync every descriptor of s. 0, or -1 with err naming the
+ * first file whose sync failed (every one is still tried). */
+int fixfile_syncset_run(const fixfile_syncset_t *s, char *err, size_t errlen);
+
+/* Close every descriptor, free the paths; s is empty and reusable. */
+void fixfile_syncset_clear(fixfile_syncset_t *s);
+
 uint64_t fixfile_end(const fixfile_t *f);
 const char *fixfile_path(const fixfile_t *f);
 

@@ -19,7 +19,11 @@
  * behind a damaged retry-queue head (or the log behind a damaged entry)
  * keep their order. Only a head can be skipped this way: an entry behind a
  * whole head is reached by the PULL after it took that head (it ends there,
- * handing out what it took), and the next PULL finds it at the head.
+ * handing out what it took), and the next PULL finds it at the head. When
+ * a skip ends, store_group_damage_wake marks the group's topic woken, so a
+ * PULL … BLOCK parked meanwhile tries the queue again then rather than at
+ * its BLOCK timeout; a queue that passes again is counted and named for the
+ * owner's "served again" report.
  *
  * Threading: one thread at a time (the broker's storage thread).
  */
@@ -44,6 +48,52 @@ uint64_t store_group_queues_damaged(const store_t *s)
     return s->group_queues_damaged;
 }
 
+uint64_t store_group_recoveries(const store_t *s)
+{
+    return s->group_recoveries;
+}
+
+const char *store_group_recovery_last(const store_t *s)
+{
+    return s->group_recovery_last;
+}
+
+uint64_t store_group_damage_next_end(const store_t *s)
+{
+    return s->group_damage_wake_at != 0 ? s->group_damage_wake_at : UINT64_MAX;
+}
+
+/* Queue d of g: its skip's end passed on when it came by now_ms, else
+ * *next lowered to it (a queue with no end pending leaves *next as it is). */
+static void queue_wake_if_ended(store_t *s, group_state_t *g, struct queue_damage *d, uint64_t now_ms, uint64_t *next)
+{
+    if (!d->damaged || !d->wake_pending) {
+        return;
+    }
+    if (d->damaged_until <= now_ms) {
+        d->wake_pending = 0;
+        store_mark_woken(s, g->topic);
+    } else if (d->damaged_until < *next) {
+        *next = d->damaged_until;
+    }
+}
+
+void store_group_damage_wake(store_t *s, uint64_t now_ms)
+{
+    if (s->group_damage_wake_at == 0 || now_ms < s->group_damage_wake_at) {
+        return; /* no skip ended: no walk of the groups */
+    }
+    uint64_t next = UINT64_MAX;
+    map_iter_t it = { 0 };
+    void *val;
+    while (map_next(&s->groups, &it, NULL, NULL, &val)) {
+        group_state_t *g = val;
+        queue_wake_if_ended(s, g, &g->retry_damage, now_ms, &next);
+        queue_wake_if_ended(s, g, &g->log_damage, now_ms, &next);
+    }
+    s->group_damage_wake_at = next != UINT64_MAX ? next : 0;
+}
+
 void store_group_damage_forget(store_t *s, group_state_t *g)
 {
     s->group_queues_damaged -= (uint64_t)(g->retry_damage.damaged + g->log_damage.damaged);
@@ -64,6 +114,10 @@ static void queue_mark_damaged(store_t *s, group_state_t *g, struct queue_damage
                                const char *err)
 {
     d->damaged_until = now_ms + STORE_GROUP_DAMAGE_RETRY_MS;
+    d->wake_pending = 1;
+    if (s->group_damage_wake_at == 0 || d->damaged_until < s->group_damage_wake_at) {
+        s->group_damage_wake_at = d->damaged_until;
+    }
     if (d->damaged) {
         return; /* a retry that failed again: no new finding */
     }
@@ -84,13 +138,24 @@ static void queue_mark_damaged(store_t *s, group_state_t *g, struct queue_damage
     }
 }
 
-/* Queue d of a PULL gave what it held up to the count (or the damage behind
- * a head it took): no longer damaged. */
-static void queue_passed(store_t *s, struct queue_damage *d)
+/* Queue d of g (its retry queue: tag KEY_RETRY, else its topic log) gave a
+ * PULL what it held up to the count (or the damage behind a head it took):
+ * no longer damaged; when it was, the recovery is counted and named. */
+static void queue_passed(store_t *s, group_state_t *g, struct queue_damage *d, enum key_tag tag)
 {
-    if (d->damaged) {
-        d->damaged = 0;
-        s->group_queues_damaged--;
+    if (!d->damaged) {
+        return;
+    }
+    d->damaged = 0;
+    d->wake_pending = 0;
+    s->group_queues_damaged--;
+    s->group_recoveries++;
+    if (tag == KEY_RETRY) {
+        snprintf(s->group_recovery_last, sizeof s->group_recovery_last, "group %s: its retry queue is served again",
+                 g->name);
+    } else {
+        snprintf(s->group_recovery_last, sizeof s->group_recovery_last, "group %s: its topic log %s is served again",
+                 g->name, g->topic->name);
     }
 }
 
@@ -217,7 +282,7 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
             failed = 0; /* nothing taken: the topic log is served */
             got = 0;
         } else {
-            queue_passed(s, &g->retry_damage);
+            queue_passed(s, g, &g->retry_damage, KEY_RETRY);
         }
         if (got > 0) {
             g->retry_ready -= (uint64_t)got;
@@ -242,7 +307,7 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
             queue_mark_damaged(s, g, &g->log_damage, KEY_TOPIC_LOG, now_ms, err);
             return 0; /* the retries taken, if any */
         }
-        queue_passed(s, &g->log_damage);
+        queue_passed(s, g, &g->log_damage, KEY_TOPIC_LOG);
         if (got > 0) {
             g->cursor = last + 1;
             g->position += (uint64_t)got;

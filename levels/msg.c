@@ -9,12 +9,17 @@
  *   5 × (u32 length + bytes): topic, group, key, payload, reason
  * The decoder checks every length against what is left, and that nothing
  * trails, so a truncated or foreign value is an error, never a misread.
+ *
+ * The record form (the payload of a message record in the commit log) is
+ * u32 ordinal, then the layout above with id 0: the id is the record's log
+ * offset, known to the reader and not to the encoder (msg.h).
  */
 #include "levels/msg.h"
 #include "base/alloc.h"
 #include "base/err.h"
 #include "levels/keys.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,17 +61,14 @@ size_t msg_encoded_size(const msg_t *m)
     return n;
 }
 
-size_t msg_encode(const msg_t *m, char *out, size_t outlen)
+/* Write m's layout with `id` in its id field at out (msg_encoded_size(m) bytes). */
+static size_t encode_with_id(const msg_t *m, uint64_t id, char *out)
 {
-    size_t need = msg_encoded_size(m);
-    if (outlen < need) {
-        return 0;
-    }
     char *p = out;
     *p++ = MSG_FORMAT_VERSION;
     *p++ = (char)m->dest;
     p = put_u32(p, m->reconsume);
-    p = put_u64(p, m->id);
+    p = put_u64(p, id);
     p = put_u64(p, m->created_ms);
     p = put_u64(p, m->due_ms);
     p = put_u64(p, m->stamp_ms);
@@ -81,6 +83,14 @@ size_t msg_encode(const msg_t *m, char *out, size_t outlen)
         p += s[i]->len;
     }
     return (size_t)(p - out);
+}
+
+size_t msg_encode(const msg_t *m, char *out, size_t outlen)
+{
+    if (outlen < msg_encoded_size(m)) {
+        return 0;
+    }
+    return encode_with_id(m, m->id, out);
 }
 
 int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
@@ -128,6 +138,83 @@ int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
     }
     if (p != end) {
         return err_set(err, errlen, "message record has %zu trailing bytes", (size_t)(end - p));
+    }
+    return 0;
+}
+
+size_t msg_record_size(const msg_t *m)
+{
+    return MSG_RECORD_ORDINAL_BYTES + msg_encoded_size(m);
+}
+
+size_t msg_encode_record(const msg_t *m, uint32_t ordinal, char *out, size_t outlen)
+{
+    if (outlen < msg_record_size(m)) {
+        return 0;
+    }
+    be32_put(out, ordinal);
+    return MSG_RECORD_ORDINAL_BYTES + encode_with_id(m, 0, out + MSG_RECORD_ORDINAL_BYTES);
+}
+
+/* The ordinal at the head of a record of len bytes: 0, or -1 when it is shorter. */
+static int read_ordinal(const char *buf, size_t len, uint32_t *ordinal)
+{
+    if (len < MSG_RECORD_ORDINAL_BYTES) {
+        return -1;
+    }
+    *ordinal = be32_get(buf);
+    return 0;
+}
+
+int msg_record_ordinal(const char *buf, size_t len, uint32_t *ordinal, char *err, size_t errlen)
+{
+    if (read_ordinal(buf, len, ordinal) != 0) {
+        return err_set(err, errlen, "message record truncated: %zu bytes, shorter than its %d-byte ordinal", len,
+                       MSG_RECORD_ORDINAL_BYTES);
+    }
+    return 0;
+}
+
+int msg_decode_record(const char *buf, size_t len, uint64_t offset, uint32_t ordinal, msg_t *m, char *err,
+                      size_t errlen)
+{
+    if (offset == 0) {
+        return err_set(err, errlen, "message record at log offset 0: no record lies there (ids are never 0)");
+    }
+    uint32_t claimed;
+    if (read_ordinal(buf, len, &claimed) != 0) {
+        return err_set(err, errlen,
+                       "message record at log offset %" PRIu64
+                       " truncated: %zu bytes, shorter than its %d-byte ordinal",
+                       offset, len, MSG_RECORD_ORDINAL_BYTES);
+    }
+    if (claimed != ordinal) {
+        return err_set(err, errlen,
+                       "message record at log offset %" PRIu64 " claims ordinal %" PRIu32 ", expected %" PRIu32
+                       " (not the record its where-slot names)",
+                       offset, claimed, ordinal);
+    }
+    char why[192];
+    if (msg_decode(buf + MSG_RECORD_ORDINAL_BYTES, len - MSG_RECORD_ORDINAL_BYTES, m, why, sizeof why) != 0) {
+        return err_set(err, errlen, "at log offset %" PRIu64 ", past the ordinal: %s", offset, why);
+    }
+    if (m->id != 0) {
+        return err_set(err, errlen,
+                       "message record at log offset %" PRIu64 " carries id %" PRIu64
+                       " (the record form's id field is 0: the id is the offset)",
+                       offset, m->id);
+    }
+    m->id = offset;
+    return 0;
+}
+
+int msg_record_slot_check(uint64_t offset, uint32_t ordinal, const slot_t *slot, char *err, size_t errlen)
+{
+    if (slot->id != offset) {
+        return err_set(err, errlen,
+                       "message record at log offset %" PRIu64 " claims ordinal %" PRIu32
+                       ", whose where-slot names id %" PRIu64 ": not this record",
+                       offset, ordinal, slot->id);
     }
     return 0;
 }

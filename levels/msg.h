@@ -11,6 +11,8 @@
 #ifndef HG_LEVELS_MSG_H
 #define HG_LEVELS_MSG_H
 
+#include "levels/slot.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +59,44 @@ size_t msg_encode(const msg_t *m, char *out, size_t outlen);
  * outlive them. Returns 0, or -1 with the problem in err (unknown version,
  * truncated record, a length past the end, trailing bytes, bad dest). */
 int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen);
+
+/* The record form: the payload of a message record in the commit log
+ * (docs/design-commitlog.md §2, §10 "Message record form (s42)"). It is
+ * u32 ordinal (big-endian: the record's position among its segment's message
+ * records, its where-slot's index) followed by msg_encode's bytes with the id
+ * field 0: a message's id is its record's log offset, which clog hands out
+ * only when it copies the payload (redo_add_message), so the record does not
+ * repeat it; the decoder takes it from the caller's read. */
+#define MSG_RECORD_ORDINAL_BYTES 4
+
+/* Bytes msg_encode_record will write for m. */
+size_t msg_record_size(const msg_t *m);
+
+/* Encode m as the record at ordinal into out[outlen] (m->id is not written).
+ * Returns the bytes written, or 0 if out is smaller than msg_record_size(m). */
+size_t msg_encode_record(const msg_t *m, uint32_t ordinal, char *out, size_t outlen);
+
+/* The ordinal a record claims, read before its slot is fetched. 0, or -1 with
+ * err when the record is shorter than the ordinal. */
+int msg_record_ordinal(const char *buf, size_t len, uint32_t *ordinal, char *err, size_t errlen);
+
+/* Decode a record read at log offset `offset` (its id, never 0) that must sit
+ * at `ordinal` (the where-slot the caller looked up, or the count of message
+ * records before it in a walk of its segment). m->id = offset; the string
+ * views point into buf. Returns 0, or -1 with err naming the problem (and
+ * *m undefined): a
+ * record shorter than its ordinal, an ordinal other than the one expected, an
+ * id field that is not 0, offset 0, or msg_decode's (unknown version,
+ * truncation, a length past the end, trailing bytes, bad dest). */
+int msg_decode_record(const char *buf, size_t len, uint64_t offset, uint32_t ordinal, msg_t *m, char *err,
+                      size_t errlen);
+
+/* The where-slot cross-check (§2: a record at an offset is trusted only when
+ * its slot names it back): slot is the one read at the ordinal the record at
+ * offset claims. 0 when slot->id == offset; else -1 with err naming the
+ * offset, the ordinal and the id the slot names. The slot's flags
+ * (SLOT_REVOKED) are the caller's to judge. */
+int msg_record_slot_check(uint64_t offset, uint32_t ordinal, const slot_t *slot, char *err, size_t errlen);
 
 /* A decoded message that owns its bytes (used to hand messages out of the
  * store). Free with msg_owned_free; a zeroed msg_owned_t is empty. */

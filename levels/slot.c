@@ -98,6 +98,11 @@ int slot_sync(slot_file_t *f, char *err, size_t errlen)
     return fixfile_sync(f->f, err, errlen);
 }
 
+int slot_sync_handoff(slot_file_t *f, int all, fixfile_syncset_t *s, char *err, size_t errlen)
+{
+    return fixfile_sync_handoff(f->f, all, s, err, errlen);
+}
+
 int slot_file_close(slot_file_t *f, char *err, size_t errlen)
 {
     if (f == NULL) {

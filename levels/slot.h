@@ -25,6 +25,8 @@
 #ifndef HG_LEVELS_SLOT_H
 #define HG_LEVELS_SLOT_H
 
+#include "levels/fixfile.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +56,9 @@ int slot_get(slot_file_t *f, uint64_t ordinal, slot_t *out, char *err, size_t er
 /* Write the buffer; slot_sync also fdatasyncs. */
 int slot_flush(slot_file_t *f, char *err, size_t errlen);
 int slot_sync(slot_file_t *f, char *err, size_t errlen);
+
+/* slot_sync split for another thread: fixfile_sync_handoff's contract. */
+int slot_sync_handoff(slot_file_t *f, int all, fixfile_syncset_t *s, char *err, size_t errlen);
 
 /* Flush and free (also when the flush fails: then -1). f may be NULL. */
 int slot_file_close(slot_file_t *f, char *err, size_t errlen);

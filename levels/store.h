@@ -405,6 +405,28 @@ const char *store_group_damage_last(const store_t *s);
  * are not counted. */
 uint64_t store_group_queues_damaged(const store_t *s);
 
+/* How many times a damaged group queue passed again since open (a PULL
+ * read it whole up to its count, or up to damage behind a head it took):
+ * no longer skipped. The owner compares it with what it saw last to report
+ * each recovery once. */
+uint64_t store_group_recoveries(const store_t *s);
+
+/* The latest of those recoveries: "group G: its retry queue is served
+ * again" or "group G: its topic log T is served again"; "" when none since
+ * open. Valid until the next store call. */
+const char *store_group_recovery_last(const store_t *s);
+
+/* The store's-clock time at which the earliest skip of a damaged group
+ * queue ends that store_group_damage_wake has not passed on yet; UINT64_MAX
+ * when none. The owner wakes at that time and calls store_group_damage_wake. */
+uint64_t store_group_damage_next_end(const store_t *s);
+
+/* The skips of damaged group queues that ended by now_ms (the store's
+ * clock): each such group's topic is marked woken (store_take_woken) once,
+ * so that PULLs parked on it try the queue again; a queue that fails again
+ * is skipped anew and its end passed on again. Nothing is read or written. */
+void store_group_damage_wake(store_t *s, uint64_t now_ms);
+
 /* Delete a group with its retry-ready queue, leases and DLQ (its delayed retries
  * are dropped when they come due). *found gets 1 when it existed. The group
  * is gone at once for every command, and its record says so with the next

@@ -169,6 +169,7 @@ struct group_state {
      * damaged_until (the store's clock), then tried again */
     struct queue_damage {
         int damaged;
+        int wake_pending; /* its skip's end not yet told to the PULLs parked on the topic */
         uint64_t damaged_until;
     } retry_damage, log_damage;
 };
@@ -199,6 +200,9 @@ struct store {
     uint64_t group_damage_events;  /* group queues found damaged by a PULL (store_group_damage_events) */
     uint64_t group_queues_damaged; /* of those, damaged now (store_group_queues_damaged) */
     char group_damage_last[512];   /* the latest finding (store_group_damage_last) */
+    uint64_t group_recoveries;     /* damaged group queues that passed again (store_group_recoveries) */
+    char group_recovery_last[640]; /* the latest of those (store_group_recovery_last) */
+    uint64_t group_damage_wake_at; /* the earliest skip end with wake_pending (0: none; store_group_damage_wake) */
     uint64_t npend;                /* leases not written yet, over all groups (lease_pend.c) */
     uint64_t batch_bytes;          /* about what the batch holds (keys, values, framing) */
     int broken;

@@ -9,7 +9,9 @@
  * Every decoder must refuse or accept without reading past the bytes it was
  * given (AddressSanitizer sees each input in an allocation of its exact size),
  * a refused message record must say why, and what is accepted must encode
- * back to exactly the bytes it came from (the layouts are canonical; an old
+ * back to exactly the bytes it came from (the commit log's record form too:
+ * accepted exactly when the bytes past its ordinal are a record with id 0,
+ * refused at any other ordinal, its id the offset it was read at) (the layouts are canonical; an old
  * 16-byte topic record comes back as the 24-byte one with delayed 0). A
  * failed check calls abort(), which libFuzzer reports as a crash.
  */
@@ -37,6 +39,7 @@ enum codec {
     CODEC_RECORD_KEY, /* appended: the seeds' first bytes keep their codecs */
     CODEC_COPY_INDEX_KEY,
     CODEC_KEY_INDEX_KEY,
+    CODEC_MESSAGE_RECORD,
     CODEC_COUNT
 };
 
@@ -59,6 +62,41 @@ static void fuzz_message(const char *v, size_t n)
     CHECK(owned.m.id == m.id && owned.m.payload.len == m.payload.len);
     msg_owned_free(&owned);
     free(again);
+}
+
+#define FUZZ_RECORD_OFFSET UINT64_C(4096) /* where the record form is "read" */
+
+static void fuzz_message_record(const char *v, size_t n)
+{
+    msg_t m, plain;
+    char err[256] = "";
+    uint32_t ordinal;
+    if (msg_record_ordinal(v, n, &ordinal, err, sizeof err) != 0) {
+        CHECK(n < MSG_RECORD_ORDINAL_BYTES && err[0] != '\0');
+        CHECK(msg_decode_record(v, n, FUZZ_RECORD_OFFSET, 0, &m, err, sizeof err) == -1);
+        return;
+    }
+    char plain_err[256];
+    int body_ok = msg_decode(v + MSG_RECORD_ORDINAL_BYTES, n - MSG_RECORD_ORDINAL_BYTES, &plain, plain_err,
+                             sizeof plain_err) == 0 &&
+                  plain.id == 0;
+    err[0] = '\0';
+    if (msg_decode_record(v, n, FUZZ_RECORD_OFFSET, ordinal, &m, err, sizeof err) != 0) {
+        CHECK(!body_ok && err[0] != '\0');
+        return;
+    }
+    CHECK(body_ok && m.id == FUZZ_RECORD_OFFSET && msg_record_size(&m) == n);
+    char *again = malloc(n);
+    CHECK(again != NULL);
+    CHECK(msg_encode_record(&m, ordinal, again, n) == n);
+    CHECK(memcmp(again, v, n) == 0);
+    free(again);
+    err[0] = '\0';
+    CHECK(msg_decode_record(v, n, FUZZ_RECORD_OFFSET, ordinal + 1, &m, err, sizeof err) == -1 &&
+          strstr(err, "claims ordinal") != NULL);
+    slot_t mine = { FUZZ_RECORD_OFFSET, 0, 0, 0 }, other = { FUZZ_RECORD_OFFSET + 8, 0, 0, 0 };
+    CHECK(msg_record_slot_check(FUZZ_RECORD_OFFSET, ordinal, &mine, err, sizeof err) == 0);
+    CHECK(msg_record_slot_check(FUZZ_RECORD_OFFSET, ordinal, &other, err, sizeof err) == -1);
 }
 
 static void fuzz_level_record(const char *v, size_t n)
@@ -228,6 +266,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case CODEC_KEY_INDEX_KEY:
         fuzz_key_index_key(v, n);
+        break;
+    case CODEC_MESSAGE_RECORD:
+        fuzz_message_record(v, n);
         break;
     case CODEC_COUNT:
         break;

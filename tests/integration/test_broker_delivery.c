@@ -519,8 +519,15 @@ static void test_counters_and_metrics(void)
     static const struct {
         const char *key, *want;
     } info[] = {
-        { "sends", "5" },  { "deliveries", "3" }, { "acks", "1" },       { "delayed_messages", "2" },
-        { "groups", "1" }, { "inflight", "2" },   { "fsync", "always" },
+        { "sends", "5" },
+        { "deliveries", "3" },
+        { "acks", "1" },
+        { "delayed_messages", "2" },
+        { "groups", "1" },
+        { "inflight", "2" },
+        { "fsync", "always" },
+        { "levels_damaged", "0" },
+        { "group_queues_damaged", "0" },
     };
     for (size_t i = 0; i < sizeof info / sizeof info[0]; i++) {
         BP_CHECK(bp_info_field(&bt_conn, info[i].key, v, sizeof v, e, sizeof e) == 0 && strcmp(v, info[i].want) == 0,

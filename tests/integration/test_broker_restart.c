@@ -67,6 +67,7 @@
 #include <openssl/err.h>
 
 #include "base/openssl_error.h"
+#include "levels/store.h" /* STORE_GROUP_DAMAGE_RETRY_MS: the skip the broker applies */
 #include <openssl/ssl.h>
 
 #include "tests/helpers/broker_test.h"
@@ -1046,6 +1047,9 @@ static void test_damaged_level_key(void)
              "/metrics with level 3 damaged: hourglass_level_damaged level 3 %g, level 1 %g (want 1, 0), "
              "hourglass_level_damage_events_total %g (want 1: its retries are not new findings)",
              damaged3, damaged1, events);
+    char v[64];
+    BP_CHECK(bp_info_field(&bt_conn, "levels_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
+             "INFO levels_damaged '%s' with level 3 damaged (want 1)", v);
     rc_close(&bt_conn);
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
     repair_level_key();
@@ -1078,10 +1082,13 @@ static int two_retries_ready(void *arg)
     return bp_info_field(&bt_conn, "group_g", v, sizeof v, e, sizeof e) == 0 && strstr(v, "retry_ready=2,") != NULL;
 }
 
-/* Replace the value of the first key of group g's retry queue ('R' "g"
- * 0x00 seq: its head) in the stopped broker's data directory with `with`;
- * the value it held into *old (leveldb_free it). */
-static void replace_retry_head(const char *with, size_t wlen, char **old, size_t *oldlen)
+/* Replace the value of the first key of queue `prefix` (plen bytes: its
+ * tag, name and 0x00; 'R' "g" for group g's retry queue, 'T' "rq" for topic
+ * rq's log; the key is prefix and an 8-byte seq: the queue's head) in the
+ * stopped broker's data directory with `with`; the value it held into *old
+ * (free it). */
+static void replace_queue_head(const char *prefix, size_t plen, const char *with, size_t wlen, char **old,
+                               size_t *oldlen)
 {
     char *e = NULL;
     leveldb_options_t *o = leveldb_options_create();
@@ -1089,14 +1096,14 @@ static void replace_retry_head(const char *with, size_t wlen, char **old, size_t
     BP_REQUIRE(e == NULL, "opening %s: %s", bt_broker.data_dir, e);
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
-    static const char prefix[] = { 'R', 'g', '\0' };
-    leveldb_iter_seek(it, prefix, sizeof prefix);
+    leveldb_iter_seek(it, prefix, plen);
     size_t klen = 0;
     const char *k = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
-    BP_REQUIRE(k != NULL && klen == sizeof prefix + 8 && memcmp(k, prefix, sizeof prefix) == 0,
-               "group g has no retry queue in %s", bt_broker.data_dir);
-    char key[sizeof prefix + 8];
-    memcpy(key, k, sizeof key);
+    BP_REQUIRE(k != NULL && klen == plen + 8 && memcmp(k, prefix, plen) == 0, "no queue %c%s in %s", prefix[0],
+               prefix + 1, bt_broker.data_dir);
+    char key[64];
+    BP_REQUIRE(klen <= sizeof key, "a queue key of %zu bytes", klen);
+    memcpy(key, k, klen);
     size_t vlen = 0;
     const char *v = leveldb_iter_value(it, &vlen);
     *old = malloc(vlen > 0 ? vlen : 1);
@@ -1105,8 +1112,8 @@ static void replace_retry_head(const char *with, size_t wlen, char **old, size_t
     *oldlen = vlen;
     leveldb_iter_destroy(it);
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
-    leveldb_put(db, wo, key, sizeof key, with, wlen, &e);
-    BP_CHECK(e == NULL, "writing g's retry-queue head: %s", e);
+    leveldb_put(db, wo, key, klen, with, wlen, &e);
+    BP_CHECK(e == NULL, "writing the head of queue %c%s: %s", prefix[0], prefix + 1, e);
     leveldb_writeoptions_destroy(wo);
     leveldb_readoptions_destroy(ro);
     leveldb_close(db);
@@ -1137,7 +1144,8 @@ static void test_damaged_retry_head(void)
 
     char *good = NULL;
     size_t goodlen = 0;
-    replace_retry_head("damaged", 7, &good, &goodlen);
+    static const char retry_g[] = { 'R', 'g', '\0' };
+    replace_queue_head(retry_g, sizeof retry_g, "damaged", 7, &good, &goodlen);
     BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
     r = bp_pull(&bt_conn, e, sizeof e, "g", "rq", "COUNT", "8", NULL);
@@ -1158,16 +1166,98 @@ static void test_damaged_retry_head(void)
              damaged, events);
     int lines = bt_log_count("fails at its head");
     BP_CHECK(lines == 1, "the damaged retry-queue head was logged %d times", lines);
+    char v[64];
+    BP_CHECK(bp_info_field(&bt_conn, "group_queues_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
+             "INFO group_queues_damaged '%s' with g's retry queue damaged (want 1)", v);
     rc_close(&bt_conn);
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
 
     char *bad = NULL;
     size_t badlen = 0;
-    replace_retry_head(good, goodlen, &bad, &badlen);
+    replace_queue_head(retry_g, sizeof retry_g, good, goodlen, &bad, &badlen);
     free(bad);
     free(good);
     int rc = bp_check_data(&bt_broker, out, sizeof out);
     BP_CHECK(rc == 0, "--check-data with the retry put back: exit %d, output: %s", rc, out);
+}
+
+#define SKIP_MS            STORE_GROUP_DAMAGE_RETRY_MS /* 60 s: the skip has no test hook */
+#define SKIP_END_MARGIN_MS 15000 /* what the woken PULL may take past the skip's end on a loaded machine */
+
+/* REVOKE id on bt_conn: how many messages it revoked (-1: no such field). */
+static long long revoke_id(const char *id)
+{
+    long long revoked = -1;
+    resp_reply_t *r = rc_cmd(&bt_conn, "REVOKE", id, NULL);
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY, "REVOKE %s: no array (%s)", id, bt_conn.err);
+    for (size_t i = 0; i + 1 < r->count; i += 2) {
+        if (r->elements[i].str != NULL && strcmp(r->elements[i].str, "revoked") == 0) {
+            revoked = r->elements[i + 1].integer;
+        }
+    }
+    resp_reply_free(r);
+    return revoked;
+}
+
+/* A PULL … BLOCK parked while its group's only non-empty queue is skipped
+ * for damage is woken when the skip ends. Group g's topic log is damaged at
+ * its cursor (a, its head); the PULL meets it, skips the log and parks. The
+ * damaged entry is then REVOKEd (the repair a running broker allows: its
+ * directory is locked), which adds nothing ready and wakes nobody. Before,
+ * the PULL waited for its BLOCK (150 s) or a new message; now the skip's end
+ * (60 s after the PULL met the damage) tries it again and it gets b and c,
+ * the recovery logged once. Takes about 60 s: the skip has no test hook. */
+static void test_damage_skip_end_wakes(void)
+{
+    char e[8192], ida[64], idb[64], idc[64], v[64];
+    bt_start(NULL);
+    resp_reply_t *r = rc_cmd(&bt_conn, "GROUP", "CREATE", "g", "rq", NULL);
+    BP_REQUIRE(r != NULL && r->type != RESP_REPLY_ERROR, "GROUP CREATE g rq: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_REQUIRE(bp_send(&bt_conn, ida, sizeof ida, e, sizeof e, "rq", "a", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, idb, sizeof idb, e, sizeof e, "rq", "b", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, idc, sizeof idc, e, sizeof e, "rq", "c", NULL) == 0, "%s", e);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+
+    static const char log_rq[] = { 'T', 'r', 'q', '\0' };
+    char *good = NULL;
+    size_t goodlen = 0;
+    replace_queue_head(log_rq, sizeof log_rq, "damaged", 7, &good, &goodlen);
+    free(good);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
+
+    rc_conn_t c;
+    BP_REQUIRE(bp_connect(&bt_broker, &c, e, sizeof e) == 0, "connect: %s", e);
+    uint64_t sent = tu_now_mono_ms();
+    rc_appendl(&c, "PULL", "g", "rq", "COUNT", "8", "BLOCK", "150000", NULL);
+    BP_REQUIRE(rc_flush(&c, 5000) == 0, "write: %s", c.err);
+    BP_REQUIRE(tu_poll_until(log_has_text, "group g: its topic log rq fails at seq", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
+               "the damaged topic-log head is not logged");
+    bt_wait_blocked("1");
+    BP_CHECK(bp_info_field(&bt_conn, "group_queues_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
+             "INFO group_queues_damaged '%s' with g's topic log skipped (want 1)", v);
+    long long revoked = revoke_id(ida);
+    BP_REQUIRE(revoked == 1, "REVOKE of the damaged a: %lld revoked (want 1)", revoked);
+
+    r = rc_read(&c, SKIP_MS + SKIP_END_MARGIN_MS);
+    uint64_t waited = tu_now_mono_ms() - sent;
+    rc_msg_t m0, m1;
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 2 && rc_msg_at(r, 0, &m0, e, sizeof e) == 0 &&
+                 rc_msg_at(r, 1, &m1, e, sizeof e) == 0 && strcmp(m0.id, idb) == 0 && strcmp(m1.id, idc) == 0,
+             "the PULL parked at the skipped log got %s after %llu ms (want b and c within %d ms)",
+             r == NULL ? c.err : rc_describe(r, e, sizeof e), (unsigned long long)waited, SKIP_MS + SKIP_END_MARGIN_MS);
+    BP_CHECK(waited >= SKIP_MS - 1000, "the PULL was answered after %llu ms, before the %d ms skip ended",
+             (unsigned long long)waited, SKIP_MS);
+    resp_reply_free(r);
+    rc_close(&c);
+    BP_CHECK(tu_poll_until(log_has_text, "group g: its topic log rq is served again", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
+             "the recovered topic log is not logged");
+    int lines = bt_log_count("is served again");
+    BP_CHECK(lines == 1, "the recovery was logged %d times", lines);
+    BP_CHECK(bp_info_field(&bt_conn, "group_queues_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "0") == 0,
+             "INFO group_queues_damaged '%s' after the recovery (want 0)", v);
 }
 
 static int g_hold_ms; /* the held fsync of the test running (preload_holding_shim) */
@@ -1513,6 +1603,7 @@ static const tu_test_t restart_tests[] = {
       "logged once",
       test_damaged_level_key },
     { "a damaged retry-queue head: the topic log is served, logged once and in /metrics", test_damaged_retry_head },
+    { "a PULL parked at a skipped queue is woken when the skip ends (~60 s)", test_damage_skip_end_wakes },
     { "SIGHUP under load: alive, log-level applied and logged, bad file kept out", test_sighup },
     { "log-file reopened on SIGHUP, log-format json, a bad log-file refused", test_log_file },
     { NULL, NULL },

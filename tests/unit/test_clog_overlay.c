@@ -12,6 +12,7 @@
 
 #include <CUnit/CUnit.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,11 +142,153 @@ static void test_cut_record_and_long_key(void)
     overlay_free(o);
 }
 
+/* One batch writes a place twice: the second write is held, and making the
+ * batch forgets the place once (the list the add kept names it twice). A
+ * later batch's write of a place survives the earlier record's end: the
+ * earlier record is overwritten after its drop and the value read is the
+ * later batch's. */
+static void test_twice_in_a_batch_and_record_lifetime(void)
+{
+    clog_overlay_t *o = overlay_new();
+    redo_batch_t b1 = { 0 }, b2 = { 0 }, b3 = { 0 };
+    redo_db_put(&b1, "Yk", 2, "one", 3);
+    redo_db_put(&b1, "Yk", 2, "two", 3);
+    redo_cq_write(&b1, 1, 4, &(cq_entry_t){ 1, 1 });
+    redo_cq_write(&b1, 1, 4, &(cq_entry_t){ 2, 2 });
+    redo_db_put(&b2, "Oa", 2, "a1", 2);
+    redo_db_put(&b3, "Oa", 2, "a2", 2);
+    overlay_add(o, 10, record_of(&b1), b1.len);
+    cq_entry_t e;
+    TU_CHECK(held_value(o, "Yk", "two") && overlay_cq(o, 1, 4, &e) == OVERLAY_HELD && e.log_offset == 2 &&
+                 overlay_count(o) == 2,
+             "the second write of a place in one batch is held, once");
+    overlay_drop(o, 10, b1.derived, b1.len);
+    TU_CHECK(overlay_count(o) == 0, "made: both places forgotten (%zu held)", overlay_count(o));
+    overlay_add(o, 20, record_of(&b2), b2.len);
+    overlay_add(o, 30, record_of(&b3), b3.len);
+    overlay_drop(o, 20, b2.derived, b2.len);
+    memset(b2.derived, 0xee, b2.len); /* the made batch's record is freed by the redo: nothing may point into it */
+    TU_CHECK(held_value(o, "Oa", "a2") && overlay_count(o) == 1, "the later batch's value, from its own record");
+    overlay_drop(o, 30, b3.derived, b3.len);
+    CU_ASSERT_EQUAL(overlay_count(o), 0);
+    redo_batch_free(&b1);
+    redo_batch_free(&b2);
+    redo_batch_free(&b3);
+    overlay_free(o);
+}
+
+/* A model check over many places (the table grows and deletes shift runs):
+ * random batches of puts, deletes, CQ and slot writes over a small key
+ * space, up to 8 held, made in order; after every step each place's lookup
+ * is the last held writer's, or nothing. */
+#define MODEL_PLACES 300
+typedef struct model_write {
+    char kind;    /* 'P', 'D', 'Q', 'S' */
+    unsigned val; /* the value written */
+} model_write_t;
+
+static unsigned model_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return (unsigned)(*x >> 11);
+}
+
+/* The lookup of place i as the held batches [first, last) of writes say. */
+static void model_check(const clog_overlay_t *o, model_write_t (*w)[MODEL_PLACES], int first, int last, int *bad)
+{
+    for (int i = 0; i < MODEL_PLACES; i++) {
+        const model_write_t *m = NULL;
+        for (int k = first; k < last; k++) {
+            if (w[k][i].kind != 0) {
+                m = &w[k][i];
+            }
+        }
+        char key[40];
+        snprintf(key, sizeof key, "key-%d-padded-to-twenty-bytes", i);
+        const char *v;
+        size_t n;
+        cq_entry_t e;
+        slot_t s;
+        int got, ok;
+        if (i % 3 == 0) {
+            got = overlay_get(o, key, strlen(key), &v, &n);
+            ok = m == NULL        ? got == OVERLAY_NONE
+                 : m->kind == 'D' ? got == OVERLAY_DELETED
+                                  : got == OVERLAY_HELD && n == sizeof m->val && memcmp(v, &m->val, n) == 0;
+        } else if (i % 3 == 1) {
+            got = overlay_cq(o, (uint32_t)(i % 7), (uint64_t)i, &e);
+            ok = m == NULL ? got == OVERLAY_NONE : got == OVERLAY_HELD && e.log_offset == m->val;
+        } else {
+            got = overlay_slot(o, (uint64_t)(i % 5) << 20, (uint64_t)i, &s);
+            ok = m == NULL ? got == OVERLAY_NONE : got == OVERLAY_HELD && s.id == m->val;
+        }
+        if (!ok && (*bad)++ == 0) {
+            TU_CHECK(0, "place %d: lookup %d, the model's last writer %c", i, got, m ? m->kind : '-');
+        }
+    }
+}
+
+static void test_model(void)
+{
+    enum {
+        BATCHES = 200
+    };
+    static model_write_t w[BATCHES][MODEL_PLACES];
+    memset(w, 0, sizeof w);
+    redo_batch_t b[BATCHES];
+    memset(b, 0, sizeof b);
+    clog_overlay_t *o = overlay_new();
+    uint64_t x = 88172645463325252ull;
+    int first = 0, bad = 0;
+    for (int k = 0; k < BATCHES; k++) {
+        int writes = 1 + (int)(model_rand(&x) % 120);
+        for (int j = 0; j < writes; j++) {
+            int i = (int)(model_rand(&x) % MODEL_PLACES);
+            unsigned val = model_rand(&x) | 1;
+            char key[40];
+            snprintf(key, sizeof key, "key-%d-padded-to-twenty-bytes", i);
+            if (i % 3 == 0 && val % 4 == 1) {
+                redo_db_delete(&b[k], key, strlen(key));
+                w[k][i] = (model_write_t){ 'D', 0 };
+            } else if (i % 3 == 0) {
+                redo_db_put(&b[k], key, strlen(key), &val, sizeof val);
+                w[k][i] = (model_write_t){ 'P', val };
+            } else if (i % 3 == 1) {
+                redo_cq_write(&b[k], (uint32_t)(i % 7), (uint64_t)i, &(cq_entry_t){ val, 0 });
+                w[k][i] = (model_write_t){ 'Q', val };
+            } else {
+                redo_slot_write(&b[k], (uint64_t)(i % 5) << 20, (uint64_t)i, &(slot_t){ val, 0, 0, 0 });
+                w[k][i] = (model_write_t){ 'S', val };
+            }
+        }
+        overlay_add(o, 100 + (uint64_t)k, record_of(&b[k]), b[k].len);
+        model_check(o, w, first, k + 1, &bad);
+        while (k + 1 - first > 8 || (k + 1 - first > 0 && model_rand(&x) % 3 == 0)) {
+            overlay_drop(o, 100 + (uint64_t)first, b[first].derived, b[first].len);
+            redo_batch_free(&b[first]);
+            first++;
+            model_check(o, w, first, k + 1, &bad);
+        }
+    }
+    while (first < BATCHES) {
+        overlay_drop(o, 100 + (uint64_t)first, b[first].derived, b[first].len);
+        redo_batch_free(&b[first]);
+        first++;
+    }
+    TU_CHECK(bad == 0 && overlay_count(o) == 0, "%d lookups off the model; %zu places left", bad, overlay_count(o));
+    overlay_free(o);
+}
+
 static const tu_test_t overlay_tests[] = {
     { "held CQ entries, slots, puts and deletes are seen; made ones are not", test_lookups },
     { "the later of two held batches wins, also after the earlier is made", test_later_batch_wins },
     { "batches carried after a failed sync keep the last writer's values", test_moved },
     { "a record cut inside an operation; a long key", test_cut_record_and_long_key },
+    { "a place written twice by one batch; a later writer outlives the earlier record",
+      test_twice_in_a_batch_and_record_lifetime },
+    { "200 random batches over 300 places, up to 8 held: every lookup is the last held writer's", test_model },
     { NULL, NULL },
 };
 

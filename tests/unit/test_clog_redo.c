@@ -24,7 +24,10 @@
  * recycled and used again; a second failed sync, of the fresh segment. The
  * checkpoint's segment kept from recycling; redo_free leaving the next open
  * to redo what the log kept; redo_batch_room's answer as redo_commit sees
- * it. A case that ends early has what it opened closed by teardown.
+ * it. The checkpoint split: redo_checkpoint_finish on a second pthread while
+ * the owner commits and applies, a second begin refused, recycling kept at
+ * and above a begun B. A case that ends early has what it opened closed by
+ * teardown.
  *
  * Suite "clog_redo_powercut": tests/helpers/powercut.c (linked in: it
  * interposes pwrite/write/rename/fsync/fdatasync, which LevelDB's own
@@ -35,7 +38,10 @@
  * abandoned range so a cut inside the handling is judged right); the
  * recovered state must equal the model
  * after a prefix of the batches holding every batch whose sync returned, and
- * nothing (CQ tail, slot, LevelDB key) may name anything past the log's end.
+ * nothing (CQ tail, slot, LevelDB key) may name anything past the log's end;
+ * the writer splits half its checkpoints (begin, a batch, finish). Also: a
+ * cut between a checkpoint's begin and finish (the open redoes from the
+ * previous B) and a cut at each file call of the finish.
  * LevelDB's own open runs before the layer is armed: LevelDB 1.23 renames its
  * CURRENT over the old one without a directory fsync, a loss the layer
  * cannot undo (powercut.h); from the arm on every LevelDB file call goes
@@ -52,6 +58,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <leveldb/c.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +127,7 @@ static char err[2048];
 static ledger_t *g_ledger;
 static model_t g_model;
 static int g_fail_next_sync; /* set by a test: the next sync of the log with something to sync fails */
+static int g_commit_applied; /* set by a test: write_batch commits with redo_commit_applied (append, sync, apply) */
 
 /* What a case holds open in this process, released by teardown when the
  * case ends early (a failed TU_REQUIRE): LevelDB's lock on the directory is
@@ -386,6 +394,53 @@ static void emit(model_t *m, ledger_batch_t *lb, redo_batch_t *b, op_t o)
     }
 }
 
+static int handle_sync_failure(redo_t *r);
+static void ledger_synced(redo_t *r);
+
+/* write_batch's commit by redo_commit_applied. The ledger counts the batch
+ * before the call, its end past any log's end until the append sets it (the
+ * ledger is shared: a cut before the append loses the batch harmlessly, a
+ * cut in its sync or apply is judged with its end). On success nothing may
+ * be held or in the overlay; after a failed sync the batch must be held and
+ * its put seen through the overlay, then the failure is handled as
+ * sync_and_apply handles one. 0, or -1 with err. */
+static int commit_applied(redo_t *r, ledger_batch_t *lb, redo_batch_t *b)
+{
+    if (g_fail_next_sync) {
+        g_fail_next_sync = 0;
+        powercut_fail_sync(1, "clog-");
+    }
+    const op_t put = lb->ops[0]; /* write_batch emits its put first */
+    lb->end = UINT64_MAX;
+    lb->state = APPENDED;
+    g_ledger->n++;
+    if (redo_commit_applied(r, b, &lb->end, err, sizeof err) == 0) {
+        ledger_synced(r);
+        if (redo_held(r) != 0 || overlay_count(redo_overlay(r)) != 0) {
+            snprintf(err, sizeof err, "redo_commit_applied left %zu batches and %zu places held", redo_held(r),
+                     overlay_count(redo_overlay(r)));
+            return -1;
+        }
+        return 0;
+    }
+    if (lb->end == UINT64_MAX) {
+        g_ledger->n--; /* the append failed: nothing written */
+        return -1;
+    }
+    if (strstr(err, "must be abandoned") == NULL) {
+        return -1;
+    }
+    char k[24];
+    key_of('k', put.x, k, sizeof k);
+    const char *v = NULL;
+    size_t vn = 0;
+    if (put.tag != 'P' || redo_held(r) == 0 || overlay_get(redo_overlay(r), k, strlen(k), &v, &vn) == OVERLAY_NONE) {
+        snprintf(err, sizeof err, "after redo_commit_applied's failed sync the batch is not held in the overlay");
+        return -1;
+    }
+    return handle_sync_failure(r);
+}
+
 /* Build and commit batch number k of the workload (seeded by *s) into the
  * ledger's next place. 0, or -1 with err. */
 static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
@@ -440,6 +495,11 @@ static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
         if (touched[q]) {
             emit(m, lb, &b, (op_t){ .tag = 'T', .q = q });
         }
+    }
+    if (g_commit_applied) {
+        int rc = commit_applied(r, lb, &b);
+        redo_batch_free(&b);
+        return rc;
     }
     int rc = redo_commit(r, &b, &lb->end, err, sizeof err);
     redo_batch_free(&b);
@@ -500,13 +560,19 @@ static int sync_and_apply(redo_t *r)
         }
         return handle_sync_failure(r);
     }
+    ledger_synced(r);
+    return redo_apply_durable(r, err, sizeof err);
+}
+
+/* The ledger's batches below the log's durable end are SYNCED. */
+static void ledger_synced(redo_t *r)
+{
     uint64_t d = clog_durable(redo_log(r));
     for (size_t j = 0; j < g_ledger->n; j++) {
         if (g_ledger->b[j].state == APPENDED && g_ledger->b[j].end <= d) {
             g_ledger->b[j].state = SYNCED;
         }
     }
-    return redo_apply_durable(r, err, sizeof err);
 }
 
 /* ---- the check --------------------------------------------------------------------- */
@@ -734,7 +800,7 @@ static void test_held_until_sync(void)
  * goes too (they are gone). Either way the open never reads the abandoned
  * range (preads watched) and keeps every batch, the failed ones' derived
  * writes carried. */
-static void sync_failure_then(int power_off)
+static void sync_failure_then(int power_off, int fast)
 {
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
@@ -749,7 +815,10 @@ static void sync_failure_then(int power_off)
         uint64_t s = 5;
         for (int k = 0; k < 10; k++) {
             g_fail_next_sync = k == 5;
-            if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 || ((k == 2 || k >= 5) && sync_and_apply(r) != 0)) {
+            /* fast: the synced batches by redo_commit_applied, 3 and 4 held by redo_commit before it */
+            g_commit_applied = fast && (k <= 2 || k >= 5);
+            if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 ||
+                (!g_commit_applied && (k == 2 || k >= 5) && sync_and_apply(r) != 0)) {
                 fprintf(stderr, "child: batch %d: %s\n", k, err);
                 _exit(3);
             }
@@ -858,12 +927,64 @@ static void test_second_sync_failure(void)
 
 static void test_sync_failure_kill(void)
 {
-    sync_failure_then(0);
+    sync_failure_then(0, 0);
 }
 
 static void test_sync_failure_power_cut(void)
 {
-    sync_failure_then(1);
+    sync_failure_then(1, 0);
+}
+
+/* redo_commit_applied: batches appended, synced and applied in one call
+ * never enter the overlay and leave nothing held (commit_applied checks it
+ * after each); the ones held by redo_commit before are made with them; its
+ * failed sync leaves the batch held and seen through the overlay, and
+ * redo_sync_failed carries it with the two held before — after a kill -9
+ * and after a power cut, the open keeps every batch (sync_failure_then's
+ * checks). */
+static void test_commit_applied_sync_failure_kill(void)
+{
+    sync_failure_then(0, 1);
+}
+
+static void test_commit_applied_sync_failure_power_cut(void)
+{
+    sync_failure_then(1, 1);
+}
+
+/* redo_commit_applied in process: two batches held by redo_commit (in the
+ * overlay), then one committed applied — all three made, nothing held, the
+ * overlay empty, the mark at its end; an empty batch still syncs and makes
+ * what is held; the state after close equals the model. */
+static void test_commit_applied(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 11;
+    for (int k = 0; k < 2; k++) {
+        TU_REQUIRE(write_batch(r, &g_model, &s, (uint64_t)k) == 0, "%s", err);
+    }
+    TU_CHECK(redo_held(r) == 2 && overlay_count(redo_overlay(r)) > 0, "two batches held, in the overlay");
+    g_commit_applied = 1;
+    int rc = write_batch(r, &g_model, &s, 2);
+    g_commit_applied = 0;
+    TU_REQUIRE(rc == 0, "%s", err);
+    TU_CHECK(redo_held(r) == 0 && overlay_count(redo_overlay(r)) == 0 && redo_applied(r) == g_ledger->b[2].end &&
+                 mark(db, "applied") == g_ledger->b[2].end && g_ledger->b[2].end == clog_end(redo_log(r)),
+             "all three made, nothing held (%zu), the mark at the last end", redo_held(r));
+    TU_REQUIRE(write_batch(r, &g_model, &s, 3) == 0, "%s", err);
+    redo_batch_t empty = { 0 };
+    uint64_t end = 0;
+    TU_CHECK(redo_commit_applied(r, &empty, &end, err, sizeof err) == 0 && end == 0 && redo_held(r) == 0 &&
+                 redo_applied(r) == g_ledger->b[3].end,
+             "an empty batch appends nothing and makes what is held: %s", err);
+    g_ledger->b[3].state = SYNCED;
+    TU_REQUIRE(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    char why[1024] = "";
+    TU_CHECK(check_state(db, &g_model, g_ledger->b[3].end, why, sizeof why) == 0, "%s", why);
+    db_close(db);
 }
 
 /* An abandoned segment recycled (once the log's durable end is past it) and
@@ -1381,6 +1502,52 @@ static void test_message_reserve(void)
     db_close(db);
 }
 
+/* redo_message_room settles the batch's segment before the record is
+ * made: a message whose position in its segment is written into it (the
+ * record form) lands in the segment the room call left the batch in, also
+ * when an empty batch had to move to the next segment. */
+static void test_message_room(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    redo_batch_t b = { 0 };
+    static char payload[900];
+    int moved = 0, wrong = 0;
+    for (int i = 0; i < 300; i++) {
+        uint64_t before = b.log.first / SEG;
+        TU_REQUIRE(redo_message_room(r, &b, sizeof payload, err, sizeof err) == 0, "message %d: %s", i, err);
+        uint64_t seg = b.log.first / SEG, id;
+        moved += seg != before;
+        TU_REQUIRE(redo_add_message(r, &b, payload, sizeof payload, &id, err, sizeof err) == 0, "message %d: %s", i,
+                   err);
+        wrong += id / SEG != seg;
+        if (i % 3 == 2) {
+            TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
+        }
+    }
+    TU_CHECK(moved >= 3, "the batch moved to a next segment %d times", moved);
+    TU_CHECK(wrong == 0, "%d messages landed outside the segment the room call settled", wrong);
+    /* a batch holding messages is not moved: full, as the add would say */
+    int rc = 0;
+    while ((rc = redo_message_room(r, &b, sizeof payload, err, sizeof err)) == 0) {
+        uint64_t id;
+        TU_REQUIRE(redo_add_message(r, &b, payload, sizeof payload, &id, err, sizeof err) == 0, "%s", err);
+    }
+    TU_CHECK(rc == REDO_BATCH_FULL, "a full batch: %d", rc);
+    uint64_t id;
+    TU_CHECK(redo_add_message(r, &b, payload, sizeof payload, &id, err, sizeof err) == REDO_BATCH_FULL,
+             "the add agrees");
+    TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(redo_message_room(r, &b, 2 * SEG, err, sizeof err) == -1 && strstr(err, "cannot fit in a segment"),
+             "a message larger than a segment: %s", err);
+    redo_batch_free(&b);
+    release_ptr((void **)g_redos, r);
+    TU_CHECK(redo_free(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
+}
+
 /* The replay time of 64 MiB of log (design §6: target <= 300 ms). */
 static void test_replay_time(void)
 {
@@ -1450,6 +1617,230 @@ static void test_replay_time(void)
     tu_rmtree(bdir);
 }
 
+/* ---- the checkpoint split (redo_checkpoint_begin / redo_checkpoint_finish) ------------ */
+
+typedef struct finisher {
+    redo_t *r;
+    int rc;
+    char err[512];
+} finisher_t;
+
+static void *finish_on_thread(void *p)
+{
+    finisher_t *f = p;
+    f->rc = redo_checkpoint_finish(f->r, f->err, sizeof f->err);
+    return NULL;
+}
+
+/* The finish on a second thread while the owner commits, syncs and applies
+ * a batch: 100 rounds, each B published once its finish returns; the next
+ * open finds the whole workload. */
+static void test_finish_on_thread(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 17;
+    int rounds = 100;
+    /* a batch per round (the log's ~5 KiB a batch stays inside the model's MAX_SEGS segments) */
+    TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
+    for (int round = 0; round < rounds; round++) {
+        uint64_t b = 0, before = redo_checkpointed(r);
+        TU_REQUIRE(redo_checkpoint_begin(r, &b, err, sizeof err) == 0, "round %d: begin: %s", round, err);
+        TU_REQUIRE(b == redo_applied(r), "B is what is applied");
+        finisher_t f = { r, -1, "" };
+        pthread_t t;
+        TU_REQUIRE(pthread_create(&t, NULL, finish_on_thread, &f) == 0, "pthread_create");
+        TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
+        uint64_t seen = redo_checkpointed(r);
+        TU_CHECK(seen == before || seen == b, "round %d: B read during the finish is the old or the new one", round);
+        TU_REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+        TU_REQUIRE(f.rc == 0, "round %d: finish: %s", round, f.err);
+        TU_CHECK(redo_checkpointed(r) == b, "round %d: B %" PRIu64 " published by the finish (%" PRIu64 ")", round, b,
+                 redo_checkpointed(r));
+    }
+    uint64_t last_b = redo_checkpointed(r);
+    TU_CHECK(last_b == g_ledger->b[g_ledger->n - 2].end, "the last B is the end of the batch before its round's");
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+    TU_CHECK(rep.batches == 0, "nothing to redo after the close");
+}
+
+/* A second begin while one is open is refused, naming the open B; so is
+ * redo_checkpoint; a finish without a begin is refused. */
+static void test_begin_twice(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 5, b = 0, b2 = 0;
+    TU_REQUIRE(write_synced_until(r, &s, 4096) == 0, "%s", err);
+    TU_REQUIRE(redo_checkpoint_begin(r, &b, err, sizeof err) == 0, "%s", err);
+    char want[64];
+    snprintf(want, sizeof want, "begun at offset %" PRIu64 " is not finished", b);
+    TU_REQUIRE(write_synced_until(r, &s, 8192) == 0, "%s", err);
+    TU_CHECK(redo_checkpoint_begin(r, &b2, err, sizeof err) == -1 && strstr(err, want) != NULL,
+             "a second begin refused, naming the open one: %s", err);
+    TU_CHECK(redo_checkpoint(r, err, sizeof err) == -1 && strstr(err, want) != NULL, "redo_checkpoint refused too: %s",
+             err);
+    TU_CHECK(redo_checkpointed(r) == 0, "B not moved before the finish");
+    TU_CHECK(redo_checkpoint_finish(r, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(redo_checkpointed(r) == b, "B moved by the finish");
+    TU_CHECK(redo_checkpoint_finish(r, err, sizeof err) == -1 && strstr(err, "no checkpoint begun") != NULL,
+             "a finish without a begin refused: %s", err);
+    TU_CHECK(redo_checkpoint_begin(r, &b2, err, sizeof err) == 0 && b2 > b, "a begin after the finish: %s", err);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "the close finishes the begun checkpoint: %s", err);
+    db_close(db);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+}
+
+/* clog_recycle refuses every segment not wholly below the last FINISHED B:
+ * the segment of a begun B too, until its finish. */
+static void test_recycle_keeps_begun_checkpoint(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 3, b1 = 0, b2 = 0;
+    TU_REQUIRE(write_synced_until(r, &s, SEG + SEG / 4) == 0, "%s", err);
+    TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
+    b1 = redo_checkpointed(r);
+    TU_REQUIRE(b1 > SEG && b1 < 2 * SEG, "B %" PRIu64 " in the second segment", b1);
+    TU_REQUIRE(write_synced_until(r, &s, 2 * SEG + SEG / 4) == 0, "%s", err);
+    TU_REQUIRE(redo_checkpoint_begin(r, &b2, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(b2 > 2 * SEG && b2 < 3 * SEG, "begun B %" PRIu64 " in the third segment", b2);
+    TU_REQUIRE(write_synced_until(r, &s, 3 * SEG + SEG / 4) == 0, "%s", err); /* the third segment not in use */
+    char want[64];
+    snprintf(want, sizeof want, "checkpoint %" PRIu64, b1);
+    TU_CHECK(clog_recycle(redo_log(r), 2 * SEG, err, sizeof err) == -1 && strstr(err, want) != NULL,
+             "the begun B's segment refused while unfinished: %s", err);
+    TU_CHECK(clog_recycle(redo_log(r), SEG, err, sizeof err) == -1 && strstr(err, want) != NULL,
+             "the finished B's segment refused: %s", err);
+    TU_CHECK(clog_recycle(redo_log(r), 0, err, sizeof err) == 0, "below the finished B: recycled (%s)", err);
+    TU_REQUIRE(redo_checkpoint_finish(r, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(clog_recycle(redo_log(r), SEG, err, sizeof err) == 0, "recycled once the finish moved B (%s)", err);
+    TU_CHECK(clog_recycle(redo_log(r), 2 * SEG, err, sizeof err) == -1 && strstr(err, "checkpoint") != NULL,
+             "the finished B's own segment stays: %s", err);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+}
+
+/* A child: open (armed, never killed), 12 batches synced and applied, a
+ * checkpoint (B1), 10 more, a begin (B2), 6 more; then, with finish_kill
+ * set, re-armed to die at the finish_kill-th file call of the finish (0:
+ * dies before the finish). Exits 0 when the finish returned. */
+static void __attribute__((noreturn)) split_child(uint64_t finish_kill)
+{
+    leveldb_t *db = db_open();
+    if (db == NULL) {
+        _exit(2);
+    }
+    powercut_arm(0);
+    redo_t *r = NULL;
+    if (redo_open_on(db, 0, &r, NULL) != 0) {
+        _exit(3);
+    }
+    uint64_t s = 11;
+    for (int k = 0; k < 28; k++) {
+        if (write_batch(r, &g_model, &s, g_ledger->n) != 0 || sync_and_apply(r) != 0 ||
+            (k == 11 && redo_checkpoint(r, err, sizeof err) != 0) ||
+            (k == 21 && redo_checkpoint_begin(r, NULL, err, sizeof err) != 0)) {
+            fprintf(stderr, "child: %s\n", err);
+            _exit(4);
+        }
+    }
+    if (finish_kill == 0) {
+        raise(SIGKILL);
+    }
+    powercut_arm(powercut_calls() + finish_kill);
+    if (redo_checkpoint_finish(r, err, sizeof err) != 0) {
+        fprintf(stderr, "child: finish: %s\n", err);
+        _exit(5);
+    }
+    _exit(0);
+}
+
+/* Power cuts between begin and finish: the open redoes from the previous
+ * B and keeps every synced batch. */
+static void test_cut_between_begin_and_finish(void)
+{
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        powercut_reset();
+        g_ledger->n = 0;
+        memset(&g_model, 0, sizeof g_model);
+        pid_t pid = fork();
+        TU_REQUIRE(pid >= 0, "fork");
+        if (pid == 0) {
+            split_child(0);
+        }
+        int status;
+        TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "the child failed: %#x", status);
+        powercut_stats_t st;
+        TU_REQUIRE(powercut_power_off(seed, &st, err, sizeof err) == 0, "%s", err);
+        redo_open_report_t rep;
+        expect_recovered(28, &rep);
+        TU_CHECK(rep.checkpoint == g_ledger->b[11].end && rep.batches == 16,
+                 "seed %" PRIu64 ": redone from the previous B %" PRIu64 " (B %" PRIu64 ", %" PRIu64 " batches)", seed,
+                 g_ledger->b[11].end, rep.checkpoint, rep.batches);
+        tu_rmtree(dir);
+        TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir");
+    }
+}
+
+/* A power cut at each file call of the finish (the files' syncs, LevelDB's
+ * logs, the directory, the mark's write and its sync): the open starts at
+ * the previous B or the new one, and either way finds every synced batch. */
+static void test_cut_inside_finish(void)
+{
+    uint64_t calls = 0, at_old = 0, at_new = 0;
+    for (uint64_t c = 1;; c++) {
+        powercut_reset();
+        g_ledger->n = 0;
+        memset(&g_model, 0, sizeof g_model);
+        pid_t pid = fork();
+        TU_REQUIRE(pid >= 0, "fork");
+        if (pid == 0) {
+            split_child(c);
+        }
+        int status;
+        TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
+        if (WIFEXITED(status)) {
+            TU_REQUIRE(WEXITSTATUS(status) == 0, "the child failed at kill point %" PRIu64 ": %#x", c, status);
+            calls = c - 1;
+            break;
+        }
+        powercut_stats_t st;
+        TU_REQUIRE(powercut_power_off(c * 31, &st, err, sizeof err) == 0, "%s", err);
+        redo_open_report_t rep;
+        unsigned failures = CU_get_number_of_failures();
+        expect_recovered(28, &rep);
+        at_old += rep.checkpoint == g_ledger->b[11].end;
+        at_new += rep.checkpoint == g_ledger->b[21].end;
+        TU_CHECK(rep.checkpoint == g_ledger->b[11].end || rep.checkpoint == g_ledger->b[21].end,
+                 "cut at the finish's call %" PRIu64 ": B %" PRIu64 " is the previous or the begun one", c,
+                 rep.checkpoint);
+        if (CU_get_number_of_failures() > failures) {
+            fprintf(stderr, "failed after a power cut at the finish's file call %" PRIu64 "\n", c);
+            return;
+        }
+        tu_rmtree(dir);
+        TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir");
+    }
+    fprintf(stderr,
+            "  the finish made %" PRIu64 " file calls; cuts left B at the previous one %" PRIu64
+            " times, at the begun one %" PRIu64 " times\n",
+            calls, at_old, at_new);
+    TU_CHECK(calls >= 4 && at_old > 0, "the finish's file calls (%" PRIu64 ") each cut, most before the mark", calls);
+}
+
 /* ---- suite clog_redo_powercut -------------------------------------------------------- */
 
 #define ROUNDS  3
@@ -1473,7 +1864,8 @@ static void add_stats(totals_t *t, const powercut_stats_t *st)
 }
 
 /* The writer: open (LevelDB before the arm), batches, syncs, applies and
- * checkpoints at random, until the cut. */
+ * checkpoints at random (half of them split: begun, then finished after the
+ * next batch is committed), until the cut. */
 static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint64_t kill_at)
 {
     uint64_t s = seed;
@@ -1490,19 +1882,33 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
     }
     model_rebuild(&g_model, g_ledger->n);
     int fail_at = next_rand(&s) % 2 ? (int)(next_rand(&s) % BATCHES) : -1; /* a failed log sync, half the rounds */
+    int begun = 0; /* a checkpoint begun after the last batch: finished after the next one is committed */
+    uint64_t fast = seed * 31 + 7; /* its own sequence: the other draws stay as they were */
     for (int k = 0; k < BATCHES && g_ledger->n < MAX_BATCHES; k++) {
         g_fail_next_sync = k == fail_at;
+        g_commit_applied = next_rand(&fast) % 3 == 0; /* append, sync and apply in one call */
+        uint64_t failures = g_ledger->failures;
         if (write_batch(r, &g_model, &s, g_ledger->n) != 0) {
             fprintf(stderr, "writer: batch: %s\n", err);
             _exit(4);
         }
+        /* a failed sync handled inside the batch's commit: redo_sync_failed finished the begun checkpoint */
+        begun = begun && g_ledger->failures == failures;
+        if (begun && redo_checkpoint_finish(r, err, sizeof err) != 0) {
+            fprintf(stderr, "writer: checkpoint finish: %s\n", err);
+            _exit(6);
+        }
+        begun = 0;
         if (next_rand(&s) % 3 != 0 && sync_and_apply(r) != 0) {
             fprintf(stderr, "writer: sync: %s\n", err);
             _exit(5);
         }
-        if (next_rand(&s) % 8 == 0 && redo_checkpoint(r, err, sizeof err) != 0) {
-            fprintf(stderr, "writer: checkpoint: %s\n", err);
-            _exit(6);
+        if (next_rand(&s) % 8 == 0) {
+            begun = next_rand(&s) % 2 == 0;
+            if ((begun ? redo_checkpoint_begin(r, NULL, err, sizeof err) : redo_checkpoint(r, err, sizeof err)) != 0) {
+                fprintf(stderr, "writer: checkpoint: %s\n", err);
+                _exit(6);
+            }
         }
     }
     raise(SIGKILL);
@@ -1657,6 +2063,11 @@ static const tu_test_t redo_tests[] = {
     { "redo after a kill, and nothing after a clean close", test_redo_after_kill },
     { "a failed log sync: abandoned, carried, never read again (kill -9)", test_sync_failure_kill },
     { "a failed log sync: abandoned, carried, never read again (power cut)", test_sync_failure_power_cut },
+    { "redo_commit_applied: made in one call, never in the overlay; held ones made with it", test_commit_applied },
+    { "redo_commit_applied's failed sync: held, in the overlay, carried (kill -9)",
+      test_commit_applied_sync_failure_kill },
+    { "redo_commit_applied's failed sync: held, in the overlay, carried (power cut)",
+      test_commit_applied_sync_failure_power_cut },
     { "an abandoned segment, recycled and used again, is synced", test_abandoned_segment_recycled },
     { "a second failed sync, of the fresh segment: stop; the open keeps the synced prefix", test_second_sync_failure },
     { "redo_free: nothing made; the next open redoes what the log kept (kill -9)", test_free_kill },
@@ -1671,12 +2082,18 @@ static const tu_test_t redo_tests[] = {
     { "bad inputs: a CQ write past its tail, writes too big for a segment", test_bad_inputs },
     { "redo_batch_room: the derived record's room as redo_commit sees it", test_batch_room },
     { "the per-message reserve holds a CQ write and a slot", test_message_reserve },
+    { "redo_message_room settles the segment before the record is made", test_message_room },
     { "replay time of 64 MiB of log", test_replay_time },
+    { "checkpoint finish on a second thread while the owner commits and applies", test_finish_on_thread },
+    { "a second checkpoint begin is refused while one is open", test_begin_twice },
+    { "clog_recycle keeps a begun checkpoint's segment until its finish", test_recycle_keeps_begun_checkpoint },
     { NULL, NULL },
 };
 
 static const tu_test_t powercut_tests[] = {
     { "power cuts in writes and redos keep a prefix with every synced batch", test_power_cuts },
+    { "a power cut between checkpoint begin and finish: redo from the previous B", test_cut_between_begin_and_finish },
+    { "a power cut at each file call of the checkpoint finish", test_cut_inside_finish },
     { NULL, NULL },
 };
 

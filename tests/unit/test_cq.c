@@ -364,6 +364,48 @@ static void test_slot_damaged(void)
     EXPECT_ERROR(slot_file_open(dir, 0x20, 0, &f, err, sizeof err), err, "slot-0000000000000020.w", "cannot open");
 }
 
+/* A sync handed to another thread (a checkpoint's finish): the buffer is
+ * written at once, a file is handed over only when written since (or with
+ * `all`), and the duplicate outlives the queue's own descriptor. */
+static void test_sync_handoff(void)
+{
+    char err[512] = "", path[4200];
+    cq_t *q = OPEN_Q(0, 0);
+    APPEND_N(q, 0, 10); /* in the buffer only */
+    fixfile_syncset_t set = { 0 };
+    TU_REQUIRE(cq_sync_handoff(q, 0, &set, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(set.n == 1 && strstr(set.v[0].path, "cq-00000007-0000000000000000.q") != NULL,
+             "the written file handed over (%zu)", set.n);
+    file_path(0, path, sizeof path);
+    FILE *fp = fopen(path, "rb");
+    unsigned char e9[16] = { 0 };
+    TU_REQUIRE(fp != NULL && fseek(fp, 9 * 16, SEEK_SET) == 0 && fread(e9, 1, 16, fp) == 16, "read %s", path);
+    fclose(fp);
+    uint64_t off = 0;
+    for (int i = 0; i < 8; i++) {
+        off = off << 8 | e9[i];
+    }
+    TU_CHECK(off == entry_at(9).log_offset, "the buffered entry 9 is in the file (%" PRIu64 ")", off);
+    TU_REQUIRE(cq_sync_handoff(q, 0, &set, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(set.n == 1, "nothing written since: nothing more handed over (%zu)", set.n);
+    TU_REQUIRE(cq_sync_handoff(q, 1, &set, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(set.n == 2, "`all` hands over the clean file too (%zu)", set.n);
+    CLOSE_Q(q);
+    TU_CHECK(fixfile_syncset_run(&set, err, sizeof err) == 0, "the duplicates sync after the queue closed: %s", err);
+    fixfile_syncset_clear(&set);
+    TU_CHECK(set.n == 0 && set.v == NULL, "cleared");
+    slot_file_t *f = OPEN_SLOTS(0x20, 1);
+    slot_t sl = slot_at(0);
+    TU_REQUIRE(slot_put(f, 0, &sl, err, sizeof err) == 0, "put: %s", err);
+    TU_REQUIRE(slot_sync_handoff(f, 0, &set, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(slot_sync_handoff(f, 0, &set, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(set.n == 1 && strstr(set.v[0].path, "slot-0000000000000020.w") != NULL,
+             "the slot file handed over once (%zu)", set.n);
+    TU_CHECK(fixfile_syncset_run(&set, err, sizeof err) == 0, "%s", err);
+    fixfile_syncset_clear(&set);
+    TU_CHECK(slot_file_close(f, err, sizeof err) == 0, "close: %s", err);
+}
+
 static const tu_test_t cq_tests[] = {
     { "append and read (buffer and file)", test_append_read },
     { "head advance deletes files below it", test_head_advance },
@@ -371,6 +413,7 @@ static const tu_test_t cq_tests[] = {
     { "reopen at the caller's head and tail", test_reopen },
     { "file switch at 2^18 entries", test_file_switch },
     { "bad inputs: ranges, zero offsets, missing and short files", test_bad_inputs },
+    { "a sync handed to another thread: buffer written, dirty files duplicated", test_sync_handoff },
     { NULL, NULL },
 };
 

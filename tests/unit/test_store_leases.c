@@ -1379,6 +1379,95 @@ static void test_lease_damaged_retry_head(void)
     CLOSE(&s);
 }
 
+/* store_take_woken's callback: counts the topics it names, "t" apart. */
+typedef struct woken_count {
+    int t, other;
+} woken_count_t;
+
+static void count_woken(void *ctx, const char *topic, size_t len)
+{
+    woken_count_t *w = ctx;
+    if (len == 1 && topic[0] == 't') {
+        w->t++;
+    } else {
+        w->other++;
+    }
+}
+
+static woken_count_t take_woken_count(store_t *s)
+{
+    woken_count_t w = { 0, 0 };
+    store_take_woken(s, count_woken, &w);
+    return w;
+}
+
+/* The end of a skip is passed on once, as topic t woken, when it comes (not
+ * before); a queue that passes again is a recovery, named. g's topic log is
+ * damaged at its cursor (a); a PULL skips it; a is revoked meanwhile (which
+ * wakes nothing: nothing ready was added). At the skip's end
+ * store_group_damage_wake marks t (a PULL parked on it would try again),
+ * once; the PULL then gets b and c and the log is served again. */
+static void test_lease_damage_skip_end_wakes(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    msg_owned_t m[8];
+    TU_REQUIRE(LEASE_N(s, "g", "t", 1, LEASE, T0, m) == 0, "g is created with nothing to lease");
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
+    uint64_t c = SEND(s, "t", "c", 0, 0, T0, NULL);
+    seq_of_t f = { STORE_TOPIC, a, 0 };
+    char err[1024] = "";
+    REQUIRE_OK(store_scan(s, find_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
+    TU_REQUIRE(f.seq != 0, "a is not in the topic log");
+    CLOSE(&s);
+    char key[11];
+    size_t klen = queue_key(key, STORE_TOPIC, f.seq);
+    size_t vlen = 0;
+    leveldb_free(RAW_REPLACE(key, klen, "damaged", 7, &vlen));
+
+    s = OPEN_DEFAULT();
+    TU_CHECK(store_group_damage_next_end(s) == UINT64_MAX, "a skip end before any damage");
+    int n = -1;
+    int rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + SEC, m, &n, err, sizeof err);
+    TU_REQUIRE(rc == 0 && n == 0 && store_group_queues_damaged(s) == 1,
+               "a PULL at the damaged log head: rc %d, n %d, %" PRIu64 " damaged \"%s\"", rc, n,
+               store_group_queues_damaged(s), err);
+    uint64_t end = T0 + SEC + STORE_GROUP_DAMAGE_RETRY_MS;
+    TU_CHECK(store_group_damage_next_end(s) == end, "the skip ends at %" PRIu64 ", want %" PRIu64,
+             store_group_damage_next_end(s), end);
+    store_revoke_result_t rr;
+    REQUIRE_OK(store_revoke_id(s, a, &rr, err, sizeof err), err);
+    TU_REQUIRE(rr.revoked == 1, "the damaged a: %" PRIu64 " revoked", rr.revoked);
+    COMMIT(s);
+    (void)take_woken_count(s); /* what the open and the revoke marked */
+    store_group_damage_wake(s, end - 1);
+    woken_count_t w = take_woken_count(s);
+    TU_CHECK(w.t == 0 && w.other == 0, "1 ms before the skip's end: t woken %d times, others %d", w.t, w.other);
+    store_group_damage_wake(s, end);
+    w = take_woken_count(s);
+    TU_CHECK(w.t == 1 && w.other == 0, "at the skip's end: t woken %d times (want 1), others %d", w.t, w.other);
+    TU_CHECK(store_group_damage_next_end(s) == UINT64_MAX, "a skip end left after it was passed on: %" PRIu64,
+             store_group_damage_next_end(s));
+    store_group_damage_wake(s, end + SEC);
+    w = take_woken_count(s);
+    TU_CHECK(w.t == 0, "the skip's end passed on again (%d)", w.t);
+    TU_CHECK(store_group_recoveries(s) == 0 && store_group_recovery_last(s)[0] == '\0',
+             "a recovery before the queue passed: %" PRIu64 " \"%s\"", store_group_recoveries(s),
+             store_group_recovery_last(s));
+
+    n = LEASE_N(s, "g", "t", 8, LEASE, end, m);
+    TU_CHECK(n == 2 && m[0].m.id == b && m[1].m.id == c, "at the skip's end: %d leased, not b and c", n);
+    free_msgs(m, n);
+    TU_CHECK(store_group_queues_damaged(s) == 0 && store_group_recoveries(s) == 1 &&
+                 strcmp(store_group_recovery_last(s), "group g: its topic log t is served again") == 0,
+             "after the log passed: %" PRIu64 " damaged, %" PRIu64 " recoveries \"%s\"", store_group_queues_damaged(s),
+             store_group_recoveries(s), store_group_recovery_last(s));
+    uint64_t taken[] = { b, c };
+    TU_CHECK(ACK(s, "g", taken, 2) == 2, "b and c are not each leased once");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t lease_tests[] = {
     { "retry first", test_lease_retry_first },
     { "byte budget", test_lease_byte_budget },
@@ -1394,6 +1483,8 @@ static const tu_test_t lease_tests[] = {
     { "written late: NACK and TOUCH", test_lease_late_nack_touch },
     { "damage met after some were taken: those handed out", test_lease_damage_after_taken },
     { "a damaged retry-queue head: skipped, the topic log served", test_lease_damaged_retry_head },
+    { "a skip's end wakes the group's topic once; the queue served again is a recovery",
+      test_lease_damage_skip_end_wakes },
     { "an ACK that fails half-way breaks the store", test_ack_half_way_breaks_store },
     { "written late: over groups", test_lease_late_groups },
     { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
