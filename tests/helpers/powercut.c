@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/helpers/testutil.h"
@@ -687,4 +688,37 @@ powercut_seed_run_t powercut_run_seeds(const char *dir, uint64_t default_seeds, 
     empty_held_dir();
     rmdir(g_j->held_dir);
     return r;
+}
+
+void powercut_stats_add(powercut_stats_t *sum, const powercut_stats_t *st)
+{
+    sum->unsynced += st->unsynced;
+    sum->kept += st->kept;
+    sum->dropped += st->dropped;
+    sum->torn += st->torn;
+    sum->renames_lost += st->renames_lost;
+    sum->replaced_back += st->replaced_back;
+    sum->unlinks_lost += st->unlinks_lost;
+    sum->lost += st->lost;
+}
+
+int powercut_cut_child(pid_t pid, uint64_t cut_seed, powercut_stats_t *sum, char *err, size_t errlen)
+{
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) {
+        snprintf(err, errlen, "waitpid %d: %s", (int)pid, strerror(errno));
+        return -1;
+    }
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+        snprintf(err, errlen, "the writer ended by status %#x, not by the cut", (unsigned)status);
+        return -1;
+    }
+    powercut_stats_t st;
+    char why[512];
+    if (powercut_power_off(cut_seed, &st, why, sizeof why) != 0) {
+        snprintf(err, errlen, "power off: %s", why);
+        return -1;
+    }
+    powercut_stats_add(sum, &st);
+    return 0;
 }

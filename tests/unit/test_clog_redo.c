@@ -1853,15 +1853,6 @@ typedef struct totals {
     uint64_t carried_cuts; /* cuts inside redo_sync_failed after its checkpoint */
 } totals_t;
 
-static void add_stats(totals_t *t, const powercut_stats_t *st)
-{
-    t->cut.unsynced += st->unsynced;
-    t->cut.kept += st->kept;
-    t->cut.dropped += st->dropped;
-    t->cut.torn += st->torn;
-    t->cut.renames_lost += st->renames_lost;
-    t->cut.lost += st->lost;
-}
 
 /* The writer: open (LevelDB before the arm), batches, syncs, applies and
  * checkpoints at random (half of them split: begun, then finished after the
@@ -1946,7 +1937,7 @@ static int cut_child(int is_writer, uint64_t seed, uint64_t floor, uint64_t kill
     powercut_stats_t st;
     int rc = powercut_power_off(cut_seed, &st, err, sizeof err);
     TU_CHECK(rc == 0, "seed %" PRIu64 ": power off: %s", seed, err);
-    add_stats(t, &st);
+    powercut_stats_add(&t->cut, &st);
     return rc;
 }
 

@@ -584,27 +584,12 @@ static int run_seed(uint64_t seed, void *totals)
         if (pid == 0) {
             writer(child_seed, kill_at);
         }
-        int status = 0;
-        TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
-        TU_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-                 "seed %" PRIu64 " round %d: the writer ended by status %#x, not by the cut", seed, round, status);
-        if (!WIFSIGNALED(status)) {
-            return -1;
-        }
-        t->calls += powercut_calls();
-        powercut_stats_t st;
-        int rc = powercut_power_off(cut_seed, &st, err, sizeof err);
-        TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: power off: %s", seed, round, err);
+        int rc = powercut_cut_child(pid, cut_seed, &t->cut, err, sizeof err);
+        TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: %s", seed, round, err);
         if (rc != 0) {
             return -1;
         }
-        t->cut.unsynced += st.unsynced;
-        t->cut.kept += st.kept;
-        t->cut.dropped += st.dropped;
-        t->cut.torn += st.torn;
-        t->cut.renames_lost += st.renames_lost;
-        t->cut.replaced_back += st.replaced_back;
-        t->cut.unlinks_lost += st.unlinks_lost;
+        t->calls += powercut_calls();
         t->rounds++;
         g_ledger->verdict[0] = '\0';
         fflush(NULL);
@@ -613,6 +598,7 @@ static int run_seed(uint64_t seed, void *totals)
         if (pid == 0) {
             _exit(check_after_cut(seed, round, t) == 0 ? 0 : 1);
         }
+        int status = 0;
         TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
         TU_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && g_ledger->verdict[0] == '\0',
                  "%s (checker status %#x)",
