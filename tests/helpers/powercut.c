@@ -476,7 +476,7 @@ int fsync(int fd)
 
 /* ---- power off (parent) ---------------------------------------------------------- */
 
-static uint64_t next_rand(uint64_t *s)
+uint64_t powercut_next_rand(uint64_t *s)
 {
     uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
     z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
@@ -519,13 +519,13 @@ static int replay(int fd, const struct entry *e, uint64_t *s, powercut_stats_t *
                   size_t errlen)
 {
     const char *p = (const char *)(e + 1) + e->old_len;
-    uint64_t r = next_rand(s) % 100;
-    uint64_t sector = next_rand(s) % 2 ? 512 : 4096;
+    uint64_t r = powercut_next_rand(s) % 100;
+    uint64_t sector = powercut_next_rand(s) % 2 ? 512 : 4096;
     uint64_t first = e->off / sector + 1, last = (e->off + e->len - 1) / sector; /* boundaries inside: first..last */
     if (r < 25 && e->len > 0 && first <= last) {
-        uint64_t b = (first + next_rand(s) % (last - first + 1)) * sector;
+        uint64_t b = (first + powercut_next_rand(s) % (last - first + 1)) * sector;
         st->torn++;
-        if (next_rand(s) % 2) {
+        if (powercut_next_rand(s) % 2) {
             return put(fd, p, b - e->off, e->off, path, err, errlen);
         }
         return put(fd, p + (b - e->off), e->off + e->len - b, b, path, err, errlen);
@@ -602,7 +602,7 @@ static int cut_file(size_t from, char *done, uint64_t *s, powercut_stats_t *st, 
  * before (kept as a link in the held directory). */
 static int lose_renames(uint64_t *s, powercut_stats_t *st, char *err, size_t errlen)
 {
-    size_t keep = (size_t)(next_rand(s) % (g_j->renames + 1));
+    size_t keep = (size_t)(powercut_next_rand(s) % (g_j->renames + 1));
     for (size_t i = g_j->renames; i-- > keep;) {
         const struct renamed *r = &g_j->renamed[i];
         if (r->unlinked) {

@@ -101,6 +101,9 @@ uint64_t powercut_calls(void);
  * that cannot be rewritten, a journal that overflowed). */
 int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t errlen);
 
+/* The suites' seeded generator (splitmix64): the next number from state *s. */
+uint64_t powercut_next_rand(uint64_t *s);
+
 /* Add st's counts to sum. */
 void powercut_stats_add(powercut_stats_t *sum, const powercut_stats_t *st);
 

@@ -212,14 +212,6 @@ static void teardown(void)
     tu_rmtree(dir);
 }
 
-static uint64_t next_rand(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 /* ---- LevelDB and the bounds the redo asks for ------------------------------------- */
 
 static leveldb_t *db_open_at(const char *path)
@@ -450,14 +442,14 @@ static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
     redo_batch_t b = { 0 };
     int touched[NQUEUES + 1] = { 0 };
     /* the LevelDB writes first: derived bytes made before a message count in redo_add_message's room */
-    emit(m, lb, &b, (op_t){ .tag = 'P', .x = k % NKEYS, .y = k * 1000 + 1 + next_rand(s) % 7 });
-    if (next_rand(s) % 3 == 0) {
-        emit(m, lb, &b, (op_t){ .tag = 'D', .x = next_rand(s) % NKEYS });
+    emit(m, lb, &b, (op_t){ .tag = 'P', .x = k % NKEYS, .y = k * 1000 + 1 + powercut_next_rand(s) % 7 });
+    if (powercut_next_rand(s) % 3 == 0) {
+        emit(m, lb, &b, (op_t){ .tag = 'D', .x = powercut_next_rand(s) % NKEYS });
     }
-    uint32_t nmsg = 1 + (uint32_t)(next_rand(s) % 4);
+    uint32_t nmsg = 1 + (uint32_t)(powercut_next_rand(s) % 4);
     for (uint32_t i = 0; i < nmsg; i++) {
         char payload[256];
-        size_t n = 8 + next_rand(s) % 200;
+        size_t n = 8 + powercut_next_rand(s) % 200;
         memset(payload, (int)(k + i), n);
         uint64_t id;
         int rc = redo_add_message(r, &b, payload, n, &id, err, sizeof err);
@@ -468,7 +460,7 @@ static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
             redo_batch_free(&b);
             return -1;
         }
-        uint32_t q = 1 + (uint32_t)(next_rand(s) % NQUEUES);
+        uint32_t q = 1 + (uint32_t)(powercut_next_rand(s) % NQUEUES);
         uint64_t index = m->tail[q];
         emit(m, lb, &b, (op_t){ .tag = 'Q', .q = q, .x = index, .y = id, .z = k * 16 + i });
         uint64_t base = id - id % SEG;
@@ -476,16 +468,16 @@ static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
         emit(m, lb, &b, (op_t){ .tag = 'S', .x = base, .y = ordinal, .s = { id, q, 0, index } });
         touched[q] = 1;
     }
-    if (next_rand(s) % 4 == 0) {
-        uint32_t q = 1 + (uint32_t)(next_rand(s) % NQUEUES);
-        uint64_t head = m->head[q] + next_rand(s) % (m->tail[q] - m->head[q] + 1);
+    if (powercut_next_rand(s) % 4 == 0) {
+        uint32_t q = 1 + (uint32_t)(powercut_next_rand(s) % NQUEUES);
+        uint64_t head = m->head[q] + powercut_next_rand(s) % (m->tail[q] - m->head[q] + 1);
         emit(m, lb, &b, (op_t){ .tag = 'H', .q = q, .x = head });
         touched[q] = 1;
     }
-    if (next_rand(s) % 3 == 0 && m->nsegs > 0) {
-        size_t i = next_rand(s) % m->nsegs;
+    if (powercut_next_rand(s) % 3 == 0 && m->nsegs > 0) {
+        size_t i = powercut_next_rand(s) % m->nsegs;
         if (m->seg[i].count > 0) {
-            uint64_t ord = next_rand(s) % m->seg[i].count;
+            uint64_t ord = powercut_next_rand(s) % m->seg[i].count;
             slot_t sl = m->seg[i].s[ord];
             sl.flags = SLOT_REVOKED;
             emit(m, lb, &b, (op_t){ .tag = 'S', .x = m->seg[i].base, .y = ord, .s = sl });
@@ -1872,12 +1864,13 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
         _exit(3);
     }
     model_rebuild(&g_model, g_ledger->n);
-    int fail_at = next_rand(&s) % 2 ? (int)(next_rand(&s) % BATCHES) : -1; /* a failed log sync, half the rounds */
+    int fail_at = powercut_next_rand(&s) % 2 ? (int)(powercut_next_rand(&s) % BATCHES)
+                                             : -1; /* a failed log sync, half the rounds */
     int begun = 0; /* a checkpoint begun after the last batch: finished after the next one is committed */
     uint64_t fast = seed * 31 + 7; /* its own sequence: the other draws stay as they were */
     for (int k = 0; k < BATCHES && g_ledger->n < MAX_BATCHES; k++) {
         g_fail_next_sync = k == fail_at;
-        g_commit_applied = next_rand(&fast) % 3 == 0; /* append, sync and apply in one call */
+        g_commit_applied = powercut_next_rand(&fast) % 3 == 0; /* append, sync and apply in one call */
         uint64_t failures = g_ledger->failures;
         if (write_batch(r, &g_model, &s, g_ledger->n) != 0) {
             fprintf(stderr, "writer: batch: %s\n", err);
@@ -1890,12 +1883,12 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
             _exit(6);
         }
         begun = 0;
-        if (next_rand(&s) % 3 != 0 && sync_and_apply(r) != 0) {
+        if (powercut_next_rand(&s) % 3 != 0 && sync_and_apply(r) != 0) {
             fprintf(stderr, "writer: sync: %s\n", err);
             _exit(5);
         }
-        if (next_rand(&s) % 8 == 0) {
-            begun = next_rand(&s) % 2 == 0;
+        if (powercut_next_rand(&s) % 8 == 0) {
+            begun = powercut_next_rand(&s) % 2 == 0;
             if ((begun ? redo_checkpoint_begin(r, NULL, err, sizeof err) : redo_checkpoint(r, err, sizeof err)) != 0) {
                 fprintf(stderr, "writer: checkpoint: %s\n", err);
                 _exit(6);
@@ -2005,13 +1998,13 @@ static int run_seed(uint64_t seed, void *totals)
     g_ledger->n = 0;
     for (int round = 0; round < ROUNDS; round++) {
         /* the writer makes ~70-110 file calls; past its last one the cut comes after its last batch */
-        uint64_t kill_at = 1 + next_rand(&s) % 120;
-        if (cut_child(1, seed * 100 + (uint64_t)round, floor, kill_at, next_rand(&s), t) != 0) {
+        uint64_t kill_at = 1 + powercut_next_rand(&s) % 120;
+        if (cut_child(1, seed * 100 + (uint64_t)round, floor, kill_at, powercut_next_rand(&s), t) != 0) {
             return -1;
         }
         t->rounds++;
-        if (next_rand(&s) % 2 == 0) { /* and a cut inside the redo that follows */
-            if (cut_child(0, seed, 0, 1 + next_rand(&s) % 60, next_rand(&s), t) != 0) {
+        if (powercut_next_rand(&s) % 2 == 0) { /* and a cut inside the redo that follows */
+            if (cut_child(0, seed, 0, 1 + powercut_next_rand(&s) % 60, powercut_next_rand(&s), t) != 0) {
                 return -1;
             }
             t->redo_cuts++;
@@ -2022,7 +2015,7 @@ static int run_seed(uint64_t seed, void *totals)
         }
         g_ledger->n = (size_t)p;
         uint64_t end = p > 0 ? g_ledger->b[p - 1].end : 0;
-        floor = next_rand(&s) % 4 == 0 ? end + next_rand(&s) % (2 * SEG) : 0;
+        floor = powercut_next_rand(&s) % 4 == 0 ? end + powercut_next_rand(&s) % (2 * SEG) : 0;
     }
     return 0;
 }

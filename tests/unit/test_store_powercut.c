@@ -154,14 +154,6 @@ static void teardown(void)
     tu_rmtree(dir);
 }
 
-static uint64_t next_rand(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 static void options(store_options_t *o)
 {
     store_options_default(o);
@@ -237,7 +229,7 @@ static size_t pick_leased(uint64_t *rng, size_t max, size_t *out)
     size_t n = 0;
     const uint8_t *w = working();
     for (size_t i = 0; i < g_ledger->nmsgs && n < max; i++) {
-        if (w[i] == LEASED && next_rand(rng) % 3 == 0) {
+        if (w[i] == LEASED && powercut_next_rand(rng) % 3 == 0) {
             out[n++] = i;
         }
     }
@@ -251,9 +243,9 @@ static void op_send(store_t *s, uint64_t *rng)
         return;
     }
     static char payload[MAX_PAYLOAD];
-    size_t len = 1 + next_rand(rng) % MAX_PAYLOAD;
+    size_t len = 1 + powercut_next_rand(rng) % MAX_PAYLOAD;
     for (size_t k = 0; k < len; k++) {
-        payload[k] = (char)next_rand(rng);
+        payload[k] = (char)powercut_next_rand(rng);
     }
     store_send_req_t req = { .topic = TOPIC, .topic_len = 1, .payload = payload, .payload_len = len };
     uint64_t id = 0, due = 0;
@@ -270,7 +262,7 @@ static void op_pull(store_t *s, uint64_t *rng)
     commit_before_read(s);
     msg_owned_t out[4];
     int n = 0;
-    int want = 1 + (int)(next_rand(rng) % 4);
+    int want = 1 + (int)(powercut_next_rand(rng) % 4);
     if (store_lease(s, GROUP, 1, TOPIC, 1, want, LEASE_MS, g_ledger->now, out, &n, err, sizeof err) != 0) {
         child_fail("lease", 6);
     }
@@ -357,7 +349,7 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t kill_at)
         commit(s, 1);
     }
     for (int k = 0; k < OPS; k++) {
-        uint64_t r = next_rand(&rng) % 100;
+        uint64_t r = powercut_next_rand(&rng) % 100;
         if (r < 35) {
             op_send(s, &rng);
         } else if (r < 55) {
@@ -576,8 +568,8 @@ static int run_seed(uint64_t seed, void *totals)
     g_ledger->now = T0;
     for (int round = 0; round < ROUNDS; round++) {
         powercut_reset();
-        uint64_t kill_at = next_rand(&s) % 8 == 0 ? 0 : 1 + next_rand(&s) % KILL_SPAN;
-        uint64_t child_seed = next_rand(&s), cut_seed = next_rand(&s);
+        uint64_t kill_at = powercut_next_rand(&s) % 8 == 0 ? 0 : 1 + powercut_next_rand(&s) % KILL_SPAN;
+        uint64_t child_seed = powercut_next_rand(&s), cut_seed = powercut_next_rand(&s);
         fflush(NULL);
         pid_t pid = fork();
         TU_REQUIRE(pid >= 0, "fork");
