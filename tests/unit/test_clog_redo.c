@@ -58,6 +58,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <leveldb/c.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1540,6 +1541,84 @@ static void test_message_room(void)
     db_close(db);
 }
 
+/* The redo's marks are read with verified checksums: a flipped byte in the
+ * table block holding M "checkpoint" is refused at open as damage (naming
+ * the mark), not read as another checkpoint — and not left in LevelDB's
+ * block cache for later readers to take unverified. */
+static void test_marks_verified(void)
+{
+    leveldb_options_t *o = leveldb_options_create();
+    leveldb_options_set_create_if_missing(o, 1);
+    leveldb_options_set_compression(o, leveldb_no_compression); /* the mark's bytes findable in the table */
+    char *dberr = NULL;
+    leveldb_t *db = leveldb_open(o, dir, &dberr);
+    TU_REQUIRE(db != NULL, "leveldb_open: %s", dberr != NULL ? dberr : "?");
+    hold_ptr((void **)g_dbs, db);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    redo_batch_t b = { 0 };
+    for (int i = 0; i < 3; i++) {
+        redo_db_put(&b, "k", 1, "v", 1);
+        TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
+    }
+    TU_REQUIRE(clog_sync(redo_log(r), err, sizeof err) == 0 && redo_apply_durable(r, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
+    uint64_t b_mark = redo_checkpointed(r);
+    TU_REQUIRE(b_mark > 0, "a checkpoint past 0");
+    TU_REQUIRE(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    leveldb_compact_range(db, NULL, 0, NULL, 0); /* the marks into a table */
+    db_close(db);
+
+    /* the table holding the marks: flip the last byte of M "checkpoint"'s value */
+    DIR *d = opendir(dir);
+    TU_REQUIRE(d != NULL, "opendir %s", dir);
+    struct dirent *de;
+    int flipped = 0;
+    while (!flipped && (de = readdir(d)) != NULL) {
+        size_t nl = strlen(de->d_name);
+        if (nl < 4 || strcmp(de->d_name + nl - 4, ".ldb") != 0) {
+            continue;
+        }
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct stat st;
+        TU_REQUIRE(stat(path, &st) == 0 && st.st_size > 0, "stat %s", path);
+        size_t len = (size_t)st.st_size;
+        char *t = malloc(len);
+        FILE *in = fopen(path, "rb");
+        TU_REQUIRE(t != NULL && in != NULL && fread(t, 1, len, in) == len && fclose(in) == 0, "read %s", path);
+        char *at = NULL;
+        for (size_t i = 0; at == NULL && i + 10 <= len; i++) {
+            at = memcmp(t + i, "checkpoint", 10) == 0 ? t + i : NULL;
+        }
+        /* the internal key's 8-byte sequence and type, then the 8-byte value */
+        if (at != NULL && (size_t)(at - t) + 10 + 8 + 8 <= len) {
+            size_t off = (size_t)(at - t) + 10 + 8 + 7;
+            TU_REQUIRE((unsigned char)t[off] == (b_mark & 0xff), "the mark's last byte at %zu", off);
+            t[off] ^= 1;
+            FILE *f = fopen(path, "r+b");
+            TU_REQUIRE(f != NULL && fseek(f, (long)off, SEEK_SET) == 0 && fputc(t[off], f) != EOF && fclose(f) == 0,
+                       "write %s", path);
+            flipped = 1;
+        }
+        free(t);
+    }
+    closedir(d);
+    TU_REQUIRE(flipped, "no table holds the checkpoint mark");
+
+    db = leveldb_open(o, dir, &dberr);
+    leveldb_options_destroy(o);
+    TU_REQUIRE(db != NULL, "leveldb_open after the flip: %s", dberr != NULL ? dberr : "?");
+    hold_ptr((void **)g_dbs, db);
+    redo_open_report_t rep;
+    memset(&rep, 0, sizeof rep);
+    int rc = redo_open_on(db, 0, &r, &rep);
+    TU_CHECK(rc != 0 && strstr(err, "checkpoint") != NULL && strstr(err, "checksum") != NULL,
+             "the open with a flipped mark: rc %d, checkpoint read %" PRIu64 " (written %" PRIu64 "): %s", rc,
+             rep.checkpoint, b_mark, err);
+    db_close(db);
+}
+
 /* The replay time of 64 MiB of log (design §6: target <= 300 ms). */
 static void test_replay_time(void)
 {
@@ -2067,6 +2146,7 @@ static const tu_test_t redo_tests[] = {
     { "redo_batch_room: the derived record's room as redo_commit sees it", test_batch_room },
     { "the per-message reserve holds a CQ write and a slot", test_message_reserve },
     { "redo_message_room settles the segment before the record is made", test_message_room },
+    { "the marks are read with verified checksums: a damaged block holding one is refused", test_marks_verified },
     { "replay time of 64 MiB of log", test_replay_time },
     { "checkpoint finish on a second thread while the owner commits and applies", test_finish_on_thread },
     { "a second checkpoint begin is refused while one is open", test_begin_twice },
