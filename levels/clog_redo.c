@@ -870,6 +870,9 @@ int redo_open(const redo_options_t *o, redo_t **out, redo_open_report_t *rep, ch
     r->overlay = overlay_new();
     r->wo_nosync = leveldb_writeoptions_create();
     r->ro = leveldb_readoptions_create();
+    /* a damaged block holding a mark is refused, not read as another mark
+     * nor left in the block cache for later readers to take unverified */
+    leveldb_readoptions_set_verify_checksums(r->ro, 1);
     r->bounds = o->bounds;
     r->bounds_ctx = o->bounds_ctx;
     int rc = read_mark(r, "checkpoint", &rep->checkpoint, err, errlen);

@@ -311,7 +311,8 @@ uint64_t rmq_wall_ms(void);
  * HG_OK or the error. Returns HG_OK when all were
  * confirmed, else the first error (set on the client). A refusal
  * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
- * the caller to settle what it holds; the next rmq_ensure replaces it. The
+ * the caller to settle what it holds; the next rmq_ensure replaces it (unless
+ * the caller clears r->refused: rmq_cmd_nack, whose delivery stays held). The
  * send paths resend refused messages (rmq_refused_pause). Every message is
  * published mandatory: one that no queue takes (a binding or queue of the
  * topology is missing) comes back (basic.return) and is HG_ERR_SERVER

@@ -50,6 +50,9 @@ static hg_err_t error_reply(resp_reply_t **reply, const char *text)
     return rmq_reply_finish(&b, reply);
 }
 
+/* Counts asked again after a look found a message (checked_depth). */
+#define RECOUNTS 3
+
 /* The ready messages in queue q, every depth the admin commands answer
  * (LEVELS, GROUP LIST's ready and dlq, DLQ LEN): -1 when it does not exist.
  * A passive declare answers the count the queue's leader gave within 250 ms,
@@ -57,8 +60,11 @@ static hg_err_t error_reply(resp_reply_t **reply, const char *text)
  * or unreachable leader reads as an empty queue). So a queue said to be
  * empty is looked into with one get (rmq_queue_peek; copy_to: a group
  * queue's routing key), which the leader must answer (or the call fails):
- * empty, 0; a message there, the count is not known and the call fails
- * saying so, rather than browse a queue that may hold millions. */
+ * empty, 0; a message there, the queue is counted again, up to RECOUNTS
+ * times (a message that arrived between the count and the look is then
+ * counted, a busy leader may answer a later count), and when every count
+ * still says 0 the count is not known and the call fails saying so, rather
+ * than browse a queue that may hold millions. */
 static hg_err_t checked_depth(rmq_t *r, const char *q, const char *copy_to, long long *depth)
 {
     int nonempty = 0;
@@ -68,10 +74,16 @@ static hg_err_t checked_depth(rmq_t *r, const char *q, const char *copy_to, long
         return e;
     if ((e = rmq_queue_peek(r, q, copy_to, &nonempty)) != HG_OK)
         return e;
+    /* a message that came in between the count and the look is counted by
+     * the next count, and a leader too busy for one count (each waits up to
+     * 250 ms) may give the next; one that gives none still reads 0 */
+    for (int recount = 0; nonempty && recount < RECOUNTS; recount++)
+        if ((e = rmq_queue_depth(r, q, depth)) != HG_OK || *depth > 0)
+            return e;
     if (nonempty)
         return client_fail(r->client, HG_ERR_SERVER,
-                           "RabbitMQ gave no count for queue %s (its leader did not answer within 250 ms) and it "
-                           "is not empty: ask again",
+                           "RabbitMQ counted 0 in queue %s and it is not empty (its leader gave no count within "
+                           "250 ms, or a message came in between the count and the look): ask again",
                            q);
     return HG_OK;
 }

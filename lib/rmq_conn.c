@@ -33,6 +33,8 @@
  * connection has new channels, which look the leader up again. (We have no
  * reject-publish limit of our own, so a nack means this, or an operator's
  * max-length policy; the send paths resend a few times before giving up.)
+ * Not after a refused NACK: rmq_cmd_nack keeps its delivery held and this
+ * connection, which holds the consumer's other deliveries too.
  *
  * Errors are set on the client (client_fail) with what was being done and
  * RabbitMQ's reason; PRECONDITION_FAILED of a declaration is rewritten to

@@ -27,7 +27,13 @@
  * NACK publishes the retry (or the DLQ record), waits for its confirm, then
  * acknowledges the delivery: a crash in between repeats the message, never
  * loses it. A NACK refused for its arguments (a LEVEL beyond the table, a
- * DELAY above the max-delay) leaves the delivery held, as on the broker.
+ * DELAY above the max-delay) leaves the delivery held, as on the broker; so
+ * does one whose retry no queue took (basic.return) or RabbitMQ refused
+ * (basic.nack): its error says the delivery is still held, and a NACK (or
+ * ACK) of the same id settles it. Such a refusal does not replace the
+ * connection (rmq_conn.c replaces it after other refused publishes): that
+ * would give back every delivery it holds, each counted as a failure; a
+ * caller that gives up on the NACK drops the connection itself.
  *
  * DEDUP (SEND … KEY k DEDUP, hg_send_item_t.dedup) is taken and answered as
  * the broker answers a new message ([id, 0]; duplicate 0), but nothing is
@@ -702,13 +708,22 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
         return rmq_reply_finish(&b, reply);
     }
     e = rmq_publish(r, &o, 1, &res);
-    if (e == HG_ERR_SERVER && r->returned > 0 && r->st != NULL) {
-        /* no queue took the retry (the topology is damaged): still held on
-         * a live connection, so a NACK again (after the rebinding sweep)
-         * settles it; never acknowledged with its retry lost */
+    if (e == HG_ERR_SERVER && r->st != NULL) {
+        /* no queue took the retry (the topology is damaged: after the
+         * rebinding sweep a NACK again is routed) or RabbitMQ refused it
+         * (basic.nack): either way still held on a live connection, never
+         * acknowledged with its retry lost, so the same delivery is settled
+         * by the next NACK or ACK of it. A refusal does not replace this
+         * connection (rmq_ensure would: the reconnect would give back this
+         * delivery and every other one held, each counted as a failure); a
+         * caller that gives up drops the connection itself. */
+        char cause[HG_ERRMSG_MAX];
+        snprintf(cause, sizeof(cause), "%s", hg_client_errmsg(r->client));
         m->next = r->held;
         r->held = m;
-        return e;
+        r->refused = 0;
+        return client_fail(r->client, HG_ERR_SERVER, "NACK %s not done, the delivery still held (NACK it again): %s",
+                           m->id, cause);
     }
     if (e == HG_OK && r->st != NULL)
         e = rmq_settle(r, RMQ_WORK_CHANNEL, m->tag, 1);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/helpers/testutil.h"
@@ -475,7 +476,7 @@ int fsync(int fd)
 
 /* ---- power off (parent) ---------------------------------------------------------- */
 
-static uint64_t next_rand(uint64_t *s)
+uint64_t powercut_next_rand(uint64_t *s)
 {
     uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
     z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
@@ -518,13 +519,13 @@ static int replay(int fd, const struct entry *e, uint64_t *s, powercut_stats_t *
                   size_t errlen)
 {
     const char *p = (const char *)(e + 1) + e->old_len;
-    uint64_t r = next_rand(s) % 100;
-    uint64_t sector = next_rand(s) % 2 ? 512 : 4096;
+    uint64_t r = powercut_next_rand(s) % 100;
+    uint64_t sector = powercut_next_rand(s) % 2 ? 512 : 4096;
     uint64_t first = e->off / sector + 1, last = (e->off + e->len - 1) / sector; /* boundaries inside: first..last */
     if (r < 25 && e->len > 0 && first <= last) {
-        uint64_t b = (first + next_rand(s) % (last - first + 1)) * sector;
+        uint64_t b = (first + powercut_next_rand(s) % (last - first + 1)) * sector;
         st->torn++;
-        if (next_rand(s) % 2) {
+        if (powercut_next_rand(s) % 2) {
             return put(fd, p, b - e->off, e->off, path, err, errlen);
         }
         return put(fd, p + (b - e->off), e->off + e->len - b, b, path, err, errlen);
@@ -601,7 +602,7 @@ static int cut_file(size_t from, char *done, uint64_t *s, powercut_stats_t *st, 
  * before (kept as a link in the held directory). */
 static int lose_renames(uint64_t *s, powercut_stats_t *st, char *err, size_t errlen)
 {
-    size_t keep = (size_t)(next_rand(s) % (g_j->renames + 1));
+    size_t keep = (size_t)(powercut_next_rand(s) % (g_j->renames + 1));
     for (size_t i = g_j->renames; i-- > keep;) {
         const struct renamed *r = &g_j->renamed[i];
         if (r->unlinked) {
@@ -687,4 +688,37 @@ powercut_seed_run_t powercut_run_seeds(const char *dir, uint64_t default_seeds, 
     empty_held_dir();
     rmdir(g_j->held_dir);
     return r;
+}
+
+void powercut_stats_add(powercut_stats_t *sum, const powercut_stats_t *st)
+{
+    sum->unsynced += st->unsynced;
+    sum->kept += st->kept;
+    sum->dropped += st->dropped;
+    sum->torn += st->torn;
+    sum->renames_lost += st->renames_lost;
+    sum->replaced_back += st->replaced_back;
+    sum->unlinks_lost += st->unlinks_lost;
+    sum->lost += st->lost;
+}
+
+int powercut_cut_child(pid_t pid, uint64_t cut_seed, powercut_stats_t *sum, char *err, size_t errlen)
+{
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) {
+        snprintf(err, errlen, "waitpid %d: %s", (int)pid, strerror(errno));
+        return -1;
+    }
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+        snprintf(err, errlen, "the writer ended by status %#x, not by the cut", (unsigned)status);
+        return -1;
+    }
+    powercut_stats_t st;
+    char why[512];
+    if (powercut_power_off(cut_seed, &st, why, sizeof why) != 0) {
+        snprintf(err, errlen, "power off: %s", why);
+        return -1;
+    }
+    powercut_stats_add(sum, &st);
+    return 0;
 }

@@ -55,6 +55,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* What one power-off did to the unsynced writes. */
 typedef struct powercut_stats {
@@ -99,6 +100,18 @@ uint64_t powercut_calls(void);
  * reapply a subset chosen by seed. 0, or -1 with err (a file of the journal
  * that cannot be rewritten, a journal that overflowed). */
 int powercut_power_off(uint64_t seed, powercut_stats_t *st, char *err, size_t errlen);
+
+/* The suites' seeded generator (splitmix64): the next number from state *s. */
+uint64_t powercut_next_rand(uint64_t *s);
+
+/* Add st's counts to sum. */
+void powercut_stats_add(powercut_stats_t *sum, const powercut_stats_t *st);
+
+/* The power-cut suites' step after forking a writer that arms: wait for
+ * child pid, which must have died by the cut's SIGKILL, then power off with
+ * cut_seed and add what the power-off did to *sum. 0, or -1 with err (the
+ * child ended otherwise, saying how; or the power-off failed). */
+int powercut_cut_child(pid_t pid, uint64_t cut_seed, powercut_stats_t *sum, char *err, size_t errlen);
 
 /* One seed's run, on an empty watched directory: 0 when it held, nonzero
  * after a failure it reported itself. ctx is powercut_run_seeds's. */

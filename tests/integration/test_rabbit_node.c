@@ -80,10 +80,29 @@
  *                 worker sends it again after the retry backoff, that NACK
  *                 binds the topology first, and the message comes again
  *                 with reconsume 1 (it stayed held for ever before).
+ *   nack refused by RabbitMQ
+ *                 a NACK whose retry RabbitMQ refuses (basic.nack: a
+ *                 max-length 0 reject-publish policy on hg.level.3) fails
+ *                 saying the delivery is still held; no other consumer gets
+ *                 it, and a NACK again once the policy is gone settles it:
+ *                 it comes once with reconsume 1 (before, the second NACK
+ *                 answered -1: the delivery had been forgotten unsettled).
+ *   nack given up a consumer worker whose NACK DLQ and its resend both
+ *                 fail (the group's DLQ deleted by hand: unroutable, and
+ *                 the NACK's sweep does not declare it) drops its
+ *                 connection: the message comes back once, with reconsume
+ *                 1 (a retry), handled twice in all; nothing left over.
  *   group list    GROUP LIST's ready and dlq: 2 for a group holding two
  *                 messages, 0 and 0 for an empty one (each 0 checked by a
  *                 get that finds the queue empty); both messages then
  *                 handed out with reconsume 0.
+ *   group list copy
+ *                 GROUP LIST while a group queue's ra server is suspended
+ *                 (sys:suspend: the passive declare answers 0 after 250 ms)
+ *                 and resumed once the check's get waits in its mailbox:
+ *                 it fails naming the queue, not empty; the message the get
+ *                 took goes back as an uncounted copy at the tail — both
+ *                 messages come once, the other first, reconsume 0.
  *   ciphers       amqps:// to a listener of the test's own that reads the
  *                 ClientHello: the TLS 1.2 suites offered are exactly
  *                 base/tls_policy.h's (OpenSSL's default list, CBC and
@@ -109,6 +128,7 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -449,20 +469,28 @@ static void test_poison_reaches_dlq(void)
     }
 }
 
-/* Unacknowledged messages of queue on vhost "/", or -1. */
-static long unacked(const char *queue)
+/* Column (list_queues' name for it: messages, messages_ready,
+ * messages_unacknowledged) of queue on vhost; -1 unknown. */
+static long queue_column(const char *vhost, const char *queue, const char *column)
 {
-    char out[32768];
-    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "name", "messages_unacknowledged", NULL) != 0)
+    char out[65536];
+    size_t len = strlen(queue);
+
+    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", vhost, "name", column, NULL) != 0)
         return -1;
     for (char *line = out; line != NULL && *line != '\0';) {
         char *nl = strchr(line, '\n');
-        size_t len = strlen(queue);
         if (strncmp(line, queue, len) == 0 && (line[len] == '\t' || line[len] == ' '))
             return strtol(line + len + 1, NULL, 10);
         line = nl != NULL ? nl + 1 : NULL;
     }
     return -1;
+}
+
+/* Unacknowledged messages of queue on vhost "/", or -1. */
+static long unacked(const char *queue)
+{
+    return queue_column("/", queue, "messages_unacknowledged");
 }
 
 static int read_ahead_arrived(void *arg)
@@ -757,18 +785,7 @@ static int level_bound(const char *vhost, const char *queue)
 /* Messages in queue of vhost (list_queues' messages); -1 unknown. */
 static long queue_messages(const char *vhost, const char *queue)
 {
-    char out[65536];
-    size_t len = strlen(queue);
-
-    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", vhost, "name", "messages", NULL) != 0)
-        return -1;
-    for (char *line = out; line != NULL && *line != '\0';) {
-        char *nl = strchr(line, '\n');
-        if (strncmp(line, queue, len) == 0 && (line[len] == '\t' || line[len] == ' '))
-            return strtol(line + len + 1, NULL, 10);
-        line = nl != NULL ? nl + 1 : NULL;
-    }
-    return -1;
+    return queue_column(vhost, queue, "messages");
 }
 
 /* A level queue whose binding an operator deleted: a send to it fails naming the exchange and level (RabbitMQ
@@ -1735,12 +1752,17 @@ static void test_unbound_remainder_holds_dead_letters(void)
 
 /* What nack_once_handler saw: its calls and the reconsume of each. */
 typedef struct nack_seen {
+    int first_fatal; /* the first delivery fails with HG_FAIL (NACK … DLQ), not HG_RETRY */
+    /* when set, the first call deletes this queue of this vhost (after the
+     * worker's PULL declared it), drop_rc its rabbitmqctl's exit status */
+    const char *drop_vhost, *drop_queue;
+    int drop_rc;
     atomic_int calls;
     atomic_int reconsume[4];
 } nack_seen_t;
 
 /* The first delivery fails (HG_RETRY: with retry.attempts 0, a NACK at
- * once); any later one is done. */
+ * once; or HG_FAIL when seen->first_fatal); any later one is done. */
 static hg_outcome_t nack_once_handler(const hg_message_t *m, char *reason, size_t rlen, void *arg)
 {
     nack_seen_t *seen = arg;
@@ -1751,12 +1773,44 @@ static hg_outcome_t nack_once_handler(const hg_message_t *m, char *reason, size_
     if (n > 0)
         return HG_DONE;
     snprintf(reason, rlen, "first delivery fails");
-    return HG_RETRY;
+    if (seen->drop_queue != NULL) {
+        char out[4096];
+        seen->drop_rc =
+            rq_ctl(&rabbit, 0, out, sizeof out, "delete_queue", "-p", seen->drop_vhost, seen->drop_queue, NULL);
+    }
+    return seen->first_fatal ? HG_FAIL : HG_RETRY;
 }
 
 static int handled_twice(void *arg)
 {
     return atomic_load(&((nack_seen_t *)arg)->calls) >= 2;
+}
+
+/* A consumer of group on topic (uri) with one worker running
+ * nack_once_handler into seen, retry.attempts 0 (HG_RETRY: NACK at once,
+ * one resend), its log into lines, on a thread of its own. */
+static hg_consumer_t *start_nack_consumer(const char *uri, const char *group, const char *topic, nack_seen_t *seen,
+                                          log_lines_t *lines, pthread_t *thread)
+{
+    hg_consumer_opts_t o;
+    hg_consumer_t *consumer = NULL;
+    hg_error_t err;
+
+    hg_consumer_opts_init(&o);
+    o.uri = uri;
+    o.group = group;
+    o.topic = topic;
+    o.workers = 1;
+    o.block_ms = 200;
+    o.retry.attempts = 0;
+    o.retry.base_ms = 100;
+    o.handler = nack_once_handler;
+    o.handler_arg = seen;
+    o.log = collect_log;
+    o.log_arg = lines;
+    TU_REQUIRE(hg_consumer_new(&o, &consumer, &err) == HG_OK, "hg_consumer_new(%s): %s", uri, err.message);
+    TU_REQUIRE(pthread_create(thread, NULL, address_consumer_run, consumer) == 0, "start the consumer's thread");
+    return consumer;
 }
 
 /* A consumer worker's NACK whose retry comes back unrouted (the level it
@@ -1770,7 +1824,6 @@ static void test_worker_resends_failed_nack(void)
 {
     const int port = rabbit.nodes[0].amqp_port;
     char out[4096], uri[256];
-    hg_consumer_opts_t o;
     hg_consumer_t *consumer = NULL;
     log_lines_t lines = { .lock = PTHREAD_MUTEX_INITIALIZER };
     log_wait_t resent = { &lines, "failed: sending it again" };
@@ -1791,20 +1844,7 @@ static void test_worker_resends_failed_nack(void)
     TU_REQUIRE(unbind_level(port, "nackback", 3) == 0, "unbinding hg.level.3");
     TU_REQUIRE(level_bound("nackback", "hg.level.3") == 0, "hg.level.3 is still bound after queue.unbind");
 
-    hg_consumer_opts_init(&o);
-    o.uri = uri;
-    o.group = "nack-g";
-    o.topic = "nack-t";
-    o.workers = 1;
-    o.block_ms = 200;
-    o.retry.attempts = 0; /* HG_RETRY: NACK at once */
-    o.retry.base_ms = 100;
-    o.handler = nack_once_handler;
-    o.handler_arg = &seen;
-    o.log = collect_log;
-    o.log_arg = &lines;
-    TU_REQUIRE(hg_consumer_new(&o, &consumer, &err) == HG_OK, "hg_consumer_new(%s): %s", uri, err.message);
-    TU_REQUIRE(pthread_create(&thread, NULL, address_consumer_run, consumer) == 0, "start the consumer's thread");
+    consumer = start_nack_consumer(uri, "nack-g", "nack-t", &seen, &lines, &thread);
     e = hg_send(c, "nack-t", NULL, "fails once", 10, hg_delay_none(), NULL);
     TU_CHECK(e == HG_OK, "hg_send: %s", hg_client_errmsg(c));
     hg_client_close(c);
@@ -1827,6 +1867,234 @@ static void test_worker_resends_failed_nack(void)
     TU_CHECK(queue_messages("nackback", "hg.group.nack-g") == 0 && queue_messages("nackback", "hg.unrouted") == 0,
              "left behind: hg.group.nack-g %ld, hg.unrouted %ld", queue_messages("nackback", "hg.group.nack-g"),
              queue_messages("nackback", "hg.unrouted"));
+}
+
+/* Where refusal_probe publishes, and what it saw. */
+typedef struct refusal_probe {
+    int port;
+    const char *vhost, *queue;
+    int want_refused; /* 1: wait for a basic.nack; 0: for a basic.ack */
+} refusal_probe_t;
+
+/* Publish one message to probe's queue (default exchange, publisher
+ * confirms) and whether its confirm is what probe wants: 1 yes, 0 no (or
+ * no answer). A confirmed probe lies in the queue: use it on a level queue
+ * of the test's own vhost. */
+static int probe_confirm(void *arg)
+{
+    const refusal_probe_t *p = arg;
+    amqp_connection_state_t st = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(st);
+    amqp_frame_t f;
+    struct timeval wait = { 5, 0 };
+    int refused = -1;
+
+    if (sock != NULL && amqp_socket_open(sock, "127.0.0.1", p->port) == AMQP_STATUS_OK &&
+        amqp_login(st, p->vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type ==
+            AMQP_RESPONSE_NORMAL &&
+        amqp_channel_open(st, 1) != NULL && amqp_confirm_select(st, 1) != NULL &&
+        amqp_basic_publish(st, 1, amqp_empty_bytes, amqp_cstring_bytes(p->queue), 0, 0, NULL,
+                           amqp_cstring_bytes("probe")) == AMQP_STATUS_OK) {
+        while (refused < 0 && amqp_simple_wait_frame_noblock(st, &f, &wait) == AMQP_STATUS_OK)
+            if (f.frame_type == AMQP_FRAME_METHOD && f.payload.method.id == AMQP_BASIC_NACK_METHOD)
+                refused = 1;
+            else if (f.frame_type == AMQP_FRAME_METHOD && f.payload.method.id == AMQP_BASIC_ACK_METHOD)
+                refused = 0;
+        amqp_connection_close(st, AMQP_REPLY_SUCCESS);
+    }
+    amqp_destroy_connection(st);
+    return refused == p->want_refused;
+}
+
+/* RabbitMQ refusing (basic.nack) every publish to queue on vhost, as a
+ * full queue with x-overflow reject-publish does (on 1: policy max-length
+ * 0, reject-publish; on 0: that policy cleared), waiting until a probe
+ * publish is refused. 0, or -1 (reported). */
+static int refuse_publishes(int port, const char *vhost, const char *queue, int on)
+{
+    char out[4096], pattern[128];
+    refusal_probe_t probe = { port, vhost, queue, on };
+    int rc;
+
+    snprintf(pattern, sizeof pattern, "^%s$", queue);
+    rc = on ? rq_ctl(&rabbit, 0, out, sizeof out, "set_policy", "-p", vhost, "--apply-to", "queues", "refuse", pattern,
+                     "{\"max-length\":0,\"overflow\":\"reject-publish\"}", NULL)
+            : rq_ctl(&rabbit, 0, out, sizeof out, "clear_policy", "-p", vhost, "refuse", NULL);
+    TU_CHECK(rc == 0, "%s policy on %s: %s", on ? "set" : "clear", queue, out);
+    if (rc != 0)
+        return -1;
+    if (!on)
+        return 0;
+    rc = tu_poll_until(probe_confirm, &probe, 30000, 200);
+    TU_CHECK(rc == 0, "a publish to %s is still confirmed 30 s after its reject-publish policy", queue);
+    return rc;
+}
+
+/* The NACK of id in group: its integer answer, or LLONG_MIN when it
+ * failed (its message in why). */
+static long long nack_answer(hg_client_t *c, const char *group, const char *id, char *why, size_t whylen)
+{
+    hg_reply_t *r = NULL;
+    long long v = LLONG_MIN;
+    hg_err_t e = cmd(c, &r, 3, (const char *const[]){ "NACK", group, id });
+
+    snprintf(why, whylen, "%s", e == HG_OK ? "" : hg_client_errmsg(c));
+    if (e == HG_OK && hg_reply_type(r) == HG_REPLY_INTEGER)
+        v = hg_reply_integer(r);
+    else if (e == HG_OK)
+        snprintf(why, whylen, "answered type %d, want an integer", (int)hg_reply_type(r));
+    hg_reply_free(r);
+    return v;
+}
+
+/* NACK id in group until it is answered (nack_settled). */
+typedef struct nack_again {
+    hg_client_t *c;
+    const char *group, *id;
+    long long answer; /* the integer answered; LLONG_MIN while it failed */
+    int nacks;
+    char why[HG_ERRMSG_MAX];
+} nack_again_t;
+
+/* One more NACK: 1 when it was answered, or failed otherwise than keeping
+ * the delivery held (nothing to wait for then). */
+static int nack_settled(void *arg)
+{
+    nack_again_t *n = arg;
+    n->nacks++;
+    n->answer = nack_answer(n->c, n->group, n->id, n->why, sizeof n->why);
+    return n->answer != LLONG_MIN || strstr(n->why, "still held") == NULL;
+}
+
+/* A NACK whose retry RabbitMQ refuses (basic.nack: hg.level.3 full, with
+ * reject-publish): the NACK fails naming the refusal and saying the
+ * delivery is still held — another consumer of the group gets nothing —
+ * and once the queue takes messages again a NACK of the same id settles
+ * that delivery (its retry's due time); the message comes once, with
+ * reconsume 1. (Before, the refused NACK forgot the delivery
+ * unsettled: a NACK again answered -1 as if it were not held, and it came
+ * back only because that NACK replaced the connection.) */
+static void test_nack_refused_by_rabbitmq_keeps_hold(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256], id[HG_ID_MAX], why[HG_ERRMSG_MAX];
+    hg_client_t *c, *other;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+    nack_again_t again;
+
+    TU_REQUIRE(guest_vhost("nackrefuse", out, sizeof out) == 0, "vhost nackrefuse for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/nackrefuse?levels=100ms,200ms,300ms,400ms", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    TU_REQUIRE(one_held(c, "nref-g", "nref-t", id, __LINE__) == 0, "one held delivery");
+    TU_REQUIRE(refuse_publishes(port, "nackrefuse", "hg.level.3", 1) == 0, "hg.level.3 refusing publishes");
+
+    TU_CHECK(nack_answer(c, "nref-g", id, why, sizeof why) == LLONG_MIN, "NACK with hg.level.3 refusing: answered");
+    printf("\n    refused NACK: %s", why);
+    TU_CHECK(strstr(why, "basic.nack") != NULL && strstr(why, "still held") != NULL,
+             "the refused NACK's error names neither the refusal nor the held delivery: %s", why);
+    /* held by c: another consumer of the group gets nothing */
+    TU_REQUIRE(hg_client_open(uri, NULL, &other, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(other, &r, 5, (const char *const[]){ "PULL", "nref-g", "nref-t", "BLOCK", "1000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "another consumer's PULL after the refused NACK: %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(other), e == HG_OK ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    hg_client_close(other);
+
+    TU_REQUIRE(refuse_publishes(port, "nackrefuse", "hg.level.3", 0) == 0, "clearing the policy");
+    /* the policy's end reaches the queue a little later: a NACK refused
+     * meanwhile keeps the delivery held again */
+    again = (nack_again_t){ c, "nref-g", id, LLONG_MIN, 0, "" };
+    (void)tu_poll_until(nack_settled, &again, 30000, 100);
+    printf("; after the policy: NACK answered %lld (%d NACKs)", again.answer, again.nacks);
+    TU_CHECK(again.answer > 0,
+             "the NACK after the refusal answered %lld (%s), want its retry's due time (the delivery held)",
+             again.answer, again.why);
+
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", "nref-g", "nref-t", "BLOCK", "10000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 1, "PULL after the NACK: %s, %zu messages, want 1",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    if (e == HG_OK && hg_reply_count(r) == 1) {
+        const hg_reply_t *m = hg_reply_element(r, 0);
+        const char *got = hg_reply_str(hg_reply_element(m, 0), NULL);
+        TU_CHECK(got != NULL && strcmp(got, id) == 0 && hg_reply_integer(hg_reply_element(m, 4)) == 1,
+                 "came again as %s with reconsume %lld, want %s with 1", got != NULL ? got : "?",
+                 hg_reply_integer(hg_reply_element(m, 4)), id);
+        TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "nref-g", id }, __LINE__) == 1, "ACK %s", id);
+    }
+    hg_reply_free(r);
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", "nref-g", "nref-t", "BLOCK", "1000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "a second copy: PULL %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
+/* A consumer worker whose NACK and its resend both fail gives up and drops
+ * its connection. Made so: the handler deletes the group's DLQ by hand
+ * (the worker's PULL declared it) and fails the first delivery for good
+ * (NACK … DLQ), whose DLQ move
+ * then comes back unrouted each time (the rebinding sweep a NACK runs does
+ * not declare a group's queues; the next PULL's group ensure does). The
+ * delivery goes back to the group's queue with the connection, counted by
+ * RabbitMQ, and the new connection settles it as one failure: the message
+ * comes back once, with reconsume 1 (a retry, not the DLQ: the failure that
+ * reaches the queue is the lost connection, not the handler's verdict),
+ * and is done; nothing is left in the DLQ or for another PULL. */
+static void test_worker_gives_up_nack(void)
+{
+    const int port = rabbit.nodes[0].amqp_port;
+    char out[4096], uri[256];
+    hg_consumer_t *consumer;
+    log_lines_t lines = { .lock = PTHREAD_MUTEX_INITIALIZER };
+    log_wait_t dropped = { &lines, "dropping the connection" };
+    nack_seen_t seen;
+    pthread_t thread;
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    memset(&seen, 0, sizeof seen);
+    seen.first_fatal = 1;
+    seen.drop_vhost = "nackgiveup";
+    seen.drop_queue = "hg.dlq.giveup-g"; /* once the worker's PULL declared it */
+    TU_REQUIRE(guest_vhost("nackgiveup", out, sizeof out) == 0, "vhost nackgiveup for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/nackgiveup?levels=100ms,200ms,300ms,400ms", port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "giveup-g", "giveup-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+
+    consumer = start_nack_consumer(uri, "giveup-g", "giveup-t", &seen, &lines, &thread);
+    e = hg_send(c, "giveup-t", NULL, "fails once", 10, hg_delay_none(), NULL);
+    TU_CHECK(e == HG_OK, "hg_send: %s", hg_client_errmsg(c));
+    hg_client_close(c); /* idle for a while below: its heartbeats would lapse */
+    TU_CHECK(tu_poll_until(log_has, &dropped, 30000, 50) == 0,
+             "the worker did not give its NACK up (every resend unroutable):\n%s", lines.text);
+    TU_CHECK(tu_poll_until(handled_twice, &seen, 60000, 50) == 0,
+             "the message was handled %d time(s) in 60 s, want 2 (the given-up delivery did not come back):\n%s",
+             atomic_load(&seen.calls), lines.text);
+    hg_consumer_stop(consumer);
+    pthread_join(thread, NULL);
+    hg_consumer_free(consumer);
+    printf("\n    handled %d times, reconsume %d then %d", atomic_load(&seen.calls), atomic_load(&seen.reconsume[0]),
+           atomic_load(&seen.reconsume[1]));
+    TU_CHECK(atomic_load(&seen.calls) == 2 && atomic_load(&seen.reconsume[0]) == 0 &&
+                 atomic_load(&seen.reconsume[1]) == 1,
+             "handled %d times with reconsume %d, %d: want twice, 0 then 1 (one failure counted once)",
+             atomic_load(&seen.calls), atomic_load(&seen.reconsume[0]), atomic_load(&seen.reconsume[1]));
+    TU_CHECK(seen.drop_rc == 0, "the handler's delete_queue hg.dlq.giveup-g failed");
+    /* a copy left over (a retry published twice, a delivery not settled)
+     * would come within level 3's 300 ms */
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "giveup-g", "giveup-t", "COUNT", "10", "BLOCK", "2000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "left behind: PULL %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "DLQ", "LEN", "giveup-g" }, __LINE__) == 0, "DLQ LEN giveup-g");
+    hg_client_close(c);
 }
 
 /* The value of field name in GROUP LIST's row of group (reply r); -1 when
@@ -1896,6 +2164,128 @@ static void test_group_list_counts(void)
     hg_client_close(c);
 }
 
+/* The ra server of a quorum queue on node 1: suspend (sys:suspend: it
+ * answers nothing, so a passive declare's count times out and answers 0)
+ * or resume it. 0, or -1 (reported). */
+static int ra_server(const char *vhost, const char *queue, const char *how)
+{
+    char expr[512], out[4096];
+    int rc;
+
+    snprintf(expr, sizeof expr, "sys:%s(whereis(list_to_atom(\"%s_%s\"))).", how, vhost, queue);
+    rc = rq_ctl(&rabbit, 0, out, sizeof out, "eval", expr, NULL);
+    TU_CHECK(rc == 0, "%s: %s", expr, out);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The suspended ra server whose mailbox a get must reach. */
+typedef struct get_waiting {
+    const char *vhost, *queue;
+} get_waiting_t;
+
+/* Whether a dequeue (basic.get) waits in the ra server's mailbox. */
+static int get_is_waiting(void *arg)
+{
+    const get_waiting_t *g = arg;
+    char expr[512], out[4096];
+
+    snprintf(expr, sizeof expr,
+             "{messages, Ms} = process_info(whereis(list_to_atom(\"%s_%s\")), messages), "
+             "length([M || M <- Ms, string:find(io_lib:format(\"~p\", [M]), \"dequeue\") =/= nomatch]).",
+             g->vhost, g->queue);
+    return rq_ctl(&rabbit, 0, out, sizeof out, "eval", expr, NULL) == 0 && atoi(out) > 0;
+}
+
+/* GROUP LIST on a client of its own thread: what it answered. */
+typedef struct group_list_call {
+    hg_client_t *c;
+    hg_err_t e;
+    char why[HG_ERRMSG_MAX];
+} group_list_call_t;
+
+static void *group_list_run(void *arg)
+{
+    group_list_call_t *g = arg;
+    hg_reply_t *r = NULL;
+
+    g->e = cmd(g->c, &r, 2, (const char *const[]){ "GROUP", "LIST" });
+    snprintf(g->why, sizeof g->why, "%s", g->e == HG_OK ? "" : hg_client_errmsg(g->c));
+    hg_reply_free(r);
+    return NULL;
+}
+
+/* GROUP LIST's check of a group queue that RabbitMQ declares empty while
+ * it holds messages (its ra server suspended: the passive declare's count
+ * times out at 250 ms and answers 0; the server is resumed once the check's
+ * get waits for it): the get finds the head message, the queue is counted
+ * again (the resumed leader answers: GROUP LIST answers; a leader still
+ * silent would fail it naming the queue, "ask again"), and the message the
+ * get took goes back as an uncounted copy at the queue's tail, the original
+ * acknowledged — the group
+ * then hands out both messages once each, the other first, both with
+ * reconsume 0 (a message returned with basic.nack would come back counted
+ * and be settled as a failure). */
+static void test_group_list_peek_copies(void)
+{
+    char out[4096], uri[256], first[HG_ID_MAX], second[HG_ID_MAX];
+    get_waiting_t waiting = { "peekcopy", "hg.group.peek-g" };
+    group_list_call_t call;
+    pthread_t thread;
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+    int waited;
+
+    TU_REQUIRE(guest_vhost("peekcopy", out, sizeof out) == 0, "vhost peekcopy for guest: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/peekcopy", rabbit.nodes[0].amqp_port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "peek-g", "peek-t", "FROM", "NOW" });
+    hg_reply_free(r);
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    TU_REQUIRE(hg_send(c, "peek-t", NULL, "first", 5, hg_delay_none(), first) == HG_OK, "send: %s",
+               hg_client_errmsg(c));
+    TU_REQUIRE(hg_send(c, "peek-t", NULL, "second", 6, hg_delay_none(), second) == HG_OK, "send: %s",
+               hg_client_errmsg(c));
+    memset(&call, 0, sizeof call);
+    TU_REQUIRE(hg_client_open(uri, NULL, &call.c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    hg_client_set_read_timeout(call.c, 60000); /* the get waits for the resume below */
+    group_list_run(&call);                     /* connected, the topology declared: only the check is left to wait */
+    TU_REQUIRE(call.e == HG_OK, "GROUP LIST before: %s", call.why);
+
+    TU_REQUIRE(ra_server("peekcopy", "hg.group.peek-g", "suspend") == 0, "suspending hg.group.peek-g");
+    TU_REQUIRE(pthread_create(&thread, NULL, group_list_run, &call) == 0, "start GROUP LIST's thread");
+    waited = tu_poll_until(get_is_waiting, &waiting, 30000, 100);
+    TU_CHECK(ra_server("peekcopy", "hg.group.peek-g", "resume") == 0, "resuming hg.group.peek-g");
+    pthread_join(thread, NULL);
+    TU_CHECK(waited == 0, "no get reached the suspended queue in 30 s (GROUP LIST: %s)", call.why);
+    printf("\n    GROUP LIST: %s", call.e == HG_OK ? "answered" : call.why);
+    TU_CHECK(call.e == HG_OK,
+             "GROUP LIST with the count lost, then counted again after the look: %d (%s), want an "
+             "answer",
+             (int)call.e, call.why);
+    hg_client_close(call.c);
+
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "peek-g", "peek-t", "COUNT", "10", "BLOCK", "2000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 2, "PULL after the check: %s, %zu messages, want 2",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    for (size_t i = 0; e == HG_OK && i < hg_reply_count(r) && i < 2; i++) {
+        const hg_reply_t *m = hg_reply_element(r, i);
+        const char *id = hg_reply_str(hg_reply_element(m, 0), NULL), *want = i == 0 ? second : first;
+        TU_CHECK(id != NULL && strcmp(id, want) == 0 && hg_reply_integer(hg_reply_element(m, 4)) == 0,
+                 "message %zu: %s with reconsume %lld, want %s (the %s) with 0", i, id != NULL ? id : "?",
+                 hg_reply_integer(hg_reply_element(m, 4)), want, i == 0 ? "untouched one first" : "copy at the tail");
+        if (id != NULL)
+            TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "peek-g", id }, __LINE__) == 1, "ACK %s", id);
+    }
+    hg_reply_free(r);
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "peek-g", "peek-t", "COUNT", "10", "BLOCK", "1000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "a copy too many: PULL %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -1936,8 +2326,17 @@ static const tu_test_t node_tests[] = {
     { "a consumer worker's NACK that fails (its retry unroutable): sent again on the retry backoff, binding the "
       "topology first; the message comes again with reconsume 1",
       test_worker_resends_failed_nack },
+    { "a NACK whose retry RabbitMQ refuses (basic.nack): an error saying the delivery is still held; it is, and a "
+      "NACK again settles it (reconsume 1, once)",
+      test_nack_refused_by_rabbitmq_keeps_hold },
+    { "a consumer worker whose NACK and its resend fail: it drops its connection, and the message comes back once, "
+      "reconsume 1",
+      test_worker_gives_up_nack },
     { "GROUP LIST's ready and dlq: the counts, a 0 checked by one get, the messages untouched",
       test_group_list_counts },
+    { "GROUP LIST with a group queue's count lost (its ra server suspended): looked into and counted again; the "
+      "message its get took goes back as an uncounted copy at the tail",
+      test_group_list_peek_copies },
     { "a remainder queue unbound by hand on the send's path: the send fails naming the remainder exchange (never "
       "skips the wait); the next send binds again and comes at or after its due, once",
       test_unbound_remainder_fails_the_send },

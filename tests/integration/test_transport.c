@@ -555,12 +555,22 @@ static void dlq(const target_t *t)
     run = runner_start(t, group, topic, 1, fail_once);
     TU_CHECK(wait_handled(run, 1, 20000) == 0, "%s: not delivered in 20 s", t->name);
     {
+        /* polled: on amqp:// the DLQ move is RabbitMQ's own, and while its
+         * count lags the message DLQ LEN answers "ask again" (lib/rmq_admin.c) */
         const char *argv[] = { "DLQ", "LEN", group };
         uint64_t end = tu_now_mono_ms() + 10000;
         long long n = 0;
-        while ((n = int_cmd(t, c, 3, argv)) != 1 && tu_now_mono_ms() < end)
-            usleep(50000);
-        TU_CHECK(n == 1, "%s: DLQ LEN %lld, want 1", t->name, n);
+        char last[HG_ERRMSG_MAX] = "";
+        do {
+            hg_reply_t *lr = NULL;
+            e = hg_client_command(c, 3, argv, NULL, &lr);
+            n = e == HG_OK && hg_reply_type(lr) == HG_REPLY_INTEGER ? hg_reply_integer(lr) : -999;
+            snprintf(last, sizeof last, "%s", e == HG_OK ? "" : hg_client_errmsg(c));
+            hg_reply_free(lr);
+            if (e != HG_OK && strstr(last, "ask again") == NULL)
+                break;
+        } while (n != 1 && tu_now_mono_ms() < end && usleep(50000) == 0);
+        TU_CHECK(n == 1, "%s: DLQ LEN %lld, want 1 (%s)", t->name, n, last);
     }
     {
         const char *argv[] = { "DLQ", "LIST", group };
@@ -1112,7 +1122,8 @@ static void frozen_node(const target_t *t)
      * call's. */
     hg_client_opts_init(&o);
     o.read_timeout_ms = 2000;
-    o.connect_timeout_ms = 1000;
+    o.connect_timeout_ms =
+        5000; /* a TLS handshake on a loaded machine, right after the previous target froze the node */
     o.reconnect = 0;
     o.resend_sends = 0;
     TU_REQUIRE(hg_client_open(t->uri, &o, &c, &err) == HG_OK, "%s: open: %s", t->name, err.message);

@@ -89,19 +89,11 @@ static void teardown(void)
     tu_rmtree(dir);
 }
 
-static uint64_t next_rand(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 static void payload(char *p, size_t n, uint64_t tag, uint32_t i)
 {
     uint64_t s = tag * MAX_RECORDS + i;
     for (size_t k = 0; k < n; k += 8) {
-        uint64_t v = next_rand(&s);
+        uint64_t v = powercut_next_rand(&s);
         memcpy(p + k, &v, n - k < 8 ? n - k : 8);
     }
 }
@@ -122,13 +114,13 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
     for (int k = 0; k < BATCHES && g_ledger->n < MAX_BATCHES; k++) {
         ledger_batch_t *lb = &g_ledger->b[g_ledger->n];
         memset(lb, 0, sizeof *lb);
-        lb->tag = next_rand(&s);
-        uint32_t want = 1 + (uint32_t)(next_rand(&s) % MAX_RECORDS);
+        lb->tag = powercut_next_rand(&s);
+        uint32_t want = 1 + (uint32_t)(powercut_next_rand(&s) % MAX_RECORDS);
         clog_batch_t b = { 0 };
         clog_batch_begin(c, &b);
         g_ledger->n++;
         for (uint32_t i = 0; i < want; i++) {
-            uint32_t len = 1 + (uint32_t)(next_rand(&s) % sizeof p);
+            uint32_t len = 1 + (uint32_t)(powercut_next_rand(&s) % sizeof p);
             payload(p, len, lb->tag, i);
             int rc = clog_batch_add(c, &b, p, len, &lb->off[i], err, sizeof err);
             if (rc == CLOG_BATCH_FULL) {
@@ -149,7 +141,7 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
         clog_batch_free(&b);
         lb->end = clog_end(c);
         lb->state = APPENDED;
-        if (next_rand(&s) % 2 != 0) {
+        if (powercut_next_rand(&s) % 2 != 0) {
             if (clog_sync(c, err, sizeof err) != 0) {
                 fprintf(stderr, "child: clog_sync: %s\n", err);
                 _exit(6);
@@ -160,7 +152,7 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
                 }
             }
         }
-        if (next_rand(&s) % 8 == 0 && clog_prepare(c, 1, err, sizeof err) != 0) {
+        if (powercut_next_rand(&s) % 8 == 0 && clog_prepare(c, 1, err, sizeof err) != 0) {
             fprintf(stderr, "child: clog_prepare: %s\n", err);
             _exit(7);
         }
@@ -277,33 +269,20 @@ static int run_seed(uint64_t seed, void *totals)
     uint64_t floor = 0;
     for (int round = 0; round < ROUNDS; round++) {
         powercut_reset();
-        uint64_t kill_at = next_rand(&s) % 5 == 0 ? 0 : 1 + next_rand(&s) % 60;
-        uint64_t child_seed = next_rand(&s), cut_seed = next_rand(&s);
+        uint64_t kill_at = powercut_next_rand(&s) % 5 == 0 ? 0 : 1 + powercut_next_rand(&s) % 60;
+        uint64_t child_seed = powercut_next_rand(&s), cut_seed = powercut_next_rand(&s);
         fflush(NULL);
         pid_t pid = fork();
         TU_REQUIRE(pid >= 0, "fork");
         if (pid == 0) {
             writer(child_seed, floor, kill_at);
         }
-        int status = 0;
-        TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
-        TU_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-                 "seed %" PRIu64 " round %d: the writer ended by status %#x, not by the cut", seed, round, status);
-        if (!WIFSIGNALED(status)) {
-            return -1;
-        }
-        t->calls += powercut_calls();
-        powercut_stats_t st;
-        int rc = powercut_power_off(cut_seed, &st, err, sizeof err);
-        TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: power off: %s", seed, round, err);
+        int rc = powercut_cut_child(pid, cut_seed, &t->cut, err, sizeof err);
+        TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: %s", seed, round, err);
         if (rc != 0) {
             return -1;
         }
-        t->cut.unsynced += st.unsynced;
-        t->cut.kept += st.kept;
-        t->cut.dropped += st.dropped;
-        t->cut.torn += st.torn;
-        t->cut.renames_lost += st.renames_lost;
+        t->calls += powercut_calls();
         t->rounds++;
         long k = check_after_cut(seed, round, t);
         if (k < 0) {
@@ -311,7 +290,7 @@ static int run_seed(uint64_t seed, void *totals)
         }
         g_ledger->n = (size_t)k;
         uint64_t end = k > 0 ? g_ledger->b[k - 1].end : 0;
-        floor = next_rand(&s) % 3 == 0 ? end + next_rand(&s) % (2 * SEG) : 0;
+        floor = powercut_next_rand(&s) % 3 == 0 ? end + powercut_next_rand(&s) % (2 * SEG) : 0;
     }
     return 0;
 }

@@ -58,6 +58,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <leveldb/c.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -210,14 +211,6 @@ static void teardown(void)
 {
     release_held();
     tu_rmtree(dir);
-}
-
-static uint64_t next_rand(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
 }
 
 /* ---- LevelDB and the bounds the redo asks for ------------------------------------- */
@@ -450,14 +443,14 @@ static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
     redo_batch_t b = { 0 };
     int touched[NQUEUES + 1] = { 0 };
     /* the LevelDB writes first: derived bytes made before a message count in redo_add_message's room */
-    emit(m, lb, &b, (op_t){ .tag = 'P', .x = k % NKEYS, .y = k * 1000 + 1 + next_rand(s) % 7 });
-    if (next_rand(s) % 3 == 0) {
-        emit(m, lb, &b, (op_t){ .tag = 'D', .x = next_rand(s) % NKEYS });
+    emit(m, lb, &b, (op_t){ .tag = 'P', .x = k % NKEYS, .y = k * 1000 + 1 + powercut_next_rand(s) % 7 });
+    if (powercut_next_rand(s) % 3 == 0) {
+        emit(m, lb, &b, (op_t){ .tag = 'D', .x = powercut_next_rand(s) % NKEYS });
     }
-    uint32_t nmsg = 1 + (uint32_t)(next_rand(s) % 4);
+    uint32_t nmsg = 1 + (uint32_t)(powercut_next_rand(s) % 4);
     for (uint32_t i = 0; i < nmsg; i++) {
         char payload[256];
-        size_t n = 8 + next_rand(s) % 200;
+        size_t n = 8 + powercut_next_rand(s) % 200;
         memset(payload, (int)(k + i), n);
         uint64_t id;
         int rc = redo_add_message(r, &b, payload, n, &id, err, sizeof err);
@@ -468,7 +461,7 @@ static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
             redo_batch_free(&b);
             return -1;
         }
-        uint32_t q = 1 + (uint32_t)(next_rand(s) % NQUEUES);
+        uint32_t q = 1 + (uint32_t)(powercut_next_rand(s) % NQUEUES);
         uint64_t index = m->tail[q];
         emit(m, lb, &b, (op_t){ .tag = 'Q', .q = q, .x = index, .y = id, .z = k * 16 + i });
         uint64_t base = id - id % SEG;
@@ -476,16 +469,16 @@ static int write_batch(redo_t *r, model_t *m, uint64_t *s, uint64_t k)
         emit(m, lb, &b, (op_t){ .tag = 'S', .x = base, .y = ordinal, .s = { id, q, 0, index } });
         touched[q] = 1;
     }
-    if (next_rand(s) % 4 == 0) {
-        uint32_t q = 1 + (uint32_t)(next_rand(s) % NQUEUES);
-        uint64_t head = m->head[q] + next_rand(s) % (m->tail[q] - m->head[q] + 1);
+    if (powercut_next_rand(s) % 4 == 0) {
+        uint32_t q = 1 + (uint32_t)(powercut_next_rand(s) % NQUEUES);
+        uint64_t head = m->head[q] + powercut_next_rand(s) % (m->tail[q] - m->head[q] + 1);
         emit(m, lb, &b, (op_t){ .tag = 'H', .q = q, .x = head });
         touched[q] = 1;
     }
-    if (next_rand(s) % 3 == 0 && m->nsegs > 0) {
-        size_t i = next_rand(s) % m->nsegs;
+    if (powercut_next_rand(s) % 3 == 0 && m->nsegs > 0) {
+        size_t i = powercut_next_rand(s) % m->nsegs;
         if (m->seg[i].count > 0) {
-            uint64_t ord = next_rand(s) % m->seg[i].count;
+            uint64_t ord = powercut_next_rand(s) % m->seg[i].count;
             slot_t sl = m->seg[i].s[ord];
             sl.flags = SLOT_REVOKED;
             emit(m, lb, &b, (op_t){ .tag = 'S', .x = m->seg[i].base, .y = ord, .s = sl });
@@ -1548,6 +1541,84 @@ static void test_message_room(void)
     db_close(db);
 }
 
+/* The redo's marks are read with verified checksums: a flipped byte in the
+ * table block holding M "checkpoint" is refused at open as damage (naming
+ * the mark), not read as another checkpoint — and not left in LevelDB's
+ * block cache for later readers to take unverified. */
+static void test_marks_verified(void)
+{
+    leveldb_options_t *o = leveldb_options_create();
+    leveldb_options_set_create_if_missing(o, 1);
+    leveldb_options_set_compression(o, leveldb_no_compression); /* the mark's bytes findable in the table */
+    char *dberr = NULL;
+    leveldb_t *db = leveldb_open(o, dir, &dberr);
+    TU_REQUIRE(db != NULL, "leveldb_open: %s", dberr != NULL ? dberr : "?");
+    hold_ptr((void **)g_dbs, db);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    redo_batch_t b = { 0 };
+    for (int i = 0; i < 3; i++) {
+        redo_db_put(&b, "k", 1, "v", 1);
+        TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
+    }
+    TU_REQUIRE(clog_sync(redo_log(r), err, sizeof err) == 0 && redo_apply_durable(r, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
+    uint64_t b_mark = redo_checkpointed(r);
+    TU_REQUIRE(b_mark > 0, "a checkpoint past 0");
+    TU_REQUIRE(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    leveldb_compact_range(db, NULL, 0, NULL, 0); /* the marks into a table */
+    db_close(db);
+
+    /* the table holding the marks: flip the last byte of M "checkpoint"'s value */
+    DIR *d = opendir(dir);
+    TU_REQUIRE(d != NULL, "opendir %s", dir);
+    struct dirent *de;
+    int flipped = 0;
+    while (!flipped && (de = readdir(d)) != NULL) {
+        size_t nl = strlen(de->d_name);
+        if (nl < 4 || strcmp(de->d_name + nl - 4, ".ldb") != 0) {
+            continue;
+        }
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct stat st;
+        TU_REQUIRE(stat(path, &st) == 0 && st.st_size > 0, "stat %s", path);
+        size_t len = (size_t)st.st_size;
+        char *t = malloc(len);
+        FILE *in = fopen(path, "rb");
+        TU_REQUIRE(t != NULL && in != NULL && fread(t, 1, len, in) == len && fclose(in) == 0, "read %s", path);
+        char *at = NULL;
+        for (size_t i = 0; at == NULL && i + 10 <= len; i++) {
+            at = memcmp(t + i, "checkpoint", 10) == 0 ? t + i : NULL;
+        }
+        /* the internal key's 8-byte sequence and type, then the 8-byte value */
+        if (at != NULL && (size_t)(at - t) + 10 + 8 + 8 <= len) {
+            size_t off = (size_t)(at - t) + 10 + 8 + 7;
+            TU_REQUIRE((unsigned char)t[off] == (b_mark & 0xff), "the mark's last byte at %zu", off);
+            t[off] ^= 1;
+            FILE *f = fopen(path, "r+b");
+            TU_REQUIRE(f != NULL && fseek(f, (long)off, SEEK_SET) == 0 && fputc(t[off], f) != EOF && fclose(f) == 0,
+                       "write %s", path);
+            flipped = 1;
+        }
+        free(t);
+    }
+    closedir(d);
+    TU_REQUIRE(flipped, "no table holds the checkpoint mark");
+
+    db = leveldb_open(o, dir, &dberr);
+    leveldb_options_destroy(o);
+    TU_REQUIRE(db != NULL, "leveldb_open after the flip: %s", dberr != NULL ? dberr : "?");
+    hold_ptr((void **)g_dbs, db);
+    redo_open_report_t rep;
+    memset(&rep, 0, sizeof rep);
+    int rc = redo_open_on(db, 0, &r, &rep);
+    TU_CHECK(rc != 0 && strstr(err, "checkpoint") != NULL && strstr(err, "checksum") != NULL,
+             "the open with a flipped mark: rc %d, checkpoint read %" PRIu64 " (written %" PRIu64 "): %s", rc,
+             rep.checkpoint, b_mark, err);
+    db_close(db);
+}
+
 /* The replay time of 64 MiB of log (design §6: target <= 300 ms). */
 static void test_replay_time(void)
 {
@@ -1853,15 +1924,6 @@ typedef struct totals {
     uint64_t carried_cuts; /* cuts inside redo_sync_failed after its checkpoint */
 } totals_t;
 
-static void add_stats(totals_t *t, const powercut_stats_t *st)
-{
-    t->cut.unsynced += st->unsynced;
-    t->cut.kept += st->kept;
-    t->cut.dropped += st->dropped;
-    t->cut.torn += st->torn;
-    t->cut.renames_lost += st->renames_lost;
-    t->cut.lost += st->lost;
-}
 
 /* The writer: open (LevelDB before the arm), batches, syncs, applies and
  * checkpoints at random (half of them split: begun, then finished after the
@@ -1881,12 +1943,13 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
         _exit(3);
     }
     model_rebuild(&g_model, g_ledger->n);
-    int fail_at = next_rand(&s) % 2 ? (int)(next_rand(&s) % BATCHES) : -1; /* a failed log sync, half the rounds */
+    int fail_at = powercut_next_rand(&s) % 2 ? (int)(powercut_next_rand(&s) % BATCHES)
+                                             : -1; /* a failed log sync, half the rounds */
     int begun = 0; /* a checkpoint begun after the last batch: finished after the next one is committed */
     uint64_t fast = seed * 31 + 7; /* its own sequence: the other draws stay as they were */
     for (int k = 0; k < BATCHES && g_ledger->n < MAX_BATCHES; k++) {
         g_fail_next_sync = k == fail_at;
-        g_commit_applied = next_rand(&fast) % 3 == 0; /* append, sync and apply in one call */
+        g_commit_applied = powercut_next_rand(&fast) % 3 == 0; /* append, sync and apply in one call */
         uint64_t failures = g_ledger->failures;
         if (write_batch(r, &g_model, &s, g_ledger->n) != 0) {
             fprintf(stderr, "writer: batch: %s\n", err);
@@ -1899,12 +1962,12 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t floor, uint
             _exit(6);
         }
         begun = 0;
-        if (next_rand(&s) % 3 != 0 && sync_and_apply(r) != 0) {
+        if (powercut_next_rand(&s) % 3 != 0 && sync_and_apply(r) != 0) {
             fprintf(stderr, "writer: sync: %s\n", err);
             _exit(5);
         }
-        if (next_rand(&s) % 8 == 0) {
-            begun = next_rand(&s) % 2 == 0;
+        if (powercut_next_rand(&s) % 8 == 0) {
+            begun = powercut_next_rand(&s) % 2 == 0;
             if ((begun ? redo_checkpoint_begin(r, NULL, err, sizeof err) : redo_checkpoint(r, err, sizeof err)) != 0) {
                 fprintf(stderr, "writer: checkpoint: %s\n", err);
                 _exit(6);
@@ -1946,7 +2009,7 @@ static int cut_child(int is_writer, uint64_t seed, uint64_t floor, uint64_t kill
     powercut_stats_t st;
     int rc = powercut_power_off(cut_seed, &st, err, sizeof err);
     TU_CHECK(rc == 0, "seed %" PRIu64 ": power off: %s", seed, err);
-    add_stats(t, &st);
+    powercut_stats_add(&t->cut, &st);
     return rc;
 }
 
@@ -2014,13 +2077,13 @@ static int run_seed(uint64_t seed, void *totals)
     g_ledger->n = 0;
     for (int round = 0; round < ROUNDS; round++) {
         /* the writer makes ~70-110 file calls; past its last one the cut comes after its last batch */
-        uint64_t kill_at = 1 + next_rand(&s) % 120;
-        if (cut_child(1, seed * 100 + (uint64_t)round, floor, kill_at, next_rand(&s), t) != 0) {
+        uint64_t kill_at = 1 + powercut_next_rand(&s) % 120;
+        if (cut_child(1, seed * 100 + (uint64_t)round, floor, kill_at, powercut_next_rand(&s), t) != 0) {
             return -1;
         }
         t->rounds++;
-        if (next_rand(&s) % 2 == 0) { /* and a cut inside the redo that follows */
-            if (cut_child(0, seed, 0, 1 + next_rand(&s) % 60, next_rand(&s), t) != 0) {
+        if (powercut_next_rand(&s) % 2 == 0) { /* and a cut inside the redo that follows */
+            if (cut_child(0, seed, 0, 1 + powercut_next_rand(&s) % 60, powercut_next_rand(&s), t) != 0) {
                 return -1;
             }
             t->redo_cuts++;
@@ -2031,7 +2094,7 @@ static int run_seed(uint64_t seed, void *totals)
         }
         g_ledger->n = (size_t)p;
         uint64_t end = p > 0 ? g_ledger->b[p - 1].end : 0;
-        floor = next_rand(&s) % 4 == 0 ? end + next_rand(&s) % (2 * SEG) : 0;
+        floor = powercut_next_rand(&s) % 4 == 0 ? end + powercut_next_rand(&s) % (2 * SEG) : 0;
     }
     return 0;
 }
@@ -2083,6 +2146,7 @@ static const tu_test_t redo_tests[] = {
     { "redo_batch_room: the derived record's room as redo_commit sees it", test_batch_room },
     { "the per-message reserve holds a CQ write and a slot", test_message_reserve },
     { "redo_message_room settles the segment before the record is made", test_message_room },
+    { "the marks are read with verified checksums: a damaged block holding one is refused", test_marks_verified },
     { "replay time of 64 MiB of log", test_replay_time },
     { "checkpoint finish on a second thread while the owner commits and applies", test_finish_on_thread },
     { "a second checkpoint begin is refused while one is open", test_begin_twice },

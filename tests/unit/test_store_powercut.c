@@ -147,14 +147,6 @@ static void teardown(void)
     tu_rmtree(dir);
 }
 
-static uint64_t next_rand(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 static void options(store_options_t *o)
 {
     store_options_default(o);
@@ -232,7 +224,7 @@ static size_t pick_leased(uint64_t *rng, size_t max, size_t *out)
     size_t n = 0;
     const uint8_t *w = working();
     for (size_t i = 0; i < g_ledger->nmsgs && n < max; i++) {
-        if (w[i] == LEASED && next_rand(rng) % 3 == 0) {
+        if (w[i] == LEASED && powercut_next_rand(rng) % 3 == 0) {
             out[n++] = i;
         }
     }
@@ -246,9 +238,9 @@ static void op_send(store_t *s, uint64_t *rng)
         return;
     }
     static char payload[MAX_PAYLOAD];
-    size_t len = 1 + next_rand(rng) % MAX_PAYLOAD;
+    size_t len = 1 + powercut_next_rand(rng) % MAX_PAYLOAD;
     for (size_t k = 0; k < len; k++) {
-        payload[k] = (char)next_rand(rng);
+        payload[k] = (char)powercut_next_rand(rng);
     }
     store_send_req_t req = { .topic = TOPIC, .topic_len = 1, .payload = payload, .payload_len = len };
     uint64_t id = 0, due = 0;
@@ -265,7 +257,7 @@ static void op_pull(store_t *s, uint64_t *rng)
     commit_before_read(s);
     msg_owned_t out[4];
     int n = 0;
-    int want = 1 + (int)(next_rand(rng) % 4);
+    int want = 1 + (int)(powercut_next_rand(rng) % 4);
     if (store_lease(s, GROUP, 1, TOPIC, 1, want, LEASE_MS, g_ledger->now, out, &n, err, sizeof err) != 0) {
         child_fail("lease", 6);
     }
@@ -351,7 +343,7 @@ static void __attribute__((noreturn)) writer(uint64_t seed, uint64_t kill_at)
         commit(s, 1);
     }
     for (int k = 0; k < OPS; k++) {
-        uint64_t r = next_rand(&rng) % 100;
+        uint64_t r = powercut_next_rand(&rng) % 100;
         if (r < 35) {
             op_send(s, &rng);
         } else if (r < 55) {
@@ -570,36 +562,21 @@ static int run_seed(uint64_t seed, void *totals)
     g_ledger->now = T0;
     for (int round = 0; round < ROUNDS; round++) {
         powercut_reset();
-        uint64_t pick = next_rand(&s) % 8;
-        uint64_t kill_at = pick == 0 ? 0 : 1 + next_rand(&s) % (pick == 1 ? OPEN_SPAN : KILL_SPAN);
-        uint64_t child_seed = next_rand(&s), cut_seed = next_rand(&s);
+        uint64_t pick = powercut_next_rand(&s) % 8;
+        uint64_t kill_at = pick == 0 ? 0 : 1 + powercut_next_rand(&s) % (pick == 1 ? OPEN_SPAN : KILL_SPAN);
+        uint64_t child_seed = powercut_next_rand(&s), cut_seed = powercut_next_rand(&s);
         fflush(NULL);
         pid_t pid = fork();
         TU_REQUIRE(pid >= 0, "fork");
         if (pid == 0) {
             writer(child_seed, kill_at);
         }
-        int status = 0;
-        TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
-        TU_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-                 "seed %" PRIu64 " round %d: the writer ended by status %#x, not by the cut", seed, round, status);
-        if (!WIFSIGNALED(status)) {
-            return -1;
-        }
-        t->calls += powercut_calls();
-        powercut_stats_t st;
-        int rc = powercut_power_off(cut_seed, &st, err, sizeof err);
-        TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: power off: %s", seed, round, err);
+        int rc = powercut_cut_child(pid, cut_seed, &t->cut, err, sizeof err);
+        TU_CHECK(rc == 0, "seed %" PRIu64 " round %d: %s", seed, round, err);
         if (rc != 0) {
             return -1;
         }
-        t->cut.unsynced += st.unsynced;
-        t->cut.kept += st.kept;
-        t->cut.dropped += st.dropped;
-        t->cut.torn += st.torn;
-        t->cut.renames_lost += st.renames_lost;
-        t->cut.replaced_back += st.replaced_back;
-        t->cut.unlinks_lost += st.unlinks_lost;
+        t->calls += powercut_calls();
         t->rounds++;
         g_ledger->verdict[0] = '\0';
         fflush(NULL);
@@ -608,6 +585,7 @@ static int run_seed(uint64_t seed, void *totals)
         if (pid == 0) {
             _exit(check_after_cut(seed, round, t) == 0 ? 0 : 1);
         }
+        int status = 0;
         TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
         TU_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && g_ledger->verdict[0] == '\0',
                  "%s (checker status %#x)",
