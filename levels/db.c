@@ -194,18 +194,18 @@ static int write_leveldb_batch(store_t *s, int sync, char *dberr, size_t dberrle
     return 0;
 }
 
-/* Through the log: appended, its LevelDB writes held; synced and applied at
- * once when sync asks it or when the unsynced log reaches
- * STORE_HELD_MAX_BYTES (held batches are memory). */
+/* Through the log: appended, its LevelDB writes held; synced and applied in
+ * the same call when sync asks it (store_log_append), or right after when the
+ * unsynced log reaches STORE_HELD_MAX_BYTES (held batches are memory). */
 static int write_log_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
 {
-    if (store_log_append(s, dberr, dberrlen) != 0) {
+    if (store_log_append(s, sync, dberr, dberrlen) != 0) {
         return -1;
     }
     if (s->batch_bytes > STORE_BATCH_KEEP_BYTES) { /* its buffer keeps its capacity, as LevelDB's does */
         clog_batch_free(&s->log_batch.log);
     }
-    if (sync || store_log_unsynced_bytes(s) >= STORE_HELD_MAX_BYTES) {
+    if (!sync && store_log_unsynced_bytes(s) >= STORE_HELD_MAX_BYTES) {
         return store_log_make_durable(s, dberr, dberrlen);
     }
     return 0;

@@ -382,8 +382,13 @@ void store_log_free(store_t *s);
  * held writes through the overlay (store_get), range walks pass
  * store_read_barrier first. */
 
-/* Append s->log_batch to the log (its writes held). 0, or -1 with err. */
-int store_log_append(store_t *s, char *err, size_t errlen);
+/* Append s->log_batch to the log: its writes held (durable 0), or with
+ * durable 1 synced and applied in the same call with every batch held before
+ * it (redo_commit_applied: the batch never enters the overlay; a due
+ * checkpoint follows, as after store_apply_durable). A batch no segment can
+ * hold goes beside the log, synced. 0, or -1 with err (after a failed sync or
+ * apply the store is broken and the batch stays held). */
+int store_log_append(store_t *s, int durable, char *err, size_t errlen);
 
 /* Make every batch appended so far durable (clog_sync when the log's durable
  * end lags its end) and apply it (store_apply_durable). 0, or -1 with err. */
