@@ -337,7 +337,7 @@ uint64_t store_pending_bytes(const store_t *s)
 }
 uint64_t store_next_seq(const store_t *s)
 {
-    return s->next_seq;
+    return s->redo != NULL ? store_log_next_id(s) : s->next_seq;
 }
 int store_broken(const store_t *s)
 {

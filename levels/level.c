@@ -195,15 +195,27 @@ static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t d
     }
 }
 
-uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms)
+/* Where store_level_enqueue will put m, changing nothing: its first level
+ * (*first), that hop's due (*hop_due), its enqueue time (returned) and its
+ * journey's due (m->due_ms). */
+static uint64_t level_plan(const store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms, int *first,
+                           uint64_t *hop_due)
 {
     const lvl_table_t *t = &s->opt.levels;
-    int first = level > 0 ? level : lvl_next_hop(t, delay_ms);
-    level_state_t *ls = &s->levels[first];
+    *first = level > 0 ? level : lvl_next_hop(t, delay_ms);
+    const level_state_t *ls = &s->levels[*first];
     uint64_t enq = now_ms > ls->last_enqueue_ms ? now_ms : ls->last_enqueue_ms;
-    ls->last_enqueue_ms = enq;
-    uint64_t hop_due = enq + (level > 0 ? t->delay_ms[first] : lvl_hop_ms(t, first, delay_ms));
-    m->due_ms = level > 0 ? hop_due : enq + delay_ms;
+    *hop_due = enq + (level > 0 ? t->delay_ms[*first] : lvl_hop_ms(t, *first, delay_ms));
+    m->due_ms = level > 0 ? *hop_due : enq + delay_ms;
+    return enq;
+}
+
+uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms)
+{
+    int first;
+    uint64_t hop_due;
+    uint64_t enq = level_plan(s, m, level, delay_ms, now_ms, &first, &hop_due);
+    s->levels[first].last_enqueue_ms = enq;
     level_insert(s, topic, first, hop_due, m);
     return m->due_ms;
 }
@@ -237,17 +249,29 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_
     store_mark_woken(s, t);
 }
 
+/* m's id: its record's offset in the log once the redo is open (m's
+ * record is added to the pending batch with room for what the SEND derives
+ * from it: its level or topic entry, which holds the message again, its index
+ * records and its key's), the sequence counter's before. 0, or -1 with err. */
+static int send_take_id(store_t *s, msg_t *m, char *err, size_t errlen)
+{
+    if (s->redo == NULL) {
+        m->id = s->next_seq++;
+        return 0;
+    }
+    uint64_t derived = msg_encoded_size(m) + 2 * ((uint64_t)m->topic.len + m->key.len) + 256;
+    return store_log_add_message(s, m, derived, err, errlen);
+}
+
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,
                size_t errlen)
 {
     if (store_send_refusal(s, req, 0, NULL, err, errlen) != 0) {
         return -1;
     }
-    int pending_before = s->pending;
     uint64_t delay = req->level == 0 ? req->delay_ms : 0;
     msg_t m;
     memset(&m, 0, sizeof m);
-    m.id = s->next_seq++;
     m.created_ms = now_ms;
     m.dest = MSG_DEST_TOPIC;
     m.topic.ptr = req->topic;
@@ -256,6 +280,19 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     m.key.len = (uint32_t)req->key_len;
     m.payload.ptr = req->payload;
     m.payload.len = (uint32_t)req->payload_len;
+    if (req->level == 0 && delay == 0) {
+        m.due_ms = now_ms;
+    } else { /* the record holds the journey's due (a record is never rewritten) */
+        int first;
+        uint64_t hop_due;
+        (void)level_plan(s, &m, req->level, delay, now_ms, &first, &hop_due);
+    }
+    /* The id is the message record's log offset (design-commitlog.md §2); the
+     * batch may be committed first to make room, so count pending after it. */
+    if (send_take_id(s, &m, err, errlen) != 0) {
+        return -1;
+    }
+    int pending_before = s->pending;
     /* the one lookup; a new topic is created where it always was (its
      * log_next_min is the sequence counter at that point) */
     topic_state_t *topic = map_get(&s->topics, req->topic, req->topic_len);

@@ -249,11 +249,14 @@ int store_pending(const store_t *s);
  * STORE_BATCH_MAX_BYTES by the batch's owner. */
 uint64_t store_pending_bytes(const store_t *s);
 
-/* The next sequence number: every message id assigned by an operation so far
- * is below it (and, once nothing is pending, written). While the store is
- * open it only grows, by one per number taken; open raises it to the clock's
- * floor (store_open), so the ids below it were not all assigned. A syncing
- * thread beside the store's (broker/syncer.h) uses it as its durability mark. */
+/* The next message id: every message id assigned by an operation so far is
+ * below it (and, once nothing is pending, in the commit log). Ids are log
+ * offsets, so this is the log's end (the pending batch's when it holds
+ * messages), at least the floor the open raised the log to (store_open). It
+ * only grows while the store is open. A syncing thread beside the store's
+ * (broker/syncer.h) uses it as its durability mark: a message whose id is
+ * below a mark taken after its commit is durable once the log's sync that
+ * began after the mark succeeded. */
 uint64_t store_next_seq(const store_t *s);
 
 /* 1 when a commit failed (or an operation half-way, or store_break was
@@ -311,11 +314,15 @@ int store_send_validate(const store_options_t *o, const store_send_req_t *req, c
 /* Accept a message: into the first hop's level queue, or straight into the topic
  * log when there is no delay. Enqueue time within a level is monotone:
  * max(now, last enqueue on that level), so a clock step back never reorders a
- * level. *id_out gets the new id, *due_out the due time asked for: now +
- * delay_ms to the millisecond (the chain's last hop waits only the remainder no
- * level matches), or now + level n's delay for LEVEL n. No read: many
- * sends join one batch. Fails (nothing written) on a bad topic name, a key or
- * payload over its limit, a level outside 1..count, or a delay over max-delay. */
+ * level. *id_out gets the new id — the offset of the message's record in the
+ * commit log (design-commitlog.md §2): ids grow but are not dense — *due_out
+ * the due time asked for: now + delay_ms to the millisecond (the chain's last
+ * hop waits only the remainder no level matches), or now + level n's delay
+ * for LEVEL n. No read: many sends join one batch, but a batch whose log
+ * segment has no room left for the message (and the rest of a batch of
+ * STORE_BATCH_MAX_BYTES) is committed first, unsynced. Fails (nothing
+ * written) on a bad topic name, a key or payload over its limit, a level
+ * outside 1..count, or a delay over max-delay. */
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,
                size_t errlen);
 

@@ -200,6 +200,9 @@ struct store {
     leveldb_writebatch_t *batch;   /* the pending batch before the redo opens (a new directory's meta records) */
     redo_batch_t log_batch;        /* the pending batch once it is open (store_log.c) */
     uint64_t checkpoint_mono_ms;   /* when the last checkpoint was taken (clock_mono_ms) */
+    uint64_t log_floor;            /* the floor the log opened with: its next batch starts at or above it */
+    uint64_t msg_segment;          /* the segment (base) msg_ordinal counts in; UINT64_MAX: none yet */
+    uint32_t msg_ordinal;          /* the next message record's ordinal in it (store_log_add_message) */
     int pending;                   /* operations in the batch */
     uint64_t level_damage_events;  /* levels found damaged by the due move (store_level_damage_events) */
     uint64_t group_damage_events;  /* group queues found damaged by a PULL (store_group_damage_events) */
@@ -396,6 +399,22 @@ int store_log_make_durable(store_t *s, char *err, size_t errlen);
 
 /* Bytes appended to the log and not yet synced (0 without a log). */
 uint64_t store_log_unsynced_bytes(const store_t *s);
+
+/* Put m into the pending batch as a message record of the log
+ * (levels/msg.h's record form) and set m->id to its offset (design-commitlog.md
+ * §2: a message id is its log offset). derived_bytes: what the operation will
+ * add to the batch's LevelDB writes for m (its level or topic entry, index
+ * records); the batch keeps room for them and for the rest of a batch of
+ * STORE_BATCH_MAX_BYTES in its segment — when it has not, the pending batch is
+ * committed first (unsynced) and m goes into the next one. Call before the
+ * operation writes anything. 0, or -1 with err (a message no segment can hold,
+ * or that commit's failure). */
+int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, char *err, size_t errlen);
+
+/* The offset after every message record added so far: the log's end, or the
+ * pending batch's end when it holds messages; at least the floor the log
+ * opened with (store_next_seq). */
+uint64_t store_log_next_id(const store_t *s);
 
 /* ---- db.c: the pending batch ---------------------------------------------------- */
 

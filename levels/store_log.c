@@ -1,19 +1,23 @@
 /*
- * levels/store_log.c — the commit log beside LevelDB (docs/design-commitlog.md,
- * "Step 4a: the wiring plan", sub-step 4a.1): store_open opens the log and its
- * redo (levels/clog_redo.h) in the data directory once LevelDB is open and
- * its meta records are checked, and store_close closes them with a clean
- * checkpoint. Nothing is appended to the log yet (4a.2 routes the commits
- * through it), so the redo at open finds nothing to redo; what this step
- * fixes is where the log lives, the order of the open, and how the redo's
- * refusals become store_open's.
+ * levels/store_log.c — the commit log under the store (docs/design-commitlog.md,
+ * "Step 4a: the wiring plan"): store_open opens the log and its redo
+ * (levels/clog_redo.h) in the data directory once LevelDB is open and its
+ * meta records are checked, and store_close closes them with a clean
+ * checkpoint (4a.1). Every commit is a log batch whose LevelDB writes are
+ * held until the log's sync covers it, then applied unsynced with the
+ * applied mark; checkpoints every STORE_CHECKPOINT_BYTES or second, and the
+ * segments wholly below one recycled (4a.2). A SEND's message is a record of
+ * the batch (levels/msg.h's record form, its ordinal counted here per
+ * segment) and its id is the record's offset (4a.3).
  *
  * Order: the redo opens after store_check_meta (a directory of another
  * format or level table is refused before the redo writes into it; a new
  * one has its format marker first, since the redo's checkpoint is a LevelDB
  * write) and before store_settle_meta reads the sequence counter and
- * store_load_* the records (from 4a.2 on the redo rewrites them). The log's
- * floor is the clock's (store_seq_floor: ids and log offsets share it). LevelDB's CURRENT exists before any file of the log
+ * store_load_* the records (the redo rewrites them). The log's floor is the
+ * clock's (store_seq_floor: ids are log offsets) or the sequence counter as
+ * read before the redo, whichever is higher (every id of a format-5
+ * directory is below it). LevelDB's CURRENT exists before any file of the log
  * can be made, so a crash in between never leaves a directory that
  * store_prepare_dir cannot tell from a foreign one.
  *
@@ -25,6 +29,7 @@
  */
 #include "levels/store_internal.h"
 #include "levels/clog_derived.h"
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "base/err.h"
 
@@ -32,6 +37,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -164,12 +170,70 @@ static int verify_marks(store_t *s, char *err, size_t errlen)
     return 0;
 }
 
+/* The sequence counter as LevelDB holds it before the redo (0: none, or
+ * unreadable: the open reads it again after the redo and reports a damaged
+ * record there). Every id a format-5 directory handed out is below it. */
+static uint64_t counter_before_redo(store_t *s)
+{
+    key_buf_t k;
+    key_meta(&k, "seq");
+    char *dberr = NULL;
+    size_t n = 0;
+    char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
+    uint64_t seq = v != NULL && n == 8 ? be64_get(v) : 0;
+    leveldb_free(v);
+    leveldb_free(dberr);
+    return seq;
+}
+
+/* Counts the message records of the segment the walk starts in (a derived-writes
+ * record is the only other data record a batch holds). */
+static int count_message_record(const clog_record_t *r, void *ctx)
+{
+    uint32_t *n = ctx;
+    if (r->type == CLOG_DATA && (r->len < 4 || memcmp(r->data, DERIVED_MAGIC, 4) != 0)) {
+        (*n)++;
+    }
+    return 0;
+}
+
+/* Where the next message record's ordinal counts from: the log's end lies
+ * inside a segment that holds batches (an open within the clock floor's
+ * reach of the last one: the floor starts a new segment otherwise), whose
+ * message records are counted by one walk of it; else a fresh segment, from 0.
+ * 0, or -1 with err. */
+static int settle_ordinals(store_t *s, char *err, size_t errlen)
+{
+    clog_t *c = redo_log(s->redo);
+    uint64_t end = clog_end(c), size = s->opt.segment_bytes, base = end - end % size;
+    s->msg_segment = UINT64_MAX;
+    s->msg_ordinal = 0;
+    if (end == 0 || end - base <= CLOG_SEGMENT_HEADER) {
+        return 0;
+    }
+    uint32_t n = 0;
+    char why[512];
+    int rc = clog_walk(c, base + CLOG_SEGMENT_HEADER, count_message_record, &n, why, sizeof why);
+    if (rc != 0) {
+        return err_set(err, errlen, "counting the message records of the commit log's last segment in %s: %s", s->path,
+                       rc == CLOG_NOT_RECORD ? "its first batch is not a record" : why);
+    }
+    s->msg_segment = base;
+    s->msg_ordinal = n;
+    return 0;
+}
+
 int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
 {
     int damaged = verify_marks(s, err, errlen);
     if (damaged != 0) {
         return damaged;
     }
+    uint64_t counter = counter_before_redo(s); /* a clock set back must not let a new offset meet an old id */
+    if (counter > floor) {
+        floor = counter;
+    }
+    s->log_floor = floor;
     s->opt.segment_bytes = segment_bytes_of(s->path, s->opt.segment_bytes);
     redo_options_t o = { .dir = s->path,
                          .segment_bytes = s->opt.segment_bytes,
@@ -192,7 +256,7 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
         return err_set(err, errlen, "cannot open the commit log of %s: %s", s->path, why);
     }
     s->checkpoint_mono_ms = clock_mono_ms(); /* the open took one */
-    if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
+    if (settle_ordinals(s, why, sizeof why) != 0 || recycle_below_checkpoint(s, why, sizeof why) != 0) {
         return err_set(err, errlen, "%s", why);
     }
     if (rep.log.cut_at != 0) {
@@ -399,4 +463,83 @@ int store_log_make_durable(store_t *s, char *err, size_t errlen)
         }
     }
     return store_apply_durable(s, err, errlen);
+}
+
+/* ---- messages in the log (4a.3) -------------------------------------------------------- */
+
+/* What a batch holding a message keeps free in its segment besides that
+ * message: the dirty records a commit writes and one operation's overshoot of
+ * STORE_BATCH_MAX_BYTES. */
+#define STORE_LOG_BATCH_MARGIN (UINT64_C(64) << 10)
+
+/* The room asked for m's record and its derived writes: theirs, and the rest
+ * of a batch of STORE_BATCH_MAX_BYTES (the writer and the long operations cut
+ * their batches there, store.h), at most a quarter of a segment. */
+static uint64_t message_room(const store_t *s, size_t record, uint64_t derived_bytes)
+{
+    uint64_t rest = STORE_BATCH_MAX_BYTES > s->batch_bytes ? STORE_BATCH_MAX_BYTES - s->batch_bytes : 0;
+    rest += STORE_LOG_BATCH_MARGIN;
+    if (rest > s->opt.segment_bytes / 4) {
+        rest = s->opt.segment_bytes / 4;
+    }
+    return CLOG_RECORD_HEADER + record + 8 + REDO_MESSAGE_RESERVE + derived_bytes + rest;
+}
+
+/* Settle the pending batch's segment for a record of `record` bytes: 0, or -1
+ * with err. A full batch is committed (unsynced) first, once. */
+static int settle_message_segment(store_t *s, size_t record, uint64_t derived_bytes, char *err, size_t errlen)
+{
+    char why[512];
+    for (int tries = 0;; tries++) {
+        int rc = redo_batch_room(s->redo, &s->log_batch, message_room(s, record, derived_bytes), why, sizeof why);
+        if (rc == 0) {
+            rc = redo_message_room(s->redo, &s->log_batch, record, why, sizeof why);
+        }
+        if (rc == 0) {
+            return 0;
+        }
+        if (rc != REDO_BATCH_FULL || tries > 0) {
+            return err_set(err, errlen, "message of %zu bytes in the commit log of %s: %s", record, s->path,
+                           rc == REDO_BATCH_FULL ? "a batch of its own has no room for it" : why);
+        }
+        if (store_commit_durable(s, 0, err, errlen) != 0) {
+            return -1;
+        }
+    }
+}
+
+int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, char *err, size_t errlen)
+{
+    size_t n = msg_record_size(m);
+    if (settle_message_segment(s, n, derived_bytes, err, errlen) != 0) {
+        return -1;
+    }
+    uint64_t base = s->log_batch.log.limit - s->opt.segment_bytes;
+    if (base != s->msg_segment) {
+        s->msg_segment = base;
+        s->msg_ordinal = 0;
+    }
+    char small[512];
+    char *buf = n <= sizeof small ? small : xmalloc(n);
+    msg_encode_record(m, s->msg_ordinal, buf, n);
+    uint64_t offset = 0;
+    char why[512];
+    int rc = redo_add_message(s->redo, &s->log_batch, buf, n, &offset, why, sizeof why);
+    if (buf != small) {
+        free(buf);
+    }
+    if (rc != 0 || offset < base || offset >= base + s->opt.segment_bytes) {
+        return err_set(err, errlen, "message of %zu bytes in the commit log of %s: %s", n, s->path,
+                       rc != 0 ? why : "the record left the segment its ordinal was counted in");
+    }
+    s->msg_ordinal++;
+    m->id = offset;
+    return 0;
+}
+
+uint64_t store_log_next_id(const store_t *s)
+{
+    const clog_batch_t *b = &s->log_batch.log;
+    uint64_t next = s->log_batch.messages > 0 ? b->first + b->len : clog_end(redo_log(s->redo));
+    return next > s->log_floor ? next : s->log_floor;
 }

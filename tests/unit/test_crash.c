@@ -28,6 +28,7 @@
  * their messages must be back past the cursor. Environment: HG_CRASH_ROUNDS
  * (default 40).
  */
+#include "base/map.h"
 #include "levels/sched.h"
 #include "levels/store.h"
 #include "tests/helpers/testutil.h"
@@ -53,16 +54,30 @@ static const char *const group_names[GROUPS] = { "g1", "g2" };
 
 static char dir[512], data_path[600], log_path[600];
 static uint64_t lease_write_delay_ms; /* the child's store: every other round holds leases in memory */
-/* Every open of the run is at one wall-clock time, so the sequence counter is
- * raised to its floor (store_seq_floor) once, by the first, and the ids of
- * the whole run are one dense range from id_base: the model's arrays are
- * indexed by id - id_base (slot). */
-static uint64_t open_ms, id_base;
+/* Every open of the run is at one wall-clock time (the log's floor,
+ * store_seq_floor, is raised once, by the first). Ids are commit-log offsets
+ * (design-commitlog.md §2): growing but sparse (a record's bytes apart, the
+ * first segment up to a segment above the floor), so the model's arrays are
+ * indexed by a slot each id is given when the model first meets it. */
+static uint64_t open_ms;
+static map_t id_slots;    /* id → its slot + 1 */
+static uint64_t *slot_id; /* slot → id */
+static uint64_t n_slots;
 
-/* An id's index in the model's arrays; MAX_IDS when outside them. */
+/* An id's index in the model's arrays (given now when it has none);
+ * MAX_IDS when they are full. */
 static uint64_t slot(uint64_t id)
 {
-    return id >= id_base && id - id_base < MAX_IDS ? id - id_base : MAX_IDS;
+    void *v = map_get(&id_slots, &id, sizeof id);
+    if (v != NULL) {
+        return (uint64_t)(uintptr_t)v - 1;
+    }
+    if (n_slots == MAX_IDS) {
+        return MAX_IDS;
+    }
+    slot_id[n_slots] = id;
+    map_put(&id_slots, &id, sizeof id, (void *)(uintptr_t)(n_slots + 1));
+    return n_slots++;
 }
 
 static uint64_t sim_clock(void *ctx)
@@ -405,8 +420,8 @@ static int scan_entry(void *ctx, const store_entry_t *e)
     M->ranges_seen[e->range]++;
     uint64_t k = slot(m->id);
     if (k >= MAX_IDS) {
-        snprintf(M->problem, sizeof M->problem, "id %llu out of the test's range (from %llu)",
-                 (unsigned long long)m->id, (unsigned long long)id_base);
+        snprintf(M->problem, sizeof M->problem, "id %llu: the model's %d slots are full", (unsigned long long)m->id,
+                 MAX_IDS);
         return 1;
     }
     if (k > M->max_id) {
@@ -488,7 +503,7 @@ static int verify_store(store_t *s, int round)
         fprintf(stderr, "round %d: %s%s\n", round, err, M->problem);
         return -1;
     }
-    for (uint64_t id = 0; id < MAX_IDS; id++) { /* a slot: the message id_base + id */
+    for (uint64_t id = 0; id < n_slots; id++) { /* a slot: the message slot_id[id] */
         int anywhere = M->seen_topic[id] != 0;
         for (int g = 0; g < GROUPS; g++) {
             anywhere |= M->seen_group[g][id] || M->backlog[g][id];
@@ -507,13 +522,13 @@ static int verify_store(store_t *s, int round)
             int places = M->seen_topic[id] + M->seen_group[g][id] + M->backlog[g][id];
             if (places > 1) {
                 fprintf(stderr, "round %d: message %llu is in %d places for group %s\n", round,
-                        (unsigned long long)(id_base + id), places, group_names[g]);
+                        (unsigned long long)slot_id[id], places, group_names[g]);
                 return -1;
             }
             if (places == 0 && !M->gone[g][id]) {
                 /* Passed the cursor but nowhere in the group: lost. */
                 fprintf(stderr, "round %d: message %llu was accepted but is lost for group %s\n", round,
-                        (unsigned long long)(id_base + id), group_names[g]);
+                        (unsigned long long)slot_id[id], group_names[g]);
                 return -1;
             }
         }
@@ -545,7 +560,8 @@ static void test_kill_and_reopen(void)
     snprintf(data_path, sizeof data_path, "%s/data", dir);
     snprintf(log_path, sizeof log_path, "%s/accepted.log", dir);
     open_ms = tu_now_wall_ms();
-    id_base = store_seq_floor(open_ms);
+    slot_id = calloc(MAX_IDS, sizeof *slot_id);
+    CU_ASSERT_FATAL(slot_id != NULL);
     /* The parent creates the data directory: a kill while LevelDB is still
      * creating it (before its CURRENT file exists, likely on a loaded machine
      * when the kill comes 5 ms after the fork) leaves a directory store_open
@@ -625,6 +641,8 @@ static void test_kill_and_reopen(void)
     CU_ASSERT(M->deleting_seen > 0);
     tu_rmtree(dir);
     free(M);
+    free(slot_id);
+    map_free(&id_slots, NULL);
 }
 
 static int add_suites(void)

@@ -1754,11 +1754,20 @@ static int commit_big_batch_then_small(store_t *c, char *err, size_t errlen)
     static char big[200000];
     memset(big, 'b', sizeof big);
     uint64_t id, due;
-    for (int i = 0; i < 15; i++) /* 3 MB in one batch, 1 MiB segments */
-        if (send_raw(c, "t", 1, NULL, 0, big, sizeof big, 0, 0, T0, &id, &due, err, errlen) != 0)
+    /* 3 MB of LevelDB writes in one batch, 1 MiB segments: a batch of SENDs cannot be it (its messages are log
+       records, so it is cut to fit its segment), a due move of 15 large messages (a level entry each, read from
+       LevelDB and put in the topic log) is — sent on level 1 one to a commit, then moved together */
+    for (int i = 0; i < 15; i++)
+        if (send_raw(c, "t", 1, NULL, 0, big, sizeof big, 1, 0, T0, &id, &due, err, errlen) != 0 ||
+            store_commit(c, err, errlen) != 0)
             return -1;
-    if (store_commit(c, err, errlen) != 0)
+    int moved = 0, ready = 0;
+    if (store_move_due(c, due, 100, &moved, &ready, err, errlen) != 0 || store_commit(c, err, errlen) != 0)
         return -1;
+    if (moved != 15) {
+        snprintf(err, errlen, "moved %d of 15", moved);
+        return -1;
+    }
     for (int i = 0; i < 5; i++)
         if (send_raw(c, "t", 1, NULL, 0, "small", 5, 0, 0, T0, &id, &due, err, errlen) != 0 ||
             store_commit(c, err, errlen) != 0)

@@ -10,6 +10,9 @@
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_send [suite [test]].
  */
+#include "levels/clog.h"
+#include "levels/clog_derived.h"
+#include "levels/msg.h"
 #include "levels/store.h"
 #include "tests/helpers/store_fixture.h"
 #include "tests/helpers/store_probe.h"
@@ -423,6 +426,105 @@ static void test_send_break_drops_batch(void)
     CHECK_STORE(s);
 }
 
+/* What a walk of the closed log found (test_send_ids_are_records). */
+typedef struct record_walk {
+    const uint64_t *ids; /* the ids SEND returned, ascending */
+    const size_t *lens;  /* their payloads' lengths */
+    int n;
+    uint64_t segment_bytes, segment; /* the segment being walked */
+    uint32_t ordinal;                /* message records before the next in it */
+    int found, bad;
+    uint64_t first; /* the first message record walked */
+    char problem[512];
+} record_walk_t;
+
+static int walk_message_record(const clog_record_t *r, void *ctx)
+{
+    record_walk_t *w = ctx;
+    if (r->type != CLOG_DATA || (r->len >= 4 && memcmp(r->data, DERIVED_MAGIC, 4) == 0)) {
+        return 0;
+    }
+    uint64_t base = r->offset - r->offset % w->segment_bytes;
+    if (base != w->segment) {
+        w->segment = base;
+        w->ordinal = 0;
+    }
+    w->first = w->first != 0 ? w->first : r->offset;
+    msg_t m;
+    char err[256];
+    int lo = 0, hi = w->n - 1, at = -1;
+    while (lo <= hi && at < 0) {
+        int mid = (lo + hi) / 2;
+        at = w->ids[mid] == r->offset ? mid : -1;
+        lo = w->ids[mid] < r->offset ? mid + 1 : lo;
+        hi = w->ids[mid] > r->offset ? mid - 1 : hi;
+    }
+    if (msg_decode_record(r->data, r->len, r->offset, w->ordinal++, &m, err, sizeof err) != 0 || at < 0 ||
+        m.id != r->offset || m.payload.len != w->lens[at] || m.topic.len != 1 || m.topic.ptr[0] != 't') {
+        if (w->bad++ == 0) {
+            snprintf(w->problem, sizeof w->problem, "record at %" PRIu64 " (ordinal %" PRIu32 "): %s", r->offset,
+                     w->ordinal - 1, at < 0 ? "no SEND returned this id" : err);
+        }
+        return 0;
+    }
+    w->found++;
+    return 0;
+}
+
+/* Every SEND's message is a record of the commit log at its id
+ * (design-commitlog.md §2, "Message record form (s42)"): after SENDs across
+ * many 64 KiB segments and two reopens at the same clock time (the log goes
+ * on in the segment it ended in, so the open counts that segment's message
+ * records), a walk of the closed log finds every message record decoding at
+ * its ordinal — the count of message records before it in its segment — with
+ * the id and payload SEND took; each id SEND returned past the first record
+ * walked (earlier segments are recycled below a checkpoint) is found. */
+static void test_send_ids_are_records(void)
+{
+    enum {
+        N = 900
+    };
+    static uint64_t ids[N];
+    static size_t lens[N];
+    static char payload[3000];
+    memset(payload, 'p', sizeof payload);
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = CLOG_SEGMENT_MIN;
+    store_t *s = OPEN(&o);
+    for (int i = 0; i < N; i++) {
+        if (i == N / 3 || i == 2 * N / 3) {
+            CLOSE(&s);
+            s = OPEN(&o);
+        }
+        lens[i] = (size_t)(i * 37) % sizeof payload;
+        char err[512] = "";
+        uint64_t due;
+        TU_REQUIRE(send_raw(s, "t", 1, NULL, 0, payload, lens[i], i % 3, 0, T0, &ids[i], &due, err, sizeof err) == 0,
+                   "SEND %d: %s", i, err);
+        TU_REQUIRE(i == 0 || ids[i] > ids[i - 1], "id %d %" PRIu64 " not above %" PRIu64, i, ids[i], ids[i - 1]);
+        if (i % 7 == 6)
+            COMMIT(s);
+    }
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    clog_options_t co = { .dir = g_data, .segment_bytes = o.segment_bytes };
+    clog_t *c = NULL;
+    char err[512] = "";
+    TU_REQUIRE(clog_open(&co, &c, NULL, err, sizeof err) == 0, "clog_open: %s", err);
+    record_walk_t w = { .ids = ids, .lens = lens, .n = N, .segment_bytes = o.segment_bytes, .segment = UINT64_MAX };
+    int rc = clog_walk(c, 0, walk_message_record, &w, err, sizeof err);
+    clog_close(c);
+    TU_REQUIRE(rc == 0, "clog_walk: %s", err);
+    int expected = 0;
+    for (int i = 0; i < N; i++)
+        expected += ids[i] >= w.first;
+    TU_CHECK(w.bad == 0, "%d bad message records, the first: %s", w.bad, w.problem);
+    TU_CHECK(w.found == expected && expected >= N / 3, "found %d message records of %d past %" PRIu64, w.found,
+             expected, w.first);
+}
+
 static const tu_test_t send_tests[] = {
     { "topic names", test_send_topic_names },
     { "key limit", test_send_key_limit },
@@ -435,6 +537,7 @@ static const tu_test_t send_tests[] = {
     { "a run's check counts its own new topics", test_send_check_run_topics },
     { "a run's check and DEDUP", test_send_check_run_dedup },
     { "store_break drops the pending batch", test_send_break_drops_batch },
+    { "a message's id is its record's offset in the commit log", test_send_ids_are_records },
     { NULL, NULL },
 };
 
