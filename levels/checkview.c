@@ -11,7 +11,9 @@
  * it is made, and only unlinks its own name of one) and copies of CURRENT,
  * the MANIFEST-* files and the logs (LevelDB may write into those), and
  * copies of the commit log's segments (clog-*.seg: LevelDB lags the log by
- * the batches not applied yet, which the view's open redoes). The view
+ * the batches not applied yet, which the view's open redoes) and of the
+ * consume queue and where-slot files (cq-*.q, slot-*.w: the redo rewrites
+ * them by position). The view
  * is made beside the directory ("<dir>.check-XXXXXX", the same file system,
  * so links work and only the logs take room), or else under $TMPDIR (or
  * /tmp), with copies where a link fails (another file system, a read-only
@@ -85,6 +87,10 @@ static int view_kind(const char *name)
     }
     if (n > 9 && strncmp(name, "clog-", 5) == 0 && strcmp(name + n - 4, ".seg") == 0) {
         return 'C'; /* the commit log: LevelDB lacks what its redo rewrites, and the open may cut its torn tail */
+    }
+    if ((n > 5 && strncmp(name, "cq-", 3) == 0 && strcmp(name + n - 2, ".q") == 0) ||
+        (n > 7 && strncmp(name, "slot-", 5) == 0 && strcmp(name + n - 2, ".w") == 0)) {
+        return 'C'; /* consume queues and where-slots: the redo and the check's checkpoint write into them */
     }
     return 0;
 }

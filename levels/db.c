@@ -131,8 +131,12 @@ static void flush_records(store_t *s)
         if (!ls->dirty) {
             continue;
         }
-        record_level_t r = { ls->depth, ls->has_head ? ls->head_due : 0, ls->has_head ? ls->head_seq : 0,
-                             ls->last_enqueue_ms };
+        record_level_t r = { ls->depth,
+                             ls->has_head ? ls->head_due : 0,
+                             ls->has_head ? ls->head_seq : 0,
+                             ls->last_enqueue_ms,
+                             ls->cq_head,
+                             ls->cq_tail };
         key_level_record(&k, l);
         record_level_encode(&r, v);
         store_put(s, &k, v, RECORD_LEVEL_BYTES);
@@ -166,6 +170,9 @@ static void flush_records(store_t *s)
         g->dirty = 0;
     }
     s->n_dirty_groups = 0;
+    if (s->lane != NULL) {
+        store_lane_flush(s);
+    }
     if (s->next_seq != s->persisted_seq) {
         put_seq(s);
     }

@@ -67,7 +67,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLACE_BYTES 18 /* u8 tag, u8 level, u64 due, u64 seq */
+#define PLACE_BYTES   18 /* u8 tag, u8 level, u64 due, u64 seq */
+#define JOURNEY_BYTES 16 /* u32 ordinal, u32 queue, u64 CQ index: idx_journey_t, after the key */
 
 static void place_encode(const idx_place_t *p, char *out)
 {
@@ -92,10 +93,10 @@ int idx_place_decode(const char *v, size_t vlen, idx_place_t *p)
 /* ---- 'X' and 'K' --------------------------------------------------------------------- */
 
 static void home_write(store_t *s, uint64_t id, const idx_place_t *p, const char *topic, size_t tlen, const char *key,
-                       size_t klen)
+                       size_t klen, const idx_journey_t *j)
 {
-    size_t n = PLACE_BYTES + 2 + tlen + 2 + klen;
-    char small[PLACE_BYTES + 4 + MSG_MAX_NAME + 64];
+    size_t n = PLACE_BYTES + 2 + tlen + 2 + klen + (j != NULL ? JOURNEY_BYTES : 0);
+    char small[PLACE_BYTES + 4 + MSG_MAX_NAME + 64 + JOURNEY_BYTES];
     char *v = n <= sizeof small ? small : xmalloc(n);
     place_encode(p, v);
     be16_put(v + PLACE_BYTES, (uint16_t)tlen);
@@ -104,6 +105,12 @@ static void home_write(store_t *s, uint64_t id, const idx_place_t *p, const char
     be16_put(v + PLACE_BYTES + 2 + tlen, (uint16_t)klen);
     if (klen > 0) /* a message without a key has key NULL */
         memcpy(v + PLACE_BYTES + 4 + tlen, key, klen);
+    if (j != NULL) {
+        char *at = v + PLACE_BYTES + 4 + tlen + klen;
+        be32_put(at, j->ordinal);
+        be32_put(at + 4, j->queue);
+        be64_put(at + 8, j->cq_index);
+    }
     key_buf_t k;
     key_msg_index(&k, id);
     store_put(s, &k, v, n);
@@ -118,9 +125,9 @@ static void key_entry(key_buf_t *k, const char *topic, size_t tlen, const char *
     key_u64(k, id);
 }
 
-void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key)
+void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key, const idx_journey_t *j)
 {
-    home_write(s, m->id, p, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len);
+    home_write(s, m->id, p, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len, j);
     if (with_key) {
         idx_key_put(s, m);
     }
@@ -260,10 +267,17 @@ static int home_decode(const char *v, size_t vlen, idx_home_t *h)
     }
     h->topic = v + PLACE_BYTES + 2;
     h->key_len = be16_get(v + PLACE_BYTES + 2 + h->topic_len);
-    if (vlen != PLACE_BYTES + 4 + h->topic_len + h->key_len) {
+    size_t base = PLACE_BYTES + 4 + h->topic_len + h->key_len;
+    if (vlen != base && vlen != base + JOURNEY_BYTES) {
         return -1;
     }
     h->key = v + PLACE_BYTES + 4 + h->topic_len;
+    h->has_journey = vlen == base + JOURNEY_BYTES;
+    if (h->has_journey) {
+        h->journey.ordinal = be32_get(v + base);
+        h->journey.queue = be32_get(v + base + 4);
+        h->journey.cq_index = be64_get(v + base + 8);
+    }
     /* keys are built from both (a key_buf_t holds no longer ones) */
     return key_name_ok(h->topic, h->topic_len) && h->key_len <= MSG_MAX_KEY ? 0 : -1;
 }
@@ -287,6 +301,41 @@ static int home_read_raw(store_t *s, uint64_t id, char **buf, idx_home_t *h, cha
                        s->path);
     }
     return 1;
+}
+
+size_t idx_home_len_without_journey(const char *v, size_t vlen)
+{
+    idx_home_t h;
+    return home_decode(v, vlen, &h) == 0 && h.has_journey ? vlen - JOURNEY_BYTES : vlen;
+}
+
+int idx_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen)
+{
+    char *buf;
+    idx_home_t h;
+    int found = home_read_raw(s, id, &buf, &h, err, errlen);
+    if (found <= 0) {
+        return found;
+    }
+    int named = h.has_journey && h.journey.queue == queue && h.journey.cq_index == cq_index && h.place.tag == 'L';
+    key_buf_t k;
+    key_level(&k, h.place.level, h.place.due, h.place.seq);
+    leveldb_free(buf);
+    return named ? store_has(s, &k, err, errlen) : 0;
+}
+
+int idx_journey_read(store_t *s, uint64_t id, idx_journey_t *j, char *err, size_t errlen)
+{
+    char *buf;
+    idx_home_t h;
+    int found = home_read_raw(s, id, &buf, &h, err, errlen);
+    if (found <= 0) {
+        return found;
+    }
+    int has = h.has_journey;
+    *j = h.journey;
+    leveldb_free(buf);
+    return has;
 }
 
 /* An 'L' place read from 'X' as where the copy is now: on that level, or in
@@ -388,7 +437,7 @@ int idx_home_gone(store_t *s, const topic_state_t *t, const msg_t *m, char *err,
     }
     if (other) {
         idx_place_t none = { 0 };
-        home_write(s, m->id, &none, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len);
+        home_write(s, m->id, &none, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len, NULL);
     } else {
         home_drop(s, m->id, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len);
     }
@@ -532,7 +581,7 @@ static int build_entry(void *ctx, const store_entry_t *e)
     idx_place_t p = entry_place(e);
     if (!b->copies) {
         if (!entry_is_copy(e)) {
-            idx_home_put(b->s, m, &p, 1);
+            idx_home_put(b->s, m, &p, 1, NULL);
         }
     } else if (entry_is_copy(e)) {
         idx_copy_put(b->s, m->id, m->group.ptr, m->group.len, m->group_gen, &p);
@@ -547,7 +596,7 @@ static int build_entry(void *ctx, const store_entry_t *e)
             leveldb_free(buf);
         } else {
             idx_place_t none = { 0 };
-            idx_home_put(b->s, m, &none, 1);
+            idx_home_put(b->s, m, &none, 1, NULL);
         }
     }
     if (b->s->pending >= 10000 && store_commit_durable(b->s, 0, b->err, b->errlen) != 0) {
@@ -632,6 +681,9 @@ int idx_open(store_t *s, char *err, size_t errlen)
     if (found != 0) {
         return found < 0 ? -1 : 0;
     }
+    /* The index rebuilt keeps no journey (design-commitlog.md 4a.3): the consume queues' entries are left
+       behind (their 'L' entries are what they are read from). */
+    store_journeys_abandon(s);
     /* Homes first and committed, so pass 2 sees which messages have one. */
     build_ctx_t b = { s, 0, err, errlen, 0 };
     for (b.copies = 0; b.copies <= 1; b.copies++) {

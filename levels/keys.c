@@ -114,17 +114,21 @@ void record_level_encode(const record_level_t *r, char *out)
     be64_put(out + 8, r->head_due);
     be64_put(out + 16, r->head_seq);
     be64_put(out + 24, r->last_enqueue_ms);
+    be64_put(out + 32, r->cq_head);
+    be64_put(out + 40, r->cq_tail);
 }
 
 int record_level_decode(const char *v, size_t vlen, record_level_t *r)
 {
-    if (vlen != RECORD_LEVEL_BYTES) {
+    if (vlen != RECORD_LEVEL_BYTES && vlen != RECORD_LEVEL_OLD) {
         return -1;
     }
     r->depth = be64_get(v);
     r->head_due = be64_get(v + 8);
     r->head_seq = be64_get(v + 16);
     r->last_enqueue_ms = be64_get(v + 24);
+    r->cq_head = vlen == RECORD_LEVEL_BYTES ? be64_get(v + 32) : 0;
+    r->cq_tail = vlen == RECORD_LEVEL_BYTES ? be64_get(v + 40) : 0;
     return 0;
 }
 

@@ -113,7 +113,8 @@ enum key_tag {
 
 #define KEY_MAX              (1 + MSG_MAX_NAME + 1 + 2 + MSG_MAX_KEY + 8) /* the longest key above: 'K' */
 #define KEY_LEVEL_BYTES      18                                           /* 'L' level due seq */
-#define RECORD_LEVEL_BYTES   32
+#define RECORD_LEVEL_BYTES   48 /* with the level CQ's head and tail (design-commitlog.md 4a.3) */
+#define RECORD_LEVEL_OLD     32 /* before them: decoded with both 0 */
 #define RECORD_TOPIC_BYTES   24
 #define RECORD_TOPIC_OLD     16 /* before the delayed counter */
 #define RECORD_GROUP_VERSION 1
@@ -388,6 +389,7 @@ typedef struct record_level {
     uint64_t depth;
     uint64_t head_due, head_seq; /* 0 when depth is 0 */
     uint64_t last_enqueue_ms;
+    uint64_t cq_head, cq_tail; /* the level's consume queue: entries [cq_head, cq_tail) */
 } record_level_t;
 
 #define RECORD_GROUP_DELETING UINT64_C(1) /* record_group_t.flags */
@@ -403,7 +405,8 @@ typedef struct record_group {
 /* Encode into out[RECORD_LEVEL_BYTES]. */
 void record_level_encode(const record_level_t *r, char *out);
 
-/* 0, or -1 when v is not RECORD_LEVEL_BYTES long. */
+/* 0, or -1 when v is neither RECORD_LEVEL_BYTES nor RECORD_LEVEL_OLD long
+ * (an old record's CQ head and tail are 0). */
 int record_level_decode(const char *v, size_t vlen, record_level_t *r);
 
 typedef struct record_topic {

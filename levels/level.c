@@ -167,8 +167,13 @@ void store_topic_delayed_add(store_t *s, const msg_t *m, int delta)
 
 /* Put m on level at (due, fresh seq); keeps the head exact. topic: msg_topic(m), or
  * NULL to look it up here (a new topic is created after the seq is taken, as
- * its log_next_min then says). */
-static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t due, msg_t *m)
+ * its log_next_min then says). j: m's journey in the log's files (NULL: none —
+ * a retry, or a message sent before 4a.3): its entry is appended to the
+ * level's CQ — to the remainder lane's when the hop waits a remainder (less
+ * than the level's delay: not in the level CQ's due order) — and its slot
+ * rewritten to name it (j's queue and index set). */
+static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t due, msg_t *m, idx_journey_t *j,
+                         int remainder)
 {
     level_state_t *ls = &s->levels[level];
     uint64_t seq = s->next_seq++;
@@ -177,7 +182,15 @@ static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t d
     store_put_msg(s, &k, m);
     idx_place_t p = { 'L', level, due, seq };
     if (m->dest == MSG_DEST_TOPIC) {
-        idx_home_put(s, m, &p, 0);
+        if (j != NULL && remainder && s->lane != NULL) {
+            store_lane_push(s, m, due, j);
+        } else if (j != NULL) {
+            j->queue = (uint32_t)level;
+            j->cq_index = ls->cq_tail++;
+            store_log_cq_append(s, j->queue, j->cq_index, m->id, due);
+            store_log_slot(s, m->id, j, 0);
+        }
+        idx_home_put(s, m, &p, 0, j);
     } else {
         idx_copy_put(s, m->id, m->group.ptr, m->group.len, m->group_gen, &p);
     }
@@ -210,14 +223,21 @@ static uint64_t level_plan(const store_t *s, msg_t *m, int level, uint64_t delay
     return enq;
 }
 
-uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms)
+/* store_level_enqueue with m's journey (NULL: none). */
+static uint64_t level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms,
+                              idx_journey_t *j)
 {
     int first;
     uint64_t hop_due;
     uint64_t enq = level_plan(s, m, level, delay_ms, now_ms, &first, &hop_due);
     s->levels[first].last_enqueue_ms = enq;
-    level_insert(s, topic, first, hop_due, m);
+    level_insert(s, topic, first, hop_due, m, j, hop_due - enq < s->opt.levels.delay_ms[first]);
     return m->due_ms;
+}
+
+uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms)
+{
+    return level_enqueue(s, topic, m, level, delay_ms, now_ms, NULL);
 }
 
 /* Append m to t's log (a new message: no group yet; stamped now). A message
@@ -227,8 +247,10 @@ uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int lev
  * the level entry, which is gone, and idx_home_read finds the message in the
  * log under the same seq (keys.h). Otherwise it takes a fresh seq and 'X'
  * says where. In due order, which is how the levels are served, most arrivals
- * keep theirs: one LevelDB record less per message. */
-static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_seq, uint64_t now_ms)
+ * keep theirs: one LevelDB record less per message. j: m's journey (NULL:
+ * none): its slot rewritten to say "in the topic log" (queue 0; its topic CQ
+ * entry is step 4b's). */
+static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_seq, uint64_t now_ms, idx_journey_t *j)
 {
     key_buf_t k;
     m->stamp_ms = now_ms;
@@ -239,9 +261,14 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_
     uint64_t seq = level_seq != 0 && level_seq >= t->log_next_min ? level_seq : s->next_seq++;
     key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, seq);
     store_put_msg(s, &k, m);
+    if (j != NULL) {
+        j->queue = 0;
+        j->cq_index = 0;
+        store_log_slot(s, m->id, j, 0);
+    }
     if (seq != level_seq) {
         idx_place_t p = { 'T', 0, 0, seq };
-        idx_home_put(s, m, &p, 0);
+        idx_home_put(s, m, &p, 0, j);
     }
     t->log_next_min = seq + 1;
     t->appended++;
@@ -253,14 +280,14 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_
  * record is added to the pending batch with room for what the SEND derives
  * from it: its level or topic entry, which holds the message again, its index
  * records and its key's), the sequence counter's before. 0, or -1 with err. */
-static int send_take_id(store_t *s, msg_t *m, char *err, size_t errlen)
+static int send_take_id(store_t *s, msg_t *m, uint32_t *ordinal, char *err, size_t errlen)
 {
     if (s->redo == NULL) {
         m->id = s->next_seq++;
         return 0;
     }
     uint64_t derived = msg_encoded_size(m) + 2 * ((uint64_t)m->topic.len + m->key.len) + 256;
-    return store_log_add_message(s, m, derived, err, errlen);
+    return store_log_add_message(s, m, derived, ordinal, err, errlen);
 }
 
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,
@@ -289,9 +316,11 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     }
     /* The id is the message record's log offset (design-commitlog.md §2); the
      * batch may be committed first to make room, so count pending after it. */
-    if (send_take_id(s, &m, err, errlen) != 0) {
+    idx_journey_t journey = { 0 };
+    if (send_take_id(s, &m, &journey.ordinal, err, errlen) != 0) {
         return -1;
     }
+    idx_journey_t *j = s->redo != NULL ? &journey : NULL;
     int pending_before = s->pending;
     /* the one lookup; a new topic is created where it always was (its
      * log_next_min is the sequence counter at that point) */
@@ -301,9 +330,9 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
         if (topic == NULL) {
             topic = store_topic_get_or_create(s, req->topic, req->topic_len);
         }
-        topic_append(s, topic, &m, 0, now_ms);
+        topic_append(s, topic, &m, 0, now_ms, j);
     } else {
-        store_level_enqueue(s, topic, &m, req->level, delay, now_ms);
+        level_enqueue(s, topic, &m, req->level, delay, now_ms, j);
     }
     idx_key_put(s, &m);
     if (m.key.len > 0) {
@@ -322,6 +351,95 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
 }
 
 /* ---- the level queues ---------------------------------------------------------------- */
+
+int store_level_cq_done(store_t *s, int l, uint64_t index)
+{
+    level_state_t *ls = &s->levels[l];
+    if (index < ls->cq_head) {
+        return 0;
+    }
+    if (index > ls->cq_head) {
+        map_put(&ls->cq_done, &index, sizeof index, (void *)1);
+        return 0;
+    }
+    do {
+        ls->cq_head++;
+    } while (map_del(&ls->cq_done, &ls->cq_head, sizeof ls->cq_head) != NULL);
+    store_mark_level(s, l);
+    return 1;
+}
+
+/* Level l's CQ head past the dead entries at it (see store_level_cq_open):
+ * 1 when it moved, 0 when not, -1 with err. */
+static int level_cq_settle(store_t *s, int l, char *err, size_t errlen)
+{
+    level_state_t *ls = &s->levels[l];
+    if (ls->cq_head == ls->cq_tail) {
+        return 0;
+    }
+    cq_t *q = NULL;
+    char why[512];
+    if (cq_open(s->path, (uint32_t)l, ls->cq_head, ls->cq_tail, &q, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the consume queue of level %d in %s: %s", l, s->path, why);
+    }
+    uint64_t from = ls->cq_head;
+    int rc = 0;
+    while (ls->cq_head < ls->cq_tail) {
+        cq_entry_t e;
+        if (cq_read(q, ls->cq_head, 1, &e, why, sizeof why) != 0) {
+            rc = err_set(err, errlen, "the consume queue of level %d in %s: %s", l, s->path, why);
+            break;
+        }
+        slot_t sl;
+        int gone = 0;
+        if (store_log_slot_get(s, e.log_offset, UINT32_MAX, &sl, &gone, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        if (!gone && sl.id == e.log_offset && sl.queue == (uint32_t)l && sl.cq_index == ls->cq_head &&
+            !(sl.flags & SLOT_REVOKED)) {
+            break; /* live: its slot names it */
+        }
+        ls->cq_head++;
+    }
+    (void)cq_close(q, NULL, 0);
+    return rc != 0 ? -1 : ls->cq_head != from;
+}
+
+void store_journeys_abandon(store_t *s)
+{
+    for (int l = 1; l <= s->opt.levels.count; l++) {
+        level_state_t *ls = &s->levels[l];
+        if (ls->cq_head != ls->cq_tail) {
+            ls->cq_head = ls->cq_tail;
+            map_free(&ls->cq_done, NULL);
+            store_log_cq_head(s, (uint32_t)l, ls->cq_head);
+            store_mark_level(s, l);
+        }
+    }
+    store_lane_abandon(s);
+}
+
+int store_level_cq_open(store_t *s, char *err, size_t errlen)
+{
+    int moved = 0;
+    for (int l = 1; l <= s->opt.levels.count; l++) {
+        int rc = level_cq_settle(s, l, err, errlen);
+        if (rc < 0) {
+            return -1;
+        }
+        if (rc > 0) {
+            store_log_cq_head(s, (uint32_t)l, s->levels[l].cq_head);
+            store_mark_level(s, l);
+            moved = 1;
+        }
+    }
+    if (!moved) {
+        return 0;
+    }
+    s->pending++; /* the records and head moves are writes: a commit follows */
+    return store_commit(s, err, errlen);
+}
 
 /* Count every topic's delayed messages from the level queues (one scan of
  * the 'L' range) and mark the result, for a directory written before the
@@ -416,20 +534,20 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out)
  * log or retry-ready. topic: msg_topic(m). Returns 1 when it became ready, 0 when it
  * hopped or was dropped, -1 on a read error (the index's, dropping a retry). */
 static int route_due(store_t *s, topic_state_t *topic, msg_t *m, uint64_t hop_due, uint64_t seq, uint64_t now_ms,
-                     char *err, size_t errlen)
+                     idx_journey_t *j, char *err, size_t errlen)
 {
     const lvl_table_t *t = &s->opt.levels;
     while (m->due_ms > hop_due) {
         int next = lvl_next_hop(t, m->due_ms - hop_due);
         uint64_t next_due = hop_due + lvl_hop_ms(t, next, m->due_ms - hop_due);
         if (next_due > now_ms) {
-            level_insert(s, topic, next, next_due, m);
+            level_insert(s, topic, next, next_due, m, j, next_due - hop_due < t->delay_ms[next]);
             return 0;
         }
         hop_due = next_due; /* catching up (clock jump, downtime): that hop is due too */
     }
     if (m->dest == MSG_DEST_TOPIC) {
-        topic_append(s, topic, m, seq, now_ms);
+        topic_append(s, topic, m, seq, now_ms, j);
         return 1;
     }
     group_state_t *g = store_group_get(s, m->group.ptr, m->group.len);
@@ -491,7 +609,7 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
     leveldb_iterator_t *it = store_iter_at(s, &k);
     const char *key;
     size_t klen;
-    int rc = 0, have_next = 0, moved_before = *moved;
+    int rc = 0, have_next = 0, moved_before = *moved, cq_head_moved = 0;
     uint64_t next_due = 0, next_seq = 0;
     while (store_iter_in(it, k.b, 2, &key, &klen)) {
         int level;
@@ -509,7 +627,11 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
             break;
         }
         msg_t m;
-        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) {
+        idx_journey_t journey;
+        int has_journey = 0;
+        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0 ||
+            (m.dest == MSG_DEST_TOPIC && s->redo != NULL &&
+             (has_journey = idx_journey_read(s, m.id, &journey, err, errlen)) < 0)) {
             if (*moved > moved_before) { /* the heads taken are whole: the damaged one is the head now */
                 have_next = 1;
                 next_due = due;
@@ -525,7 +647,14 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         store_mark_level(s, l);
         topic_state_t *topic = msg_topic(s, &m);
         topic_delayed_add(s, topic, -1);
-        int ready = route_due(s, topic, &m, due, seq, now_ms, err, errlen);
+        if (has_journey && journey.queue == (uint32_t)l) {
+            cq_head_moved |= store_level_cq_done(s, l, journey.cq_index);
+        }
+        uint32_t left_queue = has_journey ? journey.queue : 0;
+        int ready = route_due(s, topic, &m, due, seq, now_ms, has_journey ? &journey : NULL, err, errlen);
+        if (ready >= 0 && left_queue == STORE_LANE_QUEUE && store_lane_left(s, m.id, err, errlen) != 0) {
+            ready = -1;
+        }
         if (ready < 0) {
             rc = -1;
             break;
@@ -546,6 +675,9 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         rc = store_iter_error(it, "a level queue", err, errlen);
     }
     leveldb_iter_destroy(it);
+    if (cq_head_moved) { /* with the entries taken, also when the walk then failed (they are in the batch) */
+        store_log_cq_head(s, (uint32_t)l, ls->cq_head);
+    }
     if (rc != 0) {
         return -1;
     }

@@ -505,6 +505,18 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
         leveldb_free(hbuf);
         return rc;
     }
+    if (h.has_journey && s->redo != NULL) { /* its slot says so (design-commitlog.md §4); its CQ entry stays */
+        idx_journey_t j = h.journey;        /* on a level: as its last hop wrote it (a level's CQ or the lane) */
+        j.queue = h.place.tag == 'L' ? j.queue : 0;
+        j.cq_index = h.place.tag == 'L' ? j.cq_index : 0;
+        store_log_slot(s, id, &j, SLOT_REVOKED);
+        if (j.queue == STORE_LANE_QUEUE && rc == 0) {
+            rc = store_lane_left(s, id, err, errlen);
+        } else if (h.place.tag == 'L' && j.queue == (uint32_t)h.place.level &&
+                   store_level_cq_done(s, h.place.level, j.cq_index)) {
+            store_log_cq_head(s, j.queue, s->levels[h.place.level].cq_head);
+        }
+    }
     if (rc == 0) {
         rc = idx_home_gone(s, t, &m, err, errlen);
     }

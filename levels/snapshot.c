@@ -148,6 +148,35 @@ static int is_log_mark(const char *k, size_t kn)
     return 0;
 }
 
+/* A value as the copy keeps it: the copy holds no commit log and no consume
+ * queue or slot file (design-commitlog.md §7: step 6 copies them), so a
+ * message's 'X' record loses its journey (no slot or CQ entry of its will be
+ * written: it moves on by its 'L' entry alone, as a message sent before
+ * 4a.3 does) and each CQ window in the level records and the lane's record
+ * becomes [0, 0) (no file to open; no journey left names an index). *vn
+ * shrinks; a record is rewritten in out[outcap]. */
+static const char *copied_value(const char *k, size_t kn, const char *v, size_t *vn, char *out, size_t outcap)
+{
+    key_buf_t lane;
+    key_meta(&lane, STORE_META_LANE);
+    if (kn == 9 && k[0] == KEY_MSG_INDEX) {
+        *vn = idx_home_len_without_journey(v, *vn);
+        return v;
+    }
+    record_level_t r;
+    if (kn == 2 && k[0] == KEY_LEVEL_RECORD && outcap >= RECORD_LEVEL_BYTES && record_level_decode(v, *vn, &r) == 0) {
+        r.cq_head = r.cq_tail = 0;
+        record_level_encode(&r, out);
+        *vn = RECORD_LEVEL_BYTES;
+        return out;
+    }
+    if (kn == lane.n && memcmp(k, lane.b, kn) == 0 && *vn == 16 && outcap >= 16) {
+        memset(out, 0, 16);
+        return out;
+    }
+    return v;
+}
+
 /* The walk itself, into an open db; 0 done, 1 stopped, -1 error. */
 static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_copy_check_fn check, void *ctx,
                     store_copy_progress_t *progress, char *err, size_t errlen)
@@ -170,7 +199,8 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
         if (is_log_mark(k, kn)) {
             continue;
         }
-        const char *v = leveldb_iter_value(it, &vn);
+        char rewritten[RECORD_LEVEL_BYTES];
+        const char *v = copied_value(k, kn, leveldb_iter_value(it, &vn), &vn, rewritten, sizeof rewritten);
         leveldb_writebatch_put(b, k, kn, v, vn);
         in_batch += kn + vn;
         keys++;

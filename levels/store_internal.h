@@ -55,6 +55,7 @@
 #include "levels/clog_redo.h"
 #include "levels/compactor.h"
 #include "levels/keys.h"
+#include "levels/lane.h"
 #include "levels/logtail.h"
 #include "levels/store.h"
 
@@ -78,6 +79,8 @@ typedef struct level_state {
     uint64_t last_enqueue_ms;    /* monotone enqueue clock of SENDs on this level */
     uint64_t pops_since_compact;
     uint64_t inserted_due, inserted_seq; /* smallest key inserted during a move_due call */
+    uint64_t cq_head, cq_tail;           /* its consume queue (queue = the level): entries [cq_head, cq_tail) */
+    map_t cq_done;                       /* indexes above cq_head whose entries are dead (store_level_cq_done) */
     int dirty;
     /* Its due move failed at its head before it took anything (damage, a
      * read error): store_move_due skips it, and it bounds no other level,
@@ -196,13 +199,19 @@ struct store {
     leveldb_readoptions_t *ropt;
     leveldb_writeoptions_t *wopt_sync; /* sync = 1 when the store syncs */
     leveldb_writeoptions_t *wopt_nosync;
-    int unsynced;                  /* a commit since the last synced one was not synced */
-    leveldb_writebatch_t *batch;   /* the pending batch before the redo opens (a new directory's meta records) */
-    redo_batch_t log_batch;        /* the pending batch once it is open (store_log.c) */
-    uint64_t checkpoint_mono_ms;   /* when the last checkpoint was taken (clock_mono_ms) */
-    uint64_t log_floor;            /* the floor the log opened with: its next batch starts at or above it */
-    uint64_t msg_segment;          /* the segment (base) msg_ordinal counts in; UINT64_MAX: none yet */
-    uint32_t msg_ordinal;          /* the next message record's ordinal in it (store_log_add_message) */
+    int unsynced;                /* a commit since the last synced one was not synced */
+    leveldb_writebatch_t *batch; /* the pending batch before the redo opens (a new directory's meta records) */
+    redo_batch_t log_batch;      /* the pending batch once it is open (store_log.c) */
+    uint64_t checkpoint_mono_ms; /* when the last checkpoint was taken (clock_mono_ms) */
+    uint64_t log_floor;          /* the floor the log opened with: its next batch starts at or above it */
+    uint64_t msg_segment;        /* the segment (base) msg_ordinal counts in; UINT64_MAX: none yet */
+    uint32_t msg_ordinal;        /* the next message record's ordinal in it (store_log_add_message) */
+    lane_t *lane;                /* the remainder lane's order (store_lane.c); NULL before the open loads it */
+    map_t lane_left;             /* ids whose lane entry is dead and not yet dropped from its top */
+    uint64_t lane_head_written;  /* the lane CQ's head as the batches say it */
+    int lane_dirty;              /* its record is written with the next commit */
+    int lane_live_known;         /* the top at lane_live_index was found live (store_lane.c) */
+    uint64_t lane_live_index;
     int pending;                   /* operations in the batch */
     uint64_t level_damage_events;  /* levels found damaged by the due move (store_level_damage_events) */
     uint64_t group_damage_events;  /* group queues found damaged by a PULL (store_group_damage_events) */
@@ -355,6 +364,53 @@ int store_load_levels(store_t *s, char *err, size_t errlen);
 int store_load_topics(store_t *s, char *err, size_t errlen);
 int store_load_groups(store_t *s, char *err, size_t errlen);
 
+typedef struct idx_journey idx_journey_t; /* index.c, below */
+
+
+/* The remainder lane's consume queue number (the levels are 1..LVL_MAX_LEVELS). */
+#define STORE_LANE_QUEUE ((uint32_t)LVL_MAX_LEVELS + 1)
+#define STORE_META_LANE  "lane" /* 'M' record: the lane CQ's head and tail, u64 each */
+
+/* level.c: a level's CQ head (design-commitlog.md 4a.3). Entries enter a
+ * level CQ in append order, which is not quite `L`'s due order: a hop's due
+ * is its journey's, not max(now, last enqueue), so a due move that lags lets
+ * later-due entries be appended before it. store_level_cq_done: the entry at
+ * index left the level (taken or revoked); the head moves past it when it is
+ * the head, and past every dead index above it noted so far; 1 when it moved
+ * (the level is marked; the caller writes the head move), else 0.
+ * store_level_cq_open (at open, after store_load_levels and idx_open): the
+ * dead indexes noted in memory before a restart are gone, so each level's
+ * head moves past the dead entries at it (a CQ entry read and its message's
+ * where-slot, one by one, up to the first whose slot names it: the open's
+ * checkpoint wrote the redo's buffers), committed when any moved. 0, or -1
+ * with err. */
+int store_level_cq_done(store_t *s, int l, uint64_t index);
+int store_level_cq_open(store_t *s, char *err, size_t errlen);
+
+/* Every level CQ's and the lane's head moved to its tail (level.c,
+ * store_lane.c's store_lane_abandon): the messages' journeys were dropped
+ * (an index rebuilt without them), so they move on by their 'L' entries
+ * alone and their CQ entries are left behind. */
+void store_journeys_abandon(store_t *s);
+void store_lane_abandon(store_t *s);
+
+/* store_lane.c: the remainder lane (design-commitlog.md §4, 4a.3).
+ * store_lane_open loads it at open from its record and CQ window (after the
+ * redo and store_load_levels); 0, or -1 with err naming the record or the CQ
+ * file. store_lane_free drops it. store_lane_push puts a remainder hop of m
+ * (due) on it: its CQ entry, its slot, j's queue and index set (a full lane
+ * breaks the store). store_lane_left: the remainder id left its `L` entry
+ * (taken or revoked): the lane's dead tops are dropped and its CQ head moved
+ * with them; 0, or -1 with err (an 'X' read failed). store_lane_flush writes
+ * its record into the pending batch when it moved. store_lane_record_decode:
+ * the record's value (NULL: none, 0 and 0); 0, or -1 when it is malformed. */
+int store_lane_open(store_t *s, char *err, size_t errlen);
+void store_lane_free(store_t *s);
+void store_lane_push(store_t *s, const msg_t *m, uint64_t due, idx_journey_t *j);
+int store_lane_left(store_t *s, uint64_t id, char *err, size_t errlen);
+void store_lane_flush(store_t *s);
+int store_lane_record_decode(const char *v, size_t vlen, uint64_t *head, uint64_t *tail);
+
 /* store_log.c: open the commit log and redo what it holds past the
  * checkpoint, its next batch at or above floor (after store_check_meta,
  * before store_settle_meta). 0;
@@ -409,7 +465,28 @@ uint64_t store_log_unsynced_bytes(const store_t *s);
  * committed first (unsynced) and m goes into the next one. Call before the
  * operation writes anything. 0, or -1 with err (a message no segment can hold,
  * or that commit's failure). */
-int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, char *err, size_t errlen);
+int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t *ordinal, char *err, size_t errlen);
+
+/* The derived writes of a SEND journey (design-commitlog.md 4a.3), into the
+ * pending batch beside the 'L' and 'X' writes they shadow: the entry
+ * (offset, due) at index of queue's CQ (a level: its tail); the where-slot of
+ * the message at offset (its segment, j->ordinal) naming j's queue and index
+ * with flags (SLOT_REVOKED); the CQ head of queue moved to head. */
+void store_log_cq_append(store_t *s, uint32_t queue, uint64_t index, uint64_t offset, uint64_t due);
+void store_log_slot(store_t *s, uint64_t offset, const idx_journey_t *j, uint32_t flags);
+void store_log_cq_head(store_t *s, uint32_t queue, uint64_t head);
+
+/* The where-slot of the message at id as its file holds it (the redo's
+ * buffers written: after a checkpoint, and no batch held), for the open's
+ * head checks and store_check: 0 with *sl, or -1 with err. ordinal: the
+ * message's (its journey's), or UINT32_MAX to read it from its record — then
+ * with gone not NULL, a record no longer in the log (its segment recycled)
+ * is 0 with *gone = 1 and no slot read. */
+int store_log_slot_get(store_t *s, uint64_t id, uint32_t ordinal, slot_t *sl, int *gone, char *err, size_t errlen);
+
+/* Recycle the log's segments below its checkpoint (the open's, once the
+ * store's records are loaded). 0, or -1 with err. */
+int store_log_recycle(store_t *s, char *err, size_t errlen);
 
 /* The offset after every message record added so far: the log's end, or the
  * pending batch's end when it holds messages; at least the floor the log
@@ -770,9 +847,23 @@ typedef struct idx_place {
     uint64_t due, seq;
 } idx_place_t;
 
+/* Where a SEND journey's message stands in the commit log's files
+ * (design-commitlog.md 4a.3): its where-slot's ordinal in its log segment
+ * (fixed for the message's life) and its one live CQ entry — queue = its
+ * level, or 0 once it is in the topic log (no CQ entry until step 4b). Kept
+ * at the end of the message's 'X' record, rewritten with it at each hop;
+ * 'X' records written before 4a.3 have none. */
+struct idx_journey {
+    uint32_t ordinal;
+    uint32_t queue;
+    uint64_t cq_index;
+};
+
 /* A decoded 'X' record (views into the value). */
 typedef struct idx_home {
     idx_place_t place;
+    int has_journey; /* journey: as written with the place (see idx_journey_t) */
+    idx_journey_t journey;
     const char *topic;
     size_t topic_len;
     const char *key;
@@ -780,8 +871,22 @@ typedef struct idx_home {
 } idx_home_t;
 
 /* The message's own copy (its SEND journey, the topic log) is now at p: write
- * its 'X' record. with_key: also its 'K' entry (at SEND; a key never changes). */
-void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key);
+ * its 'X' record, with j (NULL: none, a message from before 4a.3). with_key:
+ * also its 'K' entry (at SEND; a key never changes). */
+void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key, const idx_journey_t *j);
+
+/* The length of the 'X' value v[vlen] without its journey (vlen when it has
+ * none or does not decode): for a copy that holds no commit log (snapshot.c). */
+size_t idx_home_len_without_journey(const char *v, size_t vlen);
+
+/* 1 when id's 'X' record names the journey entry (queue, cq_index) and
+ * its 'L' place still holds the message (the entry is live), 0 when not, -1
+ * with err on a read error. */
+int idx_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen);
+
+/* The journey kept in id's 'X' record: 1 with *j, 0 when id has no 'X' record
+ * or it keeps none, -1 with err on a read error or a damaged record. */
+int idx_journey_read(store_t *s, uint64_t id, idx_journey_t *j, char *err, size_t errlen);
 
 /* At SEND: the 'K' entry of a message with a key (a key never changes). */
 void idx_key_put(store_t *s, const msg_t *m);

@@ -46,6 +46,8 @@ int store_load_levels(store_t *s, char *err, size_t errlen)
         ls->head_due = r.head_due;
         ls->head_seq = r.head_seq;
         ls->last_enqueue_ms = r.last_enqueue_ms;
+        ls->cq_head = r.cq_head;
+        ls->cq_tail = r.cq_tail;
         /* Pops since the last compaction are not persisted: assume one is owed,
          * so the first store_maintain after open compacts below the head. */
         ls->pops_since_compact = STORE_COMPACT_AFTER_POPS;

@@ -21,9 +21,8 @@
  * can be made, so a crash in between never leaves a directory that
  * store_prepare_dir cannot tell from a foreign one.
  *
- * Queues: the redo asks for a queue's bounds when a logged write names it. No
- * format this build writes has consume queues yet, so such a log is refused,
- * naming the queue.
+ * Queues: the redo asks for a queue's bounds when a logged write names it:
+ * a level's CQ (queue = the level) has them in its `C` record.
  *
  * Threading: the store's owner thread.
  */
@@ -41,14 +40,63 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int no_queue_bounds(void *ctx, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
+/* The lane CQ's head and tail from its `M` record in LevelDB (the applied state). */
+static int lane_bounds(store_t *s, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
 {
-    const store_t *s = ctx;
+    key_buf_t k;
+    key_meta(&k, STORE_META_LANE);
+    char *dberr = NULL;
+    size_t n = 0;
+    char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
+    if (dberr != NULL) {
+        err_set(err, errlen, "reading the remainder lane's record in %s: %s", s->path, dberr);
+        leveldb_free(dberr);
+        return -1;
+    }
+    int bad = store_lane_record_decode(v, n, head, tail);
+    leveldb_free(v);
+    return bad ? err_set(err, errlen, "corrupt remainder lane record in %s (%zu bytes)", s->path, n) : 0;
+}
+
+/* The redo's bounds of a queue (clog_redo.h): a level's CQ head and tail as
+ * its `C` record in LevelDB holds them — the state of the batches applied so
+ * far, the overlay not asked (at open, before the store's records are
+ * loaded; while running, at the apply of the first batch naming the queue,
+ * whose writes come after that record's). No record: a new queue, 0 and 0.
+ * Queues are the levels 1..count and the remainder lane (its `M` "lane"
+ * record); topic CQs are step 4b's. */
+static int level_queue_bounds(void *ctx, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
+{
+    store_t *s = ctx;
     *head = *tail = 0;
-    return err_set(err, errlen,
-                   "the commit log in %s names consume queue %" PRIu32
-                   ", but this format of the store keeps no consume queues",
-                   s->path, queue);
+    if (queue == STORE_LANE_QUEUE) {
+        return lane_bounds(s, head, tail, err, errlen);
+    }
+    if (queue < 1 || queue > (uint32_t)s->opt.levels.count) {
+        return err_set(err, errlen, "the commit log in %s names consume queue %" PRIu32 ", which is no level of its %d",
+                       s->path, queue, s->opt.levels.count);
+    }
+    key_buf_t k;
+    key_level_record(&k, (int)queue);
+    char *dberr = NULL;
+    size_t n = 0;
+    char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
+    if (dberr != NULL) {
+        err_set(err, errlen, "reading the record of level %" PRIu32 " in %s: %s", queue, s->path, dberr);
+        leveldb_free(dberr);
+        return -1;
+    }
+    record_level_t r;
+    int bad = v != NULL && record_level_decode(v, n, &r) != 0;
+    leveldb_free(v);
+    if (bad) {
+        return err_set(err, errlen, "corrupt record of level %" PRIu32 " in %s (%zu bytes)", queue, s->path, n);
+    }
+    if (v != NULL) {
+        *head = r.cq_head;
+        *tail = r.cq_tail;
+    }
+    return 0;
 }
 
 int store_check_segment_bytes(uint64_t n, char *err, size_t errlen)
@@ -63,8 +111,10 @@ int store_check_segment_bytes(uint64_t n, char *err, size_t errlen)
 }
 
 /* Recycle every segment wholly below the checkpoint B (design-commitlog.md
- * §5: nothing but LevelDB batches lies in them until 4a.3, and those are in
- * LevelDB, synced by the checkpoint): each becomes a spare the log takes again
+ * §5: its LevelDB batches are in LevelDB, synced by the checkpoint; its
+ * messages are read from their 'L' and 'T' copies until 4a.4 — the live
+ * counts that keep a segment while a message of it is delayed come next):
+ * each becomes a spare the log takes again
  * (clog_recycle), so the log keeps about (log since B) / segment + spares
  * files. Names are read from the directory (a segment's base is in its name;
  * spares lie past the log's end, so never below B). 0, or -1 with err (a
@@ -240,7 +290,7 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
                          .floor = floor,
                          .db = s->db,
                          .db_dir = s->path,
-                         .bounds = no_queue_bounds,
+                         .bounds = level_queue_bounds,
                          .bounds_ctx = s };
     redo_open_report_t rep;
     char why[768];
@@ -256,7 +306,7 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
         return err_set(err, errlen, "cannot open the commit log of %s: %s", s->path, why);
     }
     s->checkpoint_mono_ms = clock_mono_ms(); /* the open took one */
-    if (settle_ordinals(s, why, sizeof why) != 0 || recycle_below_checkpoint(s, why, sizeof why) != 0) {
+    if (settle_ordinals(s, why, sizeof why) != 0) {
         return err_set(err, errlen, "%s", why);
     }
     if (rep.log.cut_at != 0) {
@@ -508,7 +558,7 @@ static int settle_message_segment(store_t *s, size_t record, uint64_t derived_by
     }
 }
 
-int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, char *err, size_t errlen)
+int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t *ordinal, char *err, size_t errlen)
 {
     size_t n = msg_record_size(m);
     if (settle_message_segment(s, n, derived_bytes, err, errlen) != 0) {
@@ -532,9 +582,71 @@ int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, char *er
         return err_set(err, errlen, "message of %zu bytes in the commit log of %s: %s", n, s->path,
                        rc != 0 ? why : "the record left the segment its ordinal was counted in");
     }
-    s->msg_ordinal++;
+    *ordinal = s->msg_ordinal++;
     m->id = offset;
     return 0;
+}
+
+/* Derived-record bytes of a CQ write and of a slot write (clog_redo.h), counted
+ * in the batch's size so that the room kept for it covers them. */
+#define CQ_WRITE_BYTES   29
+#define SLOT_WRITE_BYTES 41
+#define CQ_HEAD_BYTES    13
+
+void store_log_cq_append(store_t *s, uint32_t queue, uint64_t index, uint64_t offset, uint64_t due)
+{
+    cq_entry_t e = { offset, due };
+    redo_cq_write(&s->log_batch, queue, index, &e);
+    s->batch_bytes += CQ_WRITE_BYTES;
+}
+
+void store_log_slot(store_t *s, uint64_t offset, const idx_journey_t *j, uint32_t flags)
+{
+    slot_t sl = { offset, j->queue, flags, j->cq_index };
+    redo_slot_write(&s->log_batch, offset - offset % s->opt.segment_bytes, j->ordinal, &sl);
+    s->batch_bytes += SLOT_WRITE_BYTES;
+}
+
+void store_log_cq_head(store_t *s, uint32_t queue, uint64_t head)
+{
+    redo_cq_head(&s->log_batch, queue, head);
+    s->batch_bytes += CQ_HEAD_BYTES;
+}
+
+int store_log_slot_get(store_t *s, uint64_t id, uint32_t ordinal, slot_t *sl, int *gone, char *err, size_t errlen)
+{
+    char why[512];
+    if (ordinal == UINT32_MAX) {
+        clog_reader_t rd = { 0 };
+        clog_record_t r;
+        int rc = clog_read(redo_log(s->redo), id, &rd, &r, why, sizeof why);
+        if (rc == 0) {
+            rc = msg_record_ordinal(r.data, r.len, &ordinal, why, sizeof why);
+        }
+        clog_reader_free(&rd);
+        if (rc == CLOG_NOT_RECORD && gone != NULL) {
+            *gone = 1;
+            return 0;
+        }
+        if (rc != 0) {
+            return err_set(err, errlen, "the record of %016" PRIx64 ": %s", id,
+                           rc == CLOG_NOT_RECORD ? "not in the commit log" : why);
+        }
+    }
+    slot_file_t *f = NULL;
+    int rc = slot_file_open(s->path, id - id % s->opt.segment_bytes, 0, &f, why, sizeof why);
+    if (rc == 0) {
+        rc = slot_count(f) > ordinal
+                 ? slot_get(f, ordinal, sl, why, sizeof why)
+                 : err_set(why, sizeof why, "slot %" PRIu32 " past the file's %" PRIu64, ordinal, slot_count(f));
+    }
+    (void)slot_file_close(f, NULL, 0);
+    return rc != 0 ? err_set(err, errlen, "the where-slot of %016" PRIx64 ": %s", id, why) : 0;
+}
+
+int store_log_recycle(store_t *s, char *err, size_t errlen)
+{
+    return recycle_below_checkpoint(s, err, errlen);
 }
 
 uint64_t store_log_next_id(const store_t *s)

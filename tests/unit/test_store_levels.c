@@ -9,13 +9,19 @@
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_levels [suite [test]].
  */
+#include "levels/cq.h"
+#include "levels/keys.h"
 #include "levels/store.h"
 #include "tests/helpers/store_fixture.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
 #include <inttypes.h>
+#include <leveldb/c.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void test_level_due_times(void)
 {
@@ -561,6 +567,200 @@ static void test_level_damaged_skipped(void)
     CLOSE(&s);
 }
 
+/* The level entries of SEND journeys, per level in key order (store_scan). */
+typedef struct level_walk {
+    uint64_t id[LVL_MAX_LEVELS + 1][2048], due[LVL_MAX_LEVELS + 1][2048];
+    int n[LVL_MAX_LEVELS + 1];
+} level_walk_t;
+
+static int collect_level_entry(void *ctx, const store_entry_t *e)
+{
+    level_walk_t *w = ctx;
+    if (e->range == STORE_LEVEL && e->m->dest == MSG_DEST_TOPIC && w->n[e->level] < 2048) {
+        w->id[e->level][w->n[e->level]] = e->m->id;
+        w->due[e->level][w->n[e->level]++] = e->due_ms;
+    }
+    return 0;
+}
+
+/* Level l's CQ head and tail from its `C` record in the closed directory. */
+static void level_cq_bounds(int l, uint64_t *head, uint64_t *tail)
+{
+    leveldb_options_t *o = leveldb_options_create();
+    char *dberr = NULL;
+    leveldb_t *db = leveldb_open(o, g_data, &dberr);
+    TU_REQUIRE(db != NULL, "leveldb_open %s: %s", g_data, dberr ? dberr : "?");
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    key_buf_t k;
+    key_level_record(&k, l);
+    size_t n = 0;
+    char *v = leveldb_get(db, ro, k.b, k.n, &n, &dberr);
+    record_level_t r = { 0 };
+    TU_REQUIRE(dberr == NULL && (v == NULL || record_level_decode(v, n, &r) == 0), "level %d's record (%zu bytes)", l,
+               n);
+    *head = r.cq_head;
+    *tail = r.cq_tail;
+    leveldb_free(v);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    leveldb_options_destroy(o);
+}
+
+/* Each level's consume queue (design-commitlog.md §4, 4a.3: written beside the
+ * `L` entries) holds, from its head to its tail, the level's SEND-journey
+ * entries in key order — (id, hop due) each — and besides them only revoked
+ * messages' entries, which stay until the head passes them: after SENDs on
+ * four levels and 40 s chains (a level-4 hop, then level 3), revokes, and due
+ * moves at three times, read from the CQ files of the closed directory. */
+static void test_level_cq_equals_l_range(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = OPEN(&o);
+    enum {
+        N = 900
+    };
+    static uint64_t ids[N];
+    static int revoked[N];
+    for (int i = 0; i < N; i++) {
+        uint64_t now = T0 + (uint64_t)i * 7;
+        ids[i] = i % 3 == 0   ? SEND(s, "t", "x", 1 + i % 4, 0, now, NULL)
+                 : i % 3 == 1 ? SEND(s, "t", "x", 0, 40 * SEC, now, NULL)
+                              : SEND(s, "t", "x", 0, 0, now, NULL);
+    }
+    for (int i = 0; i < N; i += 11) {
+        char err[512] = "";
+        store_revoke_result_t r;
+        TU_REQUIRE(store_revoke_id(s, ids[i], &r, err, sizeof err) == 0, "store_revoke_id: %s", err);
+        revoked[i] = r.revoked == 1 && i % 3 != 2;
+    }
+    COMMIT(s);
+    for (uint64_t at = T0 + 2 * SEC; at <= T0 + 35 * SEC; at += 15 * SEC) {
+        MOVE(s, at, 1000000, NULL);
+        COMMIT(s);
+    }
+    static level_walk_t w;
+    memset(&w, 0, sizeof w);
+    char err[512] = "";
+    TU_REQUIRE(store_scan(s, collect_level_entry, &w, err, sizeof err) == 0, "store_scan: %s", err);
+    CLOSE(&s);
+    int compared = 0;
+    for (int l = 1; l <= o.levels.count; l++) {
+        uint64_t head, tail;
+        level_cq_bounds(l, &head, &tail);
+        TU_CHECK(tail - head >= (uint64_t)w.n[l], "level %d: CQ [%" PRIu64 ", %" PRIu64 ") for %d entries", l, head,
+                 tail, w.n[l]);
+        if (tail == head)
+            continue;
+        cq_t *q = NULL;
+        TU_REQUIRE(cq_open(g_data, (uint32_t)l, head, tail, &q, err, sizeof err) == 0, "cq_open: %s", err);
+        cq_entry_t *e = calloc(tail - head, sizeof *e);
+        TU_REQUIRE(e != NULL && cq_read(q, head, tail - head, e, err, sizeof err) == 0, "cq_read: %s", err);
+        int at = 0;
+        for (uint64_t i = 0; i < tail - head; i++) {
+            int rev = 0;
+            for (int j = 0; j < N; j++)
+                rev |= ids[j] == e[i].log_offset && revoked[j];
+            if (rev)
+                continue;
+            TU_CHECK(at < w.n[l] && e[i].log_offset == w.id[l][at] && e[i].due == w.due[l][at],
+                     "level %d, CQ index %" PRIu64 ": id %" PRIx64 " due %" PRIu64
+                     ", the L range's entry %d is %" PRIx64 " due %" PRIu64,
+                     l, head + i, e[i].log_offset, e[i].due, at, at < w.n[l] ? w.id[l][at] : 0,
+                     at < w.n[l] ? w.due[l][at] : 0);
+            at++;
+            compared++;
+        }
+        TU_CHECK(at == w.n[l], "level %d: %d of %d L entries in its CQ", l, at, w.n[l]);
+        free(e);
+        TU_REQUIRE(cq_close(q, err, sizeof err) == 0, "cq_close: %s", err);
+    }
+    TU_CHECK(compared > 200, "only %d entries compared", compared);
+}
+
+/* The remainder lane's CQ head and tail from its record in the closed directory. */
+static void lane_bounds(uint64_t *head, uint64_t *tail)
+{
+    leveldb_options_t *o = leveldb_options_create();
+    char *dberr = NULL;
+    leveldb_t *db = leveldb_open(o, g_data, &dberr);
+    TU_REQUIRE(db != NULL, "leveldb_open %s: %s", g_data, dberr ? dberr : "?");
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    key_buf_t k;
+    key_meta(&k, "lane");
+    size_t n = 0;
+    char *v = leveldb_get(db, ro, k.b, k.n, &n, &dberr);
+    TU_REQUIRE(dberr == NULL && (v == NULL || n == 16), "the lane's record (%zu bytes)", n);
+    *head = v != NULL ? be64_get(v) : 0;
+    *tail = v != NULL ? be64_get(v + 8) : 0;
+    leveldb_free(v);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    leveldb_options_destroy(o);
+}
+
+/* A remainder hop (the 500 ms of DELAY 1500ms) goes to the remainder lane's
+ * CQ (design-commitlog.md §4), not its level's: the lane holds exactly the
+ * remainders waiting, (id, final due) in hop order, across a reopen (its
+ * heap loaded from the CQ); each leaves at its millisecond and the lane's
+ * head follows them out, past revoked ones too, to its tail. */
+static void test_level_remainders_on_the_lane(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = OPEN(&o);
+    enum {
+        N = 50
+    };
+    uint64_t ids[N], level_ids[N];
+    for (int i = 0; i < N; i++) {
+        ids[i] = SEND(s, "t", "x", 0, 1500, T0 + (uint64_t)i, NULL);
+        level_ids[i] = SEND(s, "t", "x", 1, 0, T0 + (uint64_t)i, NULL);
+    }
+    COMMIT(s);
+    TU_REQUIRE(MOVE(s, T0 + SEC + N, 1000000, NULL) == 2 * N, "the first hops");
+    COMMIT(s);
+    CLOSE(&s);
+    uint64_t head, tail, l1_head, l1_tail;
+    lane_bounds(&head, &tail);
+    level_cq_bounds(1, &l1_head, &l1_tail);
+    CHECK_EQ_U64(tail - head, N);
+    CHECK_EQ_U64(l1_tail - l1_head, 0); /* the LEVEL 1 messages left it; no remainder entered it */
+    char err[512] = "";
+    cq_t *q = NULL;
+    cq_entry_t e[N];
+    TU_REQUIRE(cq_open(g_data, LVL_MAX_LEVELS + 1, head, tail, &q, err, sizeof err) == 0 &&
+                   cq_read(q, head, N, e, err, sizeof err) == 0 && cq_close(q, err, sizeof err) == 0,
+               "the lane's CQ: %s", err);
+    for (int i = 0; i < N; i++)
+        TU_CHECK(e[i].log_offset == ids[i] && e[i].due == T0 + (uint64_t)i + 1500,
+                 "lane entry %d: %" PRIx64 " due +%" PRIu64 ", sent %" PRIx64, i, e[i].log_offset, e[i].due - T0,
+                 ids[i]);
+    (void)level_ids;
+
+    s = OPEN(&o);
+    TU_REQUIRE(MOVE(s, T0 + 1500 + N / 2 - 1, 1000000, NULL) == N / 2, "half the remainders due");
+    COMMIT(s);
+    CLOSE(&s);
+    uint64_t head2, tail2;
+    lane_bounds(&head2, &tail2);
+    CHECK_EQ_U64(tail2, tail);
+    CHECK_EQ_U64(head2, head + N / 2);
+
+    s = OPEN(&o);
+    store_revoke_result_t r;
+    for (int i = N / 2; i < N / 2 + 5; i++)
+        TU_REQUIRE(store_revoke_id(s, ids[i], &r, err, sizeof err) == 0 && r.revoked == 1, "revoke %d: %s", i, err);
+    COMMIT(s);
+    TU_REQUIRE(MOVE(s, T0 + 1500 + N, 1000000, NULL) == N / 2 - 5, "the rest");
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    lane_bounds(&head2, &tail2);
+    CHECK_EQ_U64(head2, tail);
+    CHECK_EQ_U64(tail2, tail);
+}
+
 static const tu_test_t level_tests[] = {
     { "due times", test_level_due_times },
     { "fifo and bounded move", test_level_fifo_and_bounded_move },
@@ -573,6 +773,8 @@ static const tu_test_t level_tests[] = {
     { "exact to the ms, 1 ms .. 3 h", test_level_exact_every_ms },
     { "order with remainders", test_level_order_with_remainders },
     { "a damaged level is skipped, the others move", test_level_damaged_skipped },
+    { "each level's CQ equals its L range", test_level_cq_equals_l_range },
+    { "remainders wait on the lane", test_level_remainders_on_the_lane },
     { NULL, NULL },
 };
 
