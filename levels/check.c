@@ -8,7 +8,8 @@
  * keys; each topic's counters equal its log and its delayed counter the level
  * entries bound for it; each group's counters equal its
  * ranges (backlog, retry-ready, delayed retries of its current gen on the
- * levels, leases, DLQ); every key parses as its readers parse it (keys.h's
+ * levels, leases, DLQ); each level's consume queue and the remainder lane's
+ * hold its SEND-journey entries (check_cq.c); every key parses as its readers parse it (keys.h's
  * layout: names of 1..MSG_MAX_NAME bytes without 0x00), a lease's naming its
  * message's group and id, a topic-log, retry-ready or DLQ entry's its
  * message's topic or group; a lease's topic-log seq is where its message's own
@@ -108,8 +109,9 @@ typedef struct check_ctx {
     uint64_t level_depth[LVL_MAX_LEVELS + 1];
     uint64_t level_first_due[LVL_MAX_LEVELS + 1]; /* the first key of each level, in scan order */
     uint64_t level_first_seq[LVL_MAX_LEVELS + 1];
-    map_t counts;  /* "tag:name" → uint64_t* (what the ranges hold per topic / group) */
-    char **places; /* "group\0id" membership keys for the uniqueness check */
+    map_t counts;   /* "tag:name" → uint64_t* (what the ranges hold per topic / group) */
+    char **places;  /* "group\0id" membership keys for the uniqueness check */
+    check_cq_t *cq; /* the consume queues against the level entries (check_cq.c) */
     size_t n_places, cap_places;
     char *err;
     size_t errlen;
@@ -183,6 +185,9 @@ static int check_entry(void *ctx, const store_entry_t *e)
                 return 1;
             }
             check_count(c, 'L', m->topic.ptr, m->topic.len);
+            if (c->cq != NULL && check_cq_add(c->cq, e->level, e->due_ms, m->id, c->err, c->errlen) != 0) {
+                return 1;
+            }
         }
         if (m->dest == MSG_DEST_GROUP) {
             const group_state_t *g = store_group_get(c->s, m->group.ptr, m->group.len);
@@ -467,10 +472,15 @@ int store_check_counted(store_t *s, store_check_counts_t *counts, char *err, siz
     map_init(&c.counts);
     idx_check_t ic = { .s = s, .err = err, .errlen = errlen };
     store_check_counts_t n = { 0 };
+    c.cq = check_cq_new(s);
     int rc = check_walk(s, &c, &ic, &n, err, errlen); /* commits what is pending first */
     if (rc == 0) {
         rc = check_levels(s, &c, err, errlen);
     }
+    if (rc == 0) {
+        rc = check_cq_end(c.cq, err, errlen);
+    }
+    check_cq_free(c.cq);
     if (rc == 0) {
         rc = check_counters(s, &c, err, errlen);
     }

@@ -173,6 +173,7 @@ static void flush_records(store_t *s)
     if (s->lane != NULL) {
         store_lane_flush(s);
     }
+    segcount_flush(s);
     if (s->next_seq != s->persisted_seq) {
         put_seq(s);
     }

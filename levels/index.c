@@ -681,8 +681,10 @@ int idx_open(store_t *s, char *err, size_t errlen)
     if (found != 0) {
         return found < 0 ? -1 : 0;
     }
-    /* The index rebuilt keeps no journey (design-commitlog.md 4a.3): the consume queues' entries are left
-       behind (their 'L' entries are what they are read from). */
+    /* The index rebuilt keeps no journey (design-commitlog.md 4a.3): no message counts as live in its log
+       segment any more, and the consume queues' entries are left behind (their 'L' entries are what they are
+       read from). */
+    segcount_drop_all(s);
     store_journeys_abandon(s);
     /* Homes first and committed, so pass 2 sees which messages have one. */
     build_ctx_t b = { s, 0, err, errlen, 0 };

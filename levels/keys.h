@@ -61,6 +61,8 @@
  *                                           (a lease: its deadline, naming its 'I' key, and the topic-log seq it
  *                                           was leased from or 0; a delayed retry on a level, retry-ready, the
  *                                           DLQ). ACK, NACK and TOUCH find a lease by it.
+ *   'S' base(u64)                           u64 the live count of the commit-log segment at base: its messages
+ *                                           still on their SEND journey (levels/segcount.c); none when 0
  *
  * Invariants (store_check verifies them all):
  * - Every move between ranges is one WriteBatch with the records it changes,
@@ -109,6 +111,7 @@ enum key_tag {
     KEY_MSG_INDEX = 'X',  /* levels/index.c */
     KEY_KEY_INDEX = 'K',  /* levels/index.c */
     KEY_COPY_INDEX = 'Y', /* levels/index.c */
+    KEY_SEGMENT = 'S',    /* levels/segcount.c */
 };
 
 #define KEY_MAX              (1 + MSG_MAX_NAME + 1 + 2 + MSG_MAX_KEY + 8) /* the longest key above: 'K' */

@@ -333,6 +333,9 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
         topic_append(s, topic, &m, 0, now_ms, j);
     } else {
         level_enqueue(s, topic, &m, req->level, delay, now_ms, j);
+        if (j != NULL) {
+            segcount_add(s, m.id, +1); /* its record is read until it arrives */
+        }
     }
     idx_key_put(s, &m);
     if (m.key.len > 0) {
@@ -548,6 +551,9 @@ static int route_due(store_t *s, topic_state_t *topic, msg_t *m, uint64_t hop_du
     }
     if (m->dest == MSG_DEST_TOPIC) {
         topic_append(s, topic, m, seq, now_ms, j);
+        if (j != NULL) {
+            segcount_add(s, m->id, -1); /* the topic log holds its own copy */
+        }
         return 1;
     }
     group_state_t *g = store_group_get(s, m->group.ptr, m->group.len);

@@ -510,6 +510,9 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
         j.queue = h.place.tag == 'L' ? j.queue : 0;
         j.cq_index = h.place.tag == 'L' ? j.cq_index : 0;
         store_log_slot(s, id, &j, SLOT_REVOKED);
+        if (h.place.tag == 'L') {
+            segcount_add(s, id, -1);
+        }
         if (j.queue == STORE_LANE_QUEUE && rc == 0) {
             rc = store_lane_left(s, id, err, errlen);
         } else if (h.place.tag == 'L' && j.queue == (uint32_t)h.place.level &&

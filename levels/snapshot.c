@@ -196,7 +196,7 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
     for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t kn, vn;
         const char *k = leveldb_iter_key(it, &kn);
-        if (is_log_mark(k, kn)) {
+        if (is_log_mark(k, kn) || (kn == 9 && k[0] == KEY_SEGMENT)) { /* no log: no segment counts either */
             continue;
         }
         char rewritten[RECORD_LEVEL_BYTES];

@@ -96,6 +96,7 @@ static void store_free(store_t *s)
        applied or checkpointed; the next open redoes every batch the log kept */
     store_log_free(s);
     store_lane_free(s);
+    segcount_free(s);
     compactor_free(s->compactor); /* before the database it compacts */
     if (s->db) {
         leveldb_close(s->db);
@@ -271,10 +272,11 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     }
     store_raise_seq(s, now_ms); /* before anything at open could take a number */
     if (store_load_levels(s, err, errlen) != 0 || store_lane_open(s, err, errlen) != 0 ||
-        store_log_recycle(s, err, errlen) != 0 || store_load_topics(s, err, errlen) != 0 ||
-        store_load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
-        idx_key_counts_open(s, err, errlen) != 0 || lease_index_fold(s, err, errlen) != 0 ||
-        store_topic_delayed_open(s, err, errlen) != 0 || store_level_cq_open(s, err, errlen) != 0) {
+        segcount_load(s, err, errlen) != 0 || store_log_recycle(s, err, errlen) != 0 ||
+        store_load_topics(s, err, errlen) != 0 || store_load_groups(s, err, errlen) != 0 ||
+        idx_open(s, err, errlen) != 0 || idx_key_counts_open(s, err, errlen) != 0 ||
+        lease_index_fold(s, err, errlen) != 0 || store_topic_delayed_open(s, err, errlen) != 0 ||
+        store_level_cq_open(s, err, errlen) != 0) {
         return open_failed(s, err, errlen);
     }
     /* Topic heads stay at 0 (one walk to the first retained entry on the

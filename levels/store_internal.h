@@ -212,6 +212,9 @@ struct store {
     int lane_dirty;              /* its record is written with the next commit */
     int lane_live_known;         /* the top at lane_live_index was found live (store_lane.c) */
     uint64_t lane_live_index;
+    uint64_t lane_loaded_tail; /* the lane's tail at open: entries below it were loaded, not pushed */
+    struct seg_count *seg;     /* segcount.c */
+    size_t n_seg, cap_seg, seg_last;
     int pending;                   /* operations in the batch */
     uint64_t level_damage_events;  /* levels found damaged by the due move (store_level_damage_events) */
     uint64_t group_damage_events;  /* group queues found damaged by a PULL (store_group_damage_events) */
@@ -366,6 +369,22 @@ int store_load_groups(store_t *s, char *err, size_t errlen);
 
 typedef struct idx_journey idx_journey_t; /* index.c, below */
 
+/* segcount.c: the live count of each commit-log segment (design-commitlog.md
+ * §5, 4a.3): messages of the segment on their SEND journey. segcount_add
+ * moves the count of id's segment by delta (written with the next commit:
+ * segcount_flush); segcount_live reads a segment's (0: none); segcount_load
+ * reads the 'S' records at open (0, or -1 with err naming a corrupt record);
+ * segcount_free drops them. */
+typedef struct seg_count {
+    uint64_t base, live;
+    int dirty;
+} seg_count_t;
+void segcount_add(store_t *s, uint64_t id, int delta);
+uint64_t segcount_live(store_t *s, uint64_t base);
+void segcount_flush(store_t *s);
+void segcount_drop_all(store_t *s); /* every count to 0 (an index rebuilt without journeys) */
+int segcount_load(store_t *s, char *err, size_t errlen);
+void segcount_free(store_t *s);
 
 /* The remainder lane's consume queue number (the levels are 1..LVL_MAX_LEVELS). */
 #define STORE_LANE_QUEUE ((uint32_t)LVL_MAX_LEVELS + 1)
@@ -484,8 +503,8 @@ void store_log_cq_head(store_t *s, uint32_t queue, uint64_t head);
  * is 0 with *gone = 1 and no slot read. */
 int store_log_slot_get(store_t *s, uint64_t id, uint32_t ordinal, slot_t *sl, int *gone, char *err, size_t errlen);
 
-/* Recycle the log's segments below its checkpoint (the open's, once the
- * store's records are loaded). 0, or -1 with err. */
+/* Recycle the log's segments below its checkpoint whose live count is 0
+ * (the open's, once the counts are loaded: segcount_load). 0, or -1 with err. */
 int store_log_recycle(store_t *s, char *err, size_t errlen);
 
 /* The offset after every message record added so far: the log's end, or the
@@ -883,6 +902,24 @@ size_t idx_home_len_without_journey(const char *v, size_t vlen);
  * its 'L' place still holds the message (the entry is live), 0 when not, -1
  * with err on a read error. */
 int idx_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen);
+
+/* check_cq.c: store_check's comparison of the consume queues with the `L`
+ * range (design-commitlog.md 4a.3). check_cq_add takes each level entry of a
+ * SEND journey in scan order (it reads the message's 'X' journey: 0, or -1
+ * with err on a read error or a journey naming another level);
+ * check_cq_end compares every level CQ and the lane CQ with what was added,
+ * after a checkpoint of the log (0, or -1 with err naming the queue, the CQ
+ * index and the id). */
+typedef struct check_cq_entry {
+    uint64_t id, due, cq_index;
+    uint32_t ordinal;
+    int level;
+} check_cq_entry_t;
+typedef struct check_cq check_cq_t;
+check_cq_t *check_cq_new(store_t *s);
+void check_cq_free(check_cq_t *c);
+int check_cq_add(check_cq_t *c, int level, uint64_t due, uint64_t id, char *err, size_t errlen);
+int check_cq_end(check_cq_t *c, char *err, size_t errlen);
 
 /* The journey kept in id's 'X' record: 1 with *j, 0 when id has no 'X' record
  * or it keeps none, -1 with err on a read error or a damaged record. */

@@ -11,10 +11,11 @@
  * In 4a.3 the message still leaves by its `L` entry (reads come from `L`
  * until 4a.4), so the heap only says how far the lane CQ's head may go:
  * when a remainder's `L` entry is taken or revoked, its id is noted as gone
- * and the dead tops are dropped (lane_next_live). A top not noted — after a
- * reopen, a message that left before it — is judged by its 'X' record: live
- * while 'X' names this lane entry and its `L` entry is still there (one
- * check per top, remembered while it stays on top).
+ * and the dead tops are dropped (lane_next_live). An entry pushed since the
+ * open is live until noted (its 'X' and `L` writes may still be pending); one
+ * loaded at open and not noted — a message that left before the restart — is
+ * judged by its 'X' record: live while 'X' names this lane entry and its `L`
+ * entry is still there (one check per top, remembered while it stays on top).
  *
  * Threading: the store's owner thread.
  */
@@ -62,6 +63,7 @@ int store_lane_open(store_t *s, char *err, size_t errlen)
         return err_set(err, errlen, "corrupt remainder lane record in %s (%zu bytes)", s->path, vlen);
     }
     s->lane_head_written = head;
+    s->lane_loaded_tail = tail;
     if (head == tail) {
         s->lane = lane_new(tail, STORE_LANE_MAX_ENTRIES);
         return 0;
@@ -119,8 +121,8 @@ static int lane_top_live(void *ctx, const lane_entry_t *e, char *err, size_t err
     if (map_del(&s->lane_left, &e->id, sizeof e->id) != NULL) {
         return LANE_DEAD;
     }
-    if (s->lane_live_known && s->lane_live_index == e->cq_index) {
-        return LANE_LIVE;
+    if (e->cq_index >= s->lane_loaded_tail || (s->lane_live_known && s->lane_live_index == e->cq_index)) {
+        return LANE_LIVE; /* pushed since the open: it leaves only by a note above (its X may be pending) */
     }
     int live = idx_journey_at(s, e->id, STORE_LANE_QUEUE, e->cq_index, err, errlen);
     if (live < 0) {

@@ -110,11 +110,10 @@ int store_check_segment_bytes(uint64_t n, char *err, size_t errlen)
     return 0;
 }
 
-/* Recycle every segment wholly below the checkpoint B (design-commitlog.md
- * §5: its LevelDB batches are in LevelDB, synced by the checkpoint; its
- * messages are read from their 'L' and 'T' copies until 4a.4 — the live
- * counts that keep a segment while a message of it is delayed come next):
- * each becomes a spare the log takes again
+/* Recycle every segment wholly below the checkpoint B whose live count is 0
+ * (design-commitlog.md §5: its LevelDB batches are in LevelDB, synced by the
+ * checkpoint; its messages have arrived, whose copies the topic log holds, or
+ * were revoked — segcount.c): each becomes a spare the log takes again
  * (clog_recycle), so the log keeps about (log since B) / segment + spares
  * files. Names are read from the directory (a segment's base is in its name;
  * spares lie past the log's end, so never below B). 0, or -1 with err (a
@@ -133,7 +132,7 @@ static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
         uint64_t base;
         char tail;
         if (sscanf(e->d_name, "clog-%16" SCNx64 ".se%c", &base, &tail) == 2 && tail == 'g' && strlen(e->d_name) == 25 &&
-            base + size <= b) {
+            base + size <= b && segcount_live(s, base) == 0) {
             below[n++] = base;
         }
     }

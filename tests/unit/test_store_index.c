@@ -10,6 +10,8 @@
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_index [suite [test]].
  */
+#include "levels/cq.h"
+#include "levels/slot.h"
 #include "levels/store.h"
 #include "tests/helpers/store_fixture.h"
 #include "tests/helpers/testutil.h"
@@ -684,6 +686,52 @@ static void test_index_key_counts_from_format4(void)
     CLOSE(&s);
 }
 
+/* store_check compares each level's consume queue with its `L` entries and
+ * each entry's where-slot (design-commitlog.md 4a.3): an entry rewritten by
+ * hand to name the next message, and a slot naming another index, are each
+ * reported naming the level, the CQ index and the id; the directory as the
+ * store left it checks clean. */
+static void test_index_check_finds_cq_damage(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    for (int damage = 0; damage < 3; damage++) {
+        store_t *s = OPEN(&o);
+        uint64_t ids[20];
+        for (int i = 0; i < 20; i++)
+            ids[i] = SEND(s, "t", "x", 2, 0, T0 + (uint64_t)i, NULL);
+        COMMIT(s);
+        CHECK_STORE(s);
+        CLOSE(&s);
+        char err[512] = "", want[160];
+        if (damage == 1) { /* entry 5 names message 6 */
+            cq_t *q = NULL;
+            cq_entry_t e;
+            TU_REQUIRE(cq_open(g_data, 2, 0, 20, &q, err, sizeof err) == 0 &&
+                           cq_read(q, 6, 1, &e, err, sizeof err) == 0 && cq_rewrite(q, 5, &e, err, sizeof err) == 0 &&
+                           cq_close(q, err, sizeof err) == 0,
+                       "level 2's CQ: %s", err);
+            snprintf(want, sizeof want, "level 2, CQ index 5: entry (id %016" PRIx64, ids[6]);
+        } else if (damage == 2) { /* message 3's slot names index 7 */
+            slot_file_t *f = NULL;
+            slot_t sl = { ids[3], 2, 0, 7 };
+            TU_REQUIRE(slot_file_open(g_data, ids[3] - ids[3] % o.segment_bytes, 0, &f, err, sizeof err) == 0 &&
+                           slot_put(f, 3, &sl, err, sizeof err) == 0 && slot_file_close(f, err, sizeof err) == 0,
+                       "the slot file: %s", err);
+            snprintf(want, sizeof want, "level 2, CQ index 3, id %016" PRIx64 ": its where-slot names", ids[3]);
+        }
+        s = OPEN(&o);
+        int rc = store_check(s, err, sizeof err);
+        if (damage == 0)
+            TU_CHECK(rc == 0, "undamaged: %s", err);
+        else
+            TU_CHECK(rc != 0 && strstr(err, want) != NULL, "damage %d: rc %d, \"%s\", want \"%s\"", damage, rc, err,
+                     want);
+        CLOSE(&s);
+        tu_rmtree(g_data);
+    }
+}
+
 static const tu_test_t index_tests[] = {
     { "follows every move", test_index_follows_moves },
     { "two drops of one message in one batch", test_index_two_drops_in_one_batch },
@@ -698,6 +746,7 @@ static const tu_test_t index_tests[] = {
     { "rebuilt on an older directory; checked", test_index_rebuild_and_check },
     { "dedup after many keys were collected", test_index_dedup_after_collection },
     { "key counts built from format 4; checked", test_index_key_counts_from_format4 },
+    { "a consume queue's damage is found", test_index_check_finds_cq_damage },
     { NULL, NULL },
 };
 

@@ -761,6 +761,51 @@ static void test_level_remainders_on_the_lane(void)
     CHECK_EQ_U64(tail2, tail);
 }
 
+/* 1 when the data directory holds the commit-log segment at base. */
+static int segment_present(uint64_t base)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/clog-%016" PRIx64 ".seg", g_data, base);
+    return access(path, F_OK) == 0;
+}
+
+/* A commit-log segment holding a message on its journey is not recycled
+ * (design-commitlog.md §5: its live count, 'S'), however far the checkpoint
+ * moved past it, until the message arrives; a segment of messages sent
+ * without delay (in the topic log at once) goes at the next checkpoint. */
+static void test_level_segment_kept_while_delayed(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = UINT64_C(1) << 20;
+    static char big[100000];
+    memset(big, 'b', sizeof big);
+    store_t *s = OPEN(&o);
+    uint64_t delayed = SEND(s, "t", "d", 3, 0, T0, NULL), due;
+    COMMIT(s);
+    uint64_t last = 0;
+    char err[512] = "";
+    for (int i = 0; i < 40; i++) {
+        TU_REQUIRE(send_raw(s, "t", 1, NULL, 0, big, sizeof big, 0, 0, T0, &last, &due, err, sizeof err) == 0 &&
+                       store_commit(s, err, sizeof err) == 0,
+                   "SEND %d: %s", i, err);
+    }
+    uint64_t size = o.segment_bytes, first = delayed - delayed % size, second = first + size;
+    TU_REQUIRE(last - last % size > second, "4 MB of SENDs stayed in %" PRIx64, last - last % size);
+    CLOSE(&s);
+    s = OPEN(&o); /* its checkpoint lies past both, and recycles */
+    TU_CHECK(segment_present(first), "the segment %016" PRIx64 " of a delayed message was recycled", first);
+    TU_CHECK(!segment_present(second), "the segment %016" PRIx64 " of messages in the topic log was kept", second);
+    TU_REQUIRE(MOVE(s, T0 + 10 * SEC, 100, NULL) == 1, "the delayed message arrives");
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN(&o);
+    TU_CHECK(!segment_present(first), "the segment %016" PRIx64 " was kept after its message arrived", first);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t level_tests[] = {
     { "due times", test_level_due_times },
     { "fifo and bounded move", test_level_fifo_and_bounded_move },
@@ -775,6 +820,7 @@ static const tu_test_t level_tests[] = {
     { "a damaged level is skipped, the others move", test_level_damaged_skipped },
     { "each level's CQ equals its L range", test_level_cq_equals_l_range },
     { "remainders wait on the lane", test_level_remainders_on_the_lane },
+    { "a segment is kept while a message of it is delayed", test_level_segment_kept_while_delayed },
     { NULL, NULL },
 };
 

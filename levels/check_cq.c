@@ -1,0 +1,214 @@
+/*
+ * levels/check_cq.c — store_check's comparison of the consume queues with
+ * the `L` range they shadow (design-commitlog.md 4a.3): each level's CQ
+ * window [head, tail) holds that level's SEND-journey entries in key order,
+ * (id, hop due) each, and besides them only entries of revoked messages
+ * (their where-slot says so); every remainder's entry sits on the lane CQ at
+ * the index its 'X' journey names; the slot of each live entry names it back
+ * (id, queue, index, no flag); each segment's live count ('S', segcount.c)
+ * is the number of its messages on their journey. Messages whose 'X' record keeps no journey
+ * (sent before 4a.3, or restored from a copy without the log) are not
+ * compared. Errors name the level (or the lane), the CQ index and the id.
+ *
+ * The CQ and slot files are read directly, so the redo's buffers must be in
+ * them: the caller has passed the read barrier, and this takes a checkpoint
+ * first (it writes the buffers). Not for hot paths: one read per entry.
+ *
+ * Threading: the store's owner thread.
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "base/err.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct check_cq {
+    store_t *s;
+    check_cq_entry_t *e[LVL_MAX_LEVELS + 2]; /* per queue: the L entries whose journey names it, in scan order */
+    size_t n[LVL_MAX_LEVELS + 2], cap[LVL_MAX_LEVELS + 2];
+};
+
+check_cq_t *check_cq_new(store_t *s)
+{
+    check_cq_t *c = xcalloc(1, sizeof *c);
+    c->s = s;
+    return c;
+}
+
+void check_cq_free(check_cq_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    for (size_t q = 0; q < LVL_MAX_LEVELS + 2; q++) {
+        free(c->e[q]);
+    }
+    free(c);
+}
+
+int check_cq_add(check_cq_t *c, int level, uint64_t due, uint64_t id, char *err, size_t errlen)
+{
+    idx_journey_t j;
+    int has = idx_journey_read(c->s, id, &j, err, errlen);
+    if (has <= 0) {
+        return has;
+    }
+    if (j.queue != (uint32_t)level && j.queue != STORE_LANE_QUEUE) {
+        return err_set(err, errlen, "message %016" PRIx64 " on level %d: its index names CQ %" PRIu32 " index %" PRIu64,
+                       id, level, j.queue, j.cq_index);
+    }
+    uint32_t q = j.queue;
+    if (c->n[q] == c->cap[q]) {
+        c->cap[q] = c->cap[q] ? 2 * c->cap[q] : 64;
+        c->e[q] = xrealloc(c->e[q], c->cap[q] * sizeof *c->e[q]);
+    }
+    c->e[q][c->n[q]++] = (check_cq_entry_t){ id, due, j.cq_index, j.ordinal, level };
+    return 0;
+}
+
+static const char *queue_name(uint32_t q, char *buf, size_t len)
+{
+    if (q == STORE_LANE_QUEUE) {
+        return "the remainder lane";
+    }
+    snprintf(buf, len, "level %" PRIu32, q);
+    return buf;
+}
+
+static int by_index(const void *a, const void *b)
+{
+    const check_cq_entry_t *x = a, *y = b;
+    return x->cq_index < y->cq_index ? -1 : x->cq_index > y->cq_index;
+}
+
+/* Queue q's window [head, tail) against its L entries (see atop), taken in
+ * index order: entries are appended in journey order, which is neither the
+ * lane's due order nor quite a level's (store_level_cq_done). */
+static int compare_queue(check_cq_t *c, uint32_t q, uint64_t head, uint64_t tail, char *err, size_t errlen)
+{
+    store_t *s = c->s;
+    char qn[32], why[512];
+    check_cq_entry_t *want = c->e[q];
+    size_t n = c->n[q];
+    if (n > 0) {
+        qsort(want, n, sizeof *want, by_index);
+    }
+    if (tail - head < n) {
+        return err_set(err, errlen, "%s: its CQ holds %" PRIu64 " entries for %zu messages",
+                       queue_name(q, qn, sizeof qn), tail - head, n);
+    }
+    if (tail == head) {
+        return 0;
+    }
+    cq_t *cq = NULL;
+    if (cq_open(s->path, q, head, tail, &cq, why, sizeof why) != 0) {
+        return err_set(err, errlen, "%s: %s", queue_name(q, qn, sizeof qn), why);
+    }
+    int rc = 0;
+    size_t at = 0;
+    for (uint64_t i = head; i < tail && rc == 0; i++) {
+        cq_entry_t e;
+        slot_t sl;
+        if (cq_read(cq, i, 1, &e, why, sizeof why) != 0) {
+            rc = err_set(err, errlen, "%s: %s", queue_name(q, qn, sizeof qn), why);
+            break;
+        }
+        const check_cq_entry_t *w = at < n && want[at].cq_index == i ? &want[at] : NULL;
+        if (w != NULL) {
+            if (e.log_offset != w->id || e.due != w->due) {
+                rc = err_set(err, errlen,
+                             "%s, CQ index %" PRIu64 ": entry (id %016" PRIx64 ", due %" PRIu64
+                             ") but its L entry on level %d is id %016" PRIx64 " due %" PRIu64,
+                             queue_name(q, qn, sizeof qn), i, e.log_offset, e.due, w->level, w->id, w->due);
+            } else if (store_log_slot_get(s, w->id, w->ordinal, &sl, NULL, why, sizeof why) != 0) {
+                rc = err_set(err, errlen, "%s, CQ index %" PRIu64 ": %s", queue_name(q, qn, sizeof qn), i, why);
+            } else if (sl.id != w->id || sl.queue != q || sl.cq_index != i || sl.flags != 0) {
+                rc = err_set(err, errlen,
+                             "%s, CQ index %" PRIu64 ", id %016" PRIx64 ": its where-slot names id %016" PRIx64
+                             ", queue %" PRIu32 ", index %" PRIu64 ", flags %" PRIu32,
+                             queue_name(q, qn, sizeof qn), i, w->id, sl.id, sl.queue, sl.cq_index, sl.flags);
+            }
+            at++;
+            continue;
+        }
+        /* no L entry: the message must have left this entry (revoked, or moved on: a lane entry, a level entry
+           above the head); when its record is gone too, its segment was recycled at a live count of 0 */
+        int gone = 0;
+        if (store_log_slot_get(s, e.log_offset, UINT32_MAX, &sl, &gone, why, sizeof why) != 0) {
+            rc = err_set(err, errlen, "%s, CQ index %" PRIu64 ", id %016" PRIx64 ", no L entry: %s",
+                         queue_name(q, qn, sizeof qn), i, e.log_offset, why);
+        } else if (!gone &&
+                   (sl.id != e.log_offset || (sl.queue == q && sl.cq_index == i && !(sl.flags & SLOT_REVOKED)))) {
+            rc = err_set(err, errlen,
+                         "%s, CQ index %" PRIu64 ": entry names id %016" PRIx64
+                         ", which has no L entry there and is not revoked (its where-slot: id %016" PRIx64
+                         ", queue %" PRIu32 ", index %" PRIu64 ")",
+                         queue_name(q, qn, sizeof qn), i, e.log_offset, sl.id, sl.queue, sl.cq_index);
+        }
+    }
+    if (rc == 0 && at != n) {
+        rc = err_set(err, errlen,
+                     "%s: %zu of its %zu L entries are in its CQ window [%" PRIu64 ", %" PRIu64
+                     "); the first missing is id %016" PRIx64 " at index %" PRIu64,
+                     queue_name(q, qn, sizeof qn), at, n, head, tail, want[at].id, want[at].cq_index);
+    }
+    (void)cq_close(cq, NULL, 0);
+    return rc;
+}
+
+/* Each segment's live count against the journeys added (all queues). */
+static int compare_counts(check_cq_t *c, char *err, size_t errlen)
+{
+    store_t *s = c->s;
+    for (size_t i = 0; i < s->n_seg; i++) {
+        uint64_t base = s->seg[i].base, seen = 0;
+        for (size_t q = 0; q < LVL_MAX_LEVELS + 2; q++) {
+            for (size_t k = 0; k < c->n[q]; k++) {
+                seen += c->e[q][k].id - c->e[q][k].id % s->opt.segment_bytes == base;
+            }
+        }
+        if (seen != s->seg[i].live) {
+            return err_set(err, errlen,
+                           "commit-log segment %016" PRIx64 ": its live count says %" PRIu64 " but %" PRIu64
+                           " of its messages are on their journey",
+                           base, s->seg[i].live, seen);
+        }
+    }
+    for (size_t q = 0; q < LVL_MAX_LEVELS + 2; q++) {
+        for (size_t k = 0; k < c->n[q]; k++) {
+            uint64_t id = c->e[q][k].id;
+            if (segcount_live(s, id - id % s->opt.segment_bytes) == 0) {
+                return err_set(err, errlen,
+                               "message %016" PRIx64 " is on its journey but its commit-log segment %016" PRIx64
+                               " has no live count",
+                               id, id - id % s->opt.segment_bytes);
+            }
+        }
+    }
+    return 0;
+}
+
+int check_cq_end(check_cq_t *c, char *err, size_t errlen)
+{
+    store_t *s = c->s;
+    if (s->redo == NULL) {
+        return 0;
+    }
+    char why[512];
+    if (redo_checkpoint(s->redo, why, sizeof why) != 0) { /* the CQ and slot buffers into their files */
+        return err_set(err, errlen, "checkpoint of the commit log of %s: %s", s->path, why);
+    }
+    for (int l = 1; l <= s->opt.levels.count; l++) {
+        if (compare_queue(c, (uint32_t)l, s->levels[l].cq_head, s->levels[l].cq_tail, err, errlen) != 0) {
+            return -1;
+        }
+    }
+    if (s->lane != NULL &&
+        compare_queue(c, STORE_LANE_QUEUE, s->lane_head_written, lane_tail(s->lane), err, errlen) != 0) {
+        return -1;
+    }
+    return compare_counts(c, err, errlen);
+}
