@@ -51,6 +51,7 @@ void store_options_default(store_options_t *o)
     o->cache_bytes = 8u << 20;
     o->write_buffer_bytes = 64u << 20; /* the broker's default (write-buffer-size); DESIGN.md §2 says why */
     o->max_open_files = 500;
+    o->damage_retry_ms = STORE_DEFAULT_DAMAGE_RETRY_MS;
 }
 
 static int validate_options(const store_options_t *o, char *err, size_t errlen)
@@ -68,6 +69,10 @@ static int validate_options(const store_options_t *o, char *err, size_t errlen)
     if (o->max_reconsume > STORE_MAX_MAX_RECONSUME) {
         return err_set(err, errlen, "max-reconsume %u exceeds the limit of %d", o->max_reconsume,
                        STORE_MAX_MAX_RECONSUME);
+    }
+    if (o->damage_retry_ms < STORE_MIN_DAMAGE_RETRY_MS || o->damage_retry_ms > STORE_MAX_DAMAGE_RETRY_MS) {
+        return err_set(err, errlen, "damage-retry %llu ms is outside %d..%d ms", (unsigned long long)o->damage_retry_ms,
+                       STORE_MIN_DAMAGE_RETRY_MS, STORE_MAX_DAMAGE_RETRY_MS);
     }
     return 0;
 }
