@@ -647,15 +647,20 @@ typedef enum {
  * reads (no bound) would not end at all. */
 #define RACE_STOP_MAX 5000
 
-/* A connected, answered (then idle) plaintext client socket, or -1. */
-static int race_connect(int port)
+/* A connected, answered (then idle) plaintext client socket, or -1 with why
+ * (the connect's or the PING's failure, naming the step) in why. */
+static int race_connect(int port, char *why, size_t whylen)
 {
     rc_conn_t c;
     if (rc_connect(&c, "127.0.0.1", port, 5000) != 0) {
+        snprintf(why, whylen, "%s", c.err);
         return -1;
     }
     resp_reply_t *r = rc_cmd(&c, "PING", NULL);
     int ok = r != NULL && rc_str_eq(r, "PONG");
+    if (!ok) {
+        snprintf(why, whylen, "PING: %s", r == NULL ? c.err : r->type == RESP_REPLY_ERROR ? r->str : "not PONG");
+    }
     resp_reply_free(r);
     int fd = c.fd;
     c.fd = -1; /* keep the socket; the test reads it raw, errno and all */
@@ -723,10 +728,11 @@ static void test_stop_race(void)
         race_end_t ends[RACE_CLIENTS];
         int errs[RACE_CLIENTS];
         for (int i = 0; i < RACE_CLIENTS; i++) {
-            fds[i] = race_connect(b.port);
+            char why[300];
+            fds[i] = race_connect(b.port, why, sizeof why);
             ends[i] = RACE_PENDING;
             errs[i] = 0;
-            BP_CHECK(fds[i] >= 0, "round %d: client %d could not connect and PING", round, i);
+            BP_CHECK(fds[i] >= 0, "round %d: client %d could not connect and PING: %s", round, i, why);
         }
         uint64_t t0 = tu_now_mono_us();
         BP_REQUIRE(kill(b.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
@@ -1419,8 +1425,16 @@ static void test_stop_refusal_budget(void)
     budget_client_t *cl = calloc((size_t)nclients, sizeof *cl);
     BP_REQUIRE(cl != NULL, "calloc");
     for (int i = 0; i < nclients; i++) {
-        cl[i].fd = race_connect(bt_broker.port);
-        BP_REQUIRE(cl[i].fd >= 0, "client %d could not connect and PING", i);
+        char why[300];
+        int fd = race_connect(bt_broker.port, why, sizeof why);
+        if (fd < 0) {
+            for (int j = 0; j < i; j++) {
+                close(cl[j].fd);
+            }
+            free(cl);
+        }
+        BP_REQUIRE(fd >= 0, "client %d of %d could not connect and PING: %s", i, nclients, why);
+        cl[i].fd = fd;
         fcntl(cl[i].fd, F_SETFL, fcntl(cl[i].fd, F_GETFL) | O_NONBLOCK);
         cl[i].end = RACE_PENDING;
     }
@@ -1605,8 +1619,9 @@ static void test_stop_cuts_a_writer(void)
 {
     char e[8192], flood[4096];
     bt_start(NULL);
-    int fd = race_connect(bt_broker.port);
-    BP_REQUIRE(fd >= 0, "connect and PING");
+    char why[300];
+    int fd = race_connect(bt_broker.port, why, sizeof why);
+    BP_REQUIRE(fd >= 0, "connect and PING: %s", why);
     memset(flood, 'P', sizeof flood); /* inline PPPP…: never a complete command, never answered */
     uint64_t t0 = tu_now_mono_ms();
     BP_REQUIRE(kill(bt_broker.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
