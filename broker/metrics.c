@@ -378,11 +378,13 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
         double lag = li.head_due_ms && now_ms > li.head_due_ms ? (double)(now_ms - li.head_due_ms) / 1000.0 : 0.0;
         buf_printf(o, "hourglass_level_head_lag_seconds{level=\"%d\",delay=\"%s\"} %.3f\n", l, d, lag);
     }
+    char every[32];
+    units_format_duration(store_options(s)->damage_retry_ms, every, sizeof every);
     buf_printf(o,
                "# HELP hourglass_level_damaged 1 while a level's due move fails at its head and the level is "
-               "skipped (tried again every %d s).\n"
+               "skipped (tried again every %s: damage-retry).\n"
                "# TYPE hourglass_level_damaged gauge\n",
-               STORE_LEVEL_DAMAGE_RETRY_MS / 1000);
+               every);
     for (int l = 1; l <= t->count; l++) {
         store_level_info_t li;
         store_level_info(s, l, &li);

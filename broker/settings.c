@@ -107,6 +107,10 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("backup-rate", CFG_SIZE, "32mb", 0, 64 * GB, OFF(backup_rate),
               "most bytes of records a BACKUP copies per second, so that its writes do not hold up the broker's "
               "fsyncs (0: no limit)") },
+    { CFG_KEY("damage-retry", CFG_DURATION, "60s", STORE_MIN_DAMAGE_RETRY_MS, STORE_MAX_DAMAGE_RETRY_MS,
+              OFF(damage_retry_ms),
+              "a level whose due move, or a group's queue whose PULL, fails at its head (damage) is skipped this long, "
+              "then tried again; a PULL parked meanwhile is woken then") },
     { CFG_KEY("lease", CFG_DURATION, "30s", 1, DAY_MS, OFF(lease_ms),
               "default lease of a PULLed message (PULL/TOUCH LEASE override it)") },
     { CFG_KEY("lease-write-delay", CFG_DURATION, "100ms", 0, 10000, OFF(lease_write_delay_ms),
@@ -292,6 +296,7 @@ static void fill_store_options(config_t *c)
     o->max_topics = (uint64_t)c->max_topics;
     o->max_groups = (uint64_t)c->max_groups;
     o->lease_write_delay_ms = (uint64_t)c->lease_write_delay_ms;
+    o->damage_retry_ms = (uint64_t)c->damage_retry_ms;
 }
 
 void config_free(config_t *c)

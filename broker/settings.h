@@ -79,6 +79,7 @@ typedef struct config {
     long long disk_reserve;           /* bytes of DIR/BALLAST, given back when the disk fills (0 = none) */
     char *backup_dir;                 /* BACKUP copies go here; NULL: BACKUP is refused */
     long long backup_rate;            /* bytes of records a BACKUP copies per second (0: no limit) */
+    long long damage_retry_ms;        /* store.damage_retry_ms */
     /* messages */
     long long lease_ms;
     long long lease_write_delay_ms; /* store.lease_write_delay_ms */

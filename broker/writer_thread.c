@@ -47,6 +47,7 @@
 #include "broker/writer_internal.h"
 #include "base/alloc.h"
 #include "base/map.h"
+#include "base/units.h"
 
 #include <errno.h>
 #ifdef __GLIBC__
@@ -627,9 +628,11 @@ static void report_level_damage(writer_t *w)
             continue;
         }
         if (li.damaged && !w->level_damage_logged[l]) {
-            log_error("level %d: its due move fails at its head, so its %llu messages wait (tried again every %d s; "
+            char every[32];
+            units_format_duration(store_options(w->store)->damage_retry_ms, every, sizeof every);
+            log_error("level %d: its due move fails at its head, so its %llu messages wait (tried again every %s; "
                       "the other levels move): %s",
-                      l, (unsigned long long)li.depth, STORE_LEVEL_DAMAGE_RETRY_MS / 1000, li.damage);
+                      l, (unsigned long long)li.depth, every, li.damage);
             w->level_damage_logged[l] = 1;
             w->levels_damaged_logged++;
         } else if (!li.damaged && w->level_damage_logged[l]) {

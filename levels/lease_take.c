@@ -13,7 +13,7 @@
  * Damage at a queue's head: a PULL that fails at the head of the retry-ready
  * queue or of the topic log at the cursor, before it took anything there,
  * marks that queue of the group damaged and serves the other one; the
- * group's PULLs skip it for STORE_GROUP_DAMAGE_RETRY_MS, then try it again.
+ * group's PULLs skip it for opt.damage_retry_ms, then try it again.
  * Nothing of the damaged queue is written, so its entries (the damaged one
  * first) wait in place: none is dropped, none taken twice, and the retries
  * behind a damaged retry-queue head (or the log behind a damaged entry)
@@ -29,6 +29,7 @@
  */
 #include "levels/store_internal.h"
 #include "base/err.h"
+#include "base/units.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -107,13 +108,15 @@ static int queue_skipped(const struct queue_damage *d, uint64_t now_ms)
 }
 
 /* A PULL of g failed at the head of queue d (its retry queue: tag
- * KEY_RETRY, else its topic log), err saying why: skipped until
- * STORE_GROUP_DAMAGE_RETRY_MS from now; a new finding is counted and kept
- * for the owner's report. */
+ * KEY_RETRY, else its topic log) reading the entry of seq failed_seq
+ * (UINT64_MAX: a key that does not parse, or the iterator's own error), err
+ * saying why: skipped until opt.damage_retry_ms from now; a new finding is
+ * counted and kept for the owner's report (a retry that fails again is
+ * neither: it only renews the skip). */
 static void queue_mark_damaged(store_t *s, group_state_t *g, struct queue_damage *d, enum key_tag tag, uint64_t now_ms,
-                               const char *err)
+                               uint64_t failed_seq, const char *err)
 {
-    d->damaged_until = now_ms + STORE_GROUP_DAMAGE_RETRY_MS;
+    d->damaged_until = now_ms + s->opt.damage_retry_ms;
     d->wake_pending = 1;
     if (s->group_damage_wake_at == 0 || d->damaged_until < s->group_damage_wake_at) {
         s->group_damage_wake_at = d->damaged_until;
@@ -124,18 +127,25 @@ static void queue_mark_damaged(store_t *s, group_state_t *g, struct queue_damage
     d->damaged = 1;
     s->group_queues_damaged++;
     s->group_damage_events++;
+    char every[32];
+    units_format_duration(s->opt.damage_retry_ms, every, sizeof every);
     if (tag == KEY_RETRY) {
         snprintf(s->group_damage_last, sizeof s->group_damage_last,
-                 "group %s: its retry queue fails at its head, so its %llu ready retries wait (tried again every %d "
-                 "s; its topic log is served): %s",
-                 g->name, (unsigned long long)g->retry_ready, STORE_GROUP_DAMAGE_RETRY_MS / 1000, err);
-    } else {
-        snprintf(s->group_damage_last, sizeof s->group_damage_last,
-                 "group %s: its topic log %s fails at seq %llu, so its %llu messages from there wait (tried again "
-                 "every %d s; its retries are served): %s",
-                 g->name, g->topic->name, (unsigned long long)g->cursor,
-                 (unsigned long long)(g->topic->appended - g->position), STORE_GROUP_DAMAGE_RETRY_MS / 1000, err);
+                 "group %s: its retry queue fails at its head, so its %llu ready retries wait (tried again every %s; "
+                 "its topic log is served): %s",
+                 g->name, (unsigned long long)g->retry_ready, every, err);
+        return;
     }
+    char where[64];
+    if (failed_seq != UINT64_MAX) {
+        snprintf(where, sizeof where, "seq %llu", (unsigned long long)failed_seq);
+    } else {
+        snprintf(where, sizeof where, "its head (its cursor: seq %llu)", (unsigned long long)g->cursor);
+    }
+    snprintf(s->group_damage_last, sizeof s->group_damage_last,
+             "group %s: its topic log %s fails at %s, so its %llu messages from there wait (tried again every %s; "
+             "its retries are served): %s",
+             g->name, g->topic->name, where, (unsigned long long)(g->topic->appended - g->position), every, err);
 }
 
 /* Queue d of g (its retry queue: tag KEY_RETRY, else its topic log) gave a
@@ -170,11 +180,15 @@ static void queue_passed(store_t *s, group_state_t *g, struct queue_damage *d, e
  * and tracked), so a read error or damage met after some were taken ends
  * the walk there and returns those: they are leases the caller must hand
  * out, or they would stay taken, undelivered until they expire. *failed
- * gets 1 then (err says why); a failure before the first entry is -1. */
+ * gets 1 then (err says why); a failure before the first entry is -1.
+ * *failed_seq gets the seq of the entry whose read failed, UINT64_MAX when
+ * none did or it is not known (a key that does not parse, the iterator's
+ * own error). */
 static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint64_t from, int want, uint64_t deadline,
                             uint64_t write_at, msg_budget_t *budget, msg_owned_t *out, uint64_t *last_seq,
-                            int delete_taken, int *failed, char *err, size_t errlen)
+                            int delete_taken, int *failed, uint64_t *failed_seq, char *err, size_t errlen)
 {
+    *failed_seq = UINT64_MAX;
     const char *src = tag == KEY_RETRY ? g->name : g->topic->name;
     size_t srclen = tag == KEY_RETRY ? g->len : g->topic->len;
     key_buf_t k;
@@ -194,6 +208,7 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         msg_t m;
         const char *where = tag == KEY_RETRY ? "a retry queue" : "a topic log";
         if (store_iter_msg(it, &m, where, err, errlen) != 0) {
+            *failed_seq = seq;
             rc = -1;
             break;
         }
@@ -270,15 +285,16 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
     msg_budget_t budget;
     msg_budget_init(&budget, max_bytes);
     int failed = 0; /* after it took some: those are returned, the rest left to the next call */
+    uint64_t failed_seq;
     if (g->retry_ready > 0 && !queue_skipped(&g->retry_damage, now_ms)) {
         int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
         int got = lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, 0, &budget, out, &last, 1,
-                                   &failed, err, errlen);
+                                   &failed, &failed_seq, err, errlen);
         if (got < 0) {
             if (store_broken(s)) {
                 return -1;
             }
-            queue_mark_damaged(s, g, &g->retry_damage, KEY_RETRY, now_ms, err);
+            queue_mark_damaged(s, g, &g->retry_damage, KEY_RETRY, now_ms, failed_seq, err);
             failed = 0; /* nothing taken: the topic log is served */
             got = 0;
         } else {
@@ -298,13 +314,13 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
             want = (int)backlog;
         }
         int got = lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, write_at, &budget, out + *n, &last,
-                                   0, &failed, err, errlen);
+                                   0, &failed, &failed_seq, err, errlen);
         if (got < 0) {
             if (store_broken(s)) {
                 /* the retries taken are leases: handed out, not dropped */
                 return *n > 0 ? 0 : -1;
             }
-            queue_mark_damaged(s, g, &g->log_damage, KEY_TOPIC_LOG, now_ms, err);
+            queue_mark_damaged(s, g, &g->log_damage, KEY_TOPIC_LOG, now_ms, failed_seq, err);
             return 0; /* the retries taken, if any */
         }
         queue_passed(s, g, &g->log_damage, KEY_TOPIC_LOG);

@@ -590,7 +590,7 @@ static int first_due_level(const store_t *s, uint64_t now_ms, uint64_t *bound)
 }
 
 /* Level l's due move failed at its head, before it took anything (err says
- * why): skipped until STORE_LEVEL_DAMAGE_RETRY_MS from now; counted once
+ * why): skipped until opt.damage_retry_ms from now; counted once
  * until it moves again. */
 static void level_mark_damaged(store_t *s, int l, uint64_t now_ms, const char *err)
 {
@@ -599,7 +599,7 @@ static void level_mark_damaged(store_t *s, int l, uint64_t now_ms, const char *e
         ls->damaged = 1;
         s->level_damage_events++;
     }
-    ls->damaged_until = now_ms + STORE_LEVEL_DAMAGE_RETRY_MS;
+    ls->damaged_until = now_ms + s->opt.damage_retry_ms;
     snprintf(ls->damage, sizeof ls->damage, "%s", err);
 }
 

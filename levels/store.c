@@ -52,6 +52,7 @@ void store_options_default(store_options_t *o)
     o->write_buffer_bytes = 64u << 20; /* the broker's default (write-buffer-size); DESIGN.md §2 says why */
     o->max_open_files = 500;
     o->segment_bytes = STORE_DEFAULT_SEGMENT_BYTES;
+    o->damage_retry_ms = STORE_DEFAULT_DAMAGE_RETRY_MS;
 }
 
 static int validate_options(const store_options_t *o, char *err, size_t errlen)
@@ -69,6 +70,10 @@ static int validate_options(const store_options_t *o, char *err, size_t errlen)
     if (o->max_reconsume > STORE_MAX_MAX_RECONSUME) {
         return err_set(err, errlen, "max-reconsume %u exceeds the limit of %d", o->max_reconsume,
                        STORE_MAX_MAX_RECONSUME);
+    }
+    if (o->damage_retry_ms < STORE_MIN_DAMAGE_RETRY_MS || o->damage_retry_ms > STORE_MAX_DAMAGE_RETRY_MS) {
+        return err_set(err, errlen, "damage-retry %llu ms is outside %d..%d ms", (unsigned long long)o->damage_retry_ms,
+                       STORE_MIN_DAMAGE_RETRY_MS, STORE_MAX_DAMAGE_RETRY_MS);
     }
     return store_check_segment_bytes(o->segment_bytes, err, errlen);
 }

@@ -105,11 +105,24 @@ typedef struct store_options {
      * [CLOG_SEGMENT_MIN, CLOG_SEGMENT_MAX], for a log that has no segment yet; a directory whose log has
      * segments keeps their size (store_open takes it from them). */
     uint64_t segment_bytes;
+    /* A level whose due move failed at its head, or a group's queue whose
+     * PULL did, is skipped this long (the store's clock) after it last
+     * failed, then tried again: STORE_MIN_DAMAGE_RETRY_MS ..
+     * STORE_MAX_DAMAGE_RETRY_MS (store_open refuses others). */
+    uint64_t damage_retry_ms;
 } store_options_t;
+
+/* damage_retry_ms: the default, and the bounds store_open accepts (not 0:
+ * a damaged head read again at every call is what the skip exists to stop;
+ * at most an hour: a repaired queue waits no longer than that to be served). */
+#define STORE_DEFAULT_DAMAGE_RETRY_MS 60000
+#define STORE_MIN_DAMAGE_RETRY_MS     100
+#define STORE_MAX_DAMAGE_RETRY_MS     3600000
 
 /* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB
  * payloads, max-reconsume 16, 16 MiB of payload per lease call, no topic or group limit, 8 MiB cache,
- * 64 MiB write buffer (the broker's write-buffer-size), 500 files, 128 MiB log segments. */
+ * 64 MiB write buffer (the broker's write-buffer-size), 500 files, 128 MiB log segments, damaged heads
+ * retried every 60 s. */
 void store_options_default(store_options_t *o);
 
 /* Whether bytes is a segment size the commit log can use (a multiple of 4096 in
@@ -342,7 +355,7 @@ uint64_t store_next_due(const store_t *s);
  * consumers. A level whose due move fails at its head before it takes
  * anything (a read error, damage: a level key or message that does not
  * decode) is marked damaged and skipped, and the other levels keep moving,
- * no longer bounded by its head: it is tried again STORE_LEVEL_DAMAGE_RETRY_MS
+ * no longer bounded by its head: it is tried again opt.damage_retry_ms
  * later (store_next_due says when), and store_level_info names it and why
  * (store_level_damage_events counts such findings). A damaged message met
  * behind heads the call moved ends that level's turn there (its head is then
@@ -370,10 +383,6 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out);
  * level that recovers and fails again counts again): the owner compares it
  * with what it saw last to report a damaged level once (store_level_info). */
 uint64_t store_level_damage_events(const store_t *s);
-
-/* A damaged level is tried again this long (the store's clock) after its
- * due move last failed at its head. */
-#define STORE_LEVEL_DAMAGE_RETRY_MS 60000
 
 /* ---- groups and leases -------------------------------------------------- */
 
@@ -419,10 +428,6 @@ typedef struct store_group_row {
  * (O(groups · log count)): GROUP LIST COUNT 10 and INFO's capped group lines
  * at 10 000 groups. */
 void store_group_page(const store_t *s, const char *after, size_t count, store_group_row_t **rows, size_t *n);
-
-/* A group's queue whose PULL failed at its head (store_lease) is tried again
- * this long (the store's clock) after its last failure. */
-#define STORE_GROUP_DAMAGE_RETRY_MS 60000
 
 /* How many times store_lease found one of a group's queues damaged at its
  * head since open (a retry that fails again is not counted again; a queue
@@ -490,7 +495,7 @@ void store_groups_deleting(const store_t *s, uint64_t *groups, uint64_t *entries
  * written, taken or dropped: the damaged entry and those behind it wait
  * where they are) and the call goes on with the other queue: 0, with what
  * that one gave (*n may be 0). A damaged queue is skipped by the group's
- * calls until STORE_GROUP_DAMAGE_RETRY_MS after it last failed, then tried
+ * calls until opt.damage_retry_ms after it last failed, then tried
  * again; one that passes is no longer damaged. store_group_damage_events and
  * store_group_damage_last report the findings, store_group_queues_damaged how
  * many queues are damaged now. -1 (*n 0) on a bad argument, a store already

@@ -59,6 +59,11 @@ int loopback_dial(int port, const loopback_dial_t *how, int *why)
             *why = errno;
             return -1;
         }
+        if (how->prepare != NULL && how->prepare(fd, how->prepare_arg) != 0) {
+            *why = errno;
+            close(fd);
+            return -1;
+        }
         int soerr = 0, done = 1;
         if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
             if (errno != EINPROGRESS)

@@ -28,6 +28,11 @@ typedef struct loopback_dial {
     uint64_t deadline;       /* clock_mono_ms() past which no attempt waits; 0: none */
     void (*pump)(void *ctx); /* NULL: block in poll(2); else called between polls of 1 ms */
     void *ctx;               /* pump's argument */
+    /* NULL: none; else called on each attempt's new socket before its
+     * connect (a source address bound, a buffer size set): 0, or -1 with
+     * errno, which ends the dial with that cause (not retried) */
+    int (*prepare)(int fd, void *arg);
+    void *prepare_arg; /* prepare's argument */
 } loopback_dial_t;
 
 #define LOOPBACK_DIAL_TRY_MS 1000
@@ -36,7 +41,8 @@ typedef struct loopback_dial {
 /* A connected TCP socket to 127.0.0.1:port, non-blocking and close-on-exec.
  * -1 with the cause as an errno value in *why: the refusal or error the
  * kernel gave (not retried: it is an answer), or ETIMEDOUT when every
- * attempt stalled past its try_ms or the deadline passed. */
+ * attempt stalled past its try_ms or the deadline passed, or the errno
+ * prepare failed with. */
 int loopback_dial(int port, const loopback_dial_t *how, int *why);
 
 #endif

@@ -1077,13 +1077,46 @@ int tu_own_ipv4(char *buf, size_t len)
     return rc;
 }
 
-/* A blocking connection to 127.0.0.1:port (loopback_dial's tries), none
- * waiting past deadline (tu_now_mono_ms, the clock loopback_dial reads; 0:
- * none); -1 with errno. A dial that stalled out is said on stderr: a
- * refusal is an answer a poll waits past. */
-static int tcp_connect_by(int port, uint64_t deadline)
+/* loopback_dial's prepare for tu_dial_opts_t: the source address bound,
+ * then the receive buffer set; -1 with errno, said on stderr. */
+static int dial_prepare(int fd, void *arg)
+{
+    const tu_dial_opts_t *opts = arg;
+    if (opts->source != NULL) {
+        struct sockaddr_in from = { .sin_family = AF_INET };
+        if (inet_pton(AF_INET, opts->source, &from.sin_addr) != 1) {
+            fprintf(stderr, "tu_tcp_connect: source address '%s' is not a dotted IPv4 address\n", opts->source);
+            errno = EINVAL;
+            return -1;
+        }
+        if (bind(fd, (struct sockaddr *)&from, sizeof from) != 0) {
+            int why = errno;
+            fprintf(stderr, "tu_tcp_connect: cannot bind source address %s: %s\n", opts->source, strerror(why));
+            errno = why;
+            return -1;
+        }
+    }
+    if (opts->rcvbuf != 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &opts->rcvbuf, sizeof opts->rcvbuf) != 0) {
+        int why = errno;
+        fprintf(stderr, "tu_tcp_connect: SO_RCVBUF %d refused: %s\n", opts->rcvbuf, strerror(why));
+        errno = why;
+        return -1;
+    }
+    return 0;
+}
+
+/* A blocking connection to 127.0.0.1:port (loopback_dial's tries), each
+ * attempt's socket given opts (NULL: none), none waiting past deadline
+ * (tu_now_mono_ms, the clock loopback_dial reads; 0: none); -1 with errno.
+ * A dial that stalled out is said on stderr: a refusal is an answer a poll
+ * waits past. */
+static int tcp_connect_by(int port, const tu_dial_opts_t *opts, uint64_t deadline)
 {
     loopback_dial_t how = { .try_ms = LOOPBACK_DIAL_TRY_MS, .tries = LOOPBACK_DIAL_TRIES, .deadline = deadline };
+    if (opts != NULL) {
+        how.prepare = dial_prepare;
+        how.prepare_arg = (void *)opts;
+    }
     int why = 0, fd = loopback_dial(port, &how, &why);
     if (fd < 0) {
         if (why == ETIMEDOUT && deadline != 0 && tu_now_mono_ms() >= deadline)
@@ -1106,7 +1139,12 @@ static int tcp_connect_by(int port, uint64_t deadline)
 
 int tu_tcp_connect(int port)
 {
-    return tcp_connect_by(port, 0);
+    return tcp_connect_by(port, NULL, 0);
+}
+
+int tu_tcp_connect_with(int port, const tu_dial_opts_t *opts)
+{
+    return tcp_connect_by(port, opts, 0);
 }
 
 typedef struct http_status_wait {
@@ -1190,7 +1228,7 @@ static int http_exchange(int port, const char *req, int rl, char *out, size_t ou
 {
     out[0] = '\0';
     uint64_t deadline = tu_now_mono_ms() + (uint64_t)(deadline_ms > 0 ? deadline_ms : 0);
-    int fd = tcp_connect_by(port, deadline);
+    int fd = tcp_connect_by(port, NULL, deadline);
     if (fd < 0)
         return -1;
     /* a server that never reads cannot hold the send past the deadline either */

@@ -194,6 +194,18 @@ int tu_metrics_doc_diff(const char *page, const char *daemon);
  * kernel's 127 s of retransmits; running out of tries is said on stderr. */
 int tu_tcp_connect(int port);
 
+/* What tu_tcp_connect_with sets on each attempt's socket before its
+ * connect. */
+typedef struct tu_dial_opts {
+    const char *source; /* local IPv4 address to connect from ("127.0.0.2"); NULL: the kernel's choice */
+    int rcvbuf;         /* SO_RCVBUF in bytes, set before the SYN so the window offered follows it; 0: default */
+} tu_dial_opts_t;
+
+/* tu_tcp_connect, each attempt's socket first given opts (NULL: none). A
+ * source address that cannot be bound or a buffer size refused ends it: -1
+ * with that errno, said on stderr naming the address or the size. */
+int tu_tcp_connect_with(int port, const tu_dial_opts_t *opts);
+
 /* This machine's first non-loopback IPv4 address, into buf. 0, or -1 when
  * it has none. A connection to it from this machine has that address as its
  * peer: what a client from another host looks like to a server. */

@@ -6,6 +6,7 @@
 #include "tests/helpers/tls_certs.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -187,12 +188,15 @@ int tc_peer_serial(int port, const char *ca_file, char *out, size_t outlen, char
     int rc = -1;
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     SSL *ssl = NULL;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    int fd = -1;
     struct timeval tv = { 10, 0 };
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (ctx == NULL || fd < 0) {
+    if (ctx == NULL) {
         fail(err, errlen, "out of resources");
+        goto out;
+    }
+    /* a connect with a deadline per attempt (tu_tcp_connect), not the kernel's SYN backoff */
+    if ((fd = tu_tcp_connect(port)) < 0) {
+        fail(err, errlen, "connect to 127.0.0.1:%d failed: %s", port, strerror(errno));
         goto out;
     }
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -200,10 +204,6 @@ int tc_peer_serial(int port, const char *ca_file, char *out, size_t outlen, char
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
         fail(err, errlen, "cannot load %s", ca_file);
-        goto out;
-    }
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        fail(err, errlen, "connect to port %d failed", port);
         goto out;
     }
     ssl = SSL_new(ctx);

@@ -499,18 +499,8 @@ static void test_wrong_password(void)
 /* A connection from source address src (127.0.0.x) to the broker, or -1. */
 static int connect_from(const char *src)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET };
-    inet_pton(AF_INET, src, &a.sin_addr);
-    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)bt_broker.port) };
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    return fd;
+    tu_dial_opts_t from = { .source = src };
+    return tu_tcp_connect_with(bt_broker.port, &from);
 }
 
 /* Read one reply line from fd into line (at most 10 s). 0, or -1. */

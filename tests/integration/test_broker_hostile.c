@@ -263,13 +263,9 @@ static void test_linger_bounded_for_a_writer(void)
 {
     bt_start(NULL);
     char e[1024], v[64] = "";
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    BP_REQUIRE(fd >= 0, "socket: %m");
-    int small = 2048;
-    BP_REQUIRE(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small) == 0, "SO_RCVBUF: %m");
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)bt_broker.port) };
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    BP_REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %m");
+    tu_dial_opts_t tiny_window = { .rcvbuf = 2048 };
+    int fd = tu_tcp_connect_with(bt_broker.port, &tiny_window);
+    BP_REQUIRE(fd >= 0, "connect with SO_RCVBUF 2048: %m");
     /* 32 ECHOs of 2 KiB (64 KiB of replies, never read), then a protocol error */
     char payload[2048];
     memset(payload, 'e', sizeof payload);

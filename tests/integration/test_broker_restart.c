@@ -20,7 +20,10 @@
  * the restart, which says so, and every whole SEND is there.
  * A damaged level key met by the due move: at the level's head, retried
  * once a second and logged once; behind it, the store broken, nothing
- * half-done written.
+ * half-done written. A damaged group queue head (retry queue, topic log):
+ * skipped for --damage-retry (3 s in the skip-end cases), logged once naming
+ * the seq that failed, a PULL parked there woken at each skip's end, a
+ * still-damaged head neither logged nor counted again.
  * A SIGTERM with idle clients connected exits in well under a second (an
  * idle connection is closed at once, not lingered on); requests written in
  * the instant of a stop get a reply, an error reply or EOF, never a reset;
@@ -67,7 +70,6 @@
 #include <openssl/err.h>
 
 #include "base/openssl_error.h"
-#include "levels/store.h" /* STORE_GROUP_DAMAGE_RETRY_MS: the skip the broker applies */
 #include <openssl/ssl.h>
 
 #include "tests/helpers/broker_test.h"
@@ -646,15 +648,20 @@ typedef enum {
  * reads (no bound) would not end at all. */
 #define RACE_STOP_MAX 5000
 
-/* A connected, answered (then idle) plaintext client socket, or -1. */
-static int race_connect(int port)
+/* A connected, answered (then idle) plaintext client socket, or -1 with why
+ * (the connect's or the PING's failure, naming the step) in why. */
+static int race_connect(int port, char *why, size_t whylen)
 {
     rc_conn_t c;
     if (rc_connect(&c, "127.0.0.1", port, 5000) != 0) {
+        snprintf(why, whylen, "%s", c.err);
         return -1;
     }
     resp_reply_t *r = rc_cmd(&c, "PING", NULL);
     int ok = r != NULL && rc_str_eq(r, "PONG");
+    if (!ok) {
+        snprintf(why, whylen, "PING: %s", r == NULL ? c.err : r->type == RESP_REPLY_ERROR ? r->str : "not PONG");
+    }
     resp_reply_free(r);
     int fd = c.fd;
     c.fd = -1; /* keep the socket; the test reads it raw, errno and all */
@@ -722,10 +729,11 @@ static void test_stop_race(void)
         race_end_t ends[RACE_CLIENTS];
         int errs[RACE_CLIENTS];
         for (int i = 0; i < RACE_CLIENTS; i++) {
-            fds[i] = race_connect(b.port);
+            char why[300];
+            fds[i] = race_connect(b.port, why, sizeof why);
             ends[i] = RACE_PENDING;
             errs[i] = 0;
-            BP_CHECK(fds[i] >= 0, "round %d: client %d could not connect and PING", round, i);
+            BP_CHECK(fds[i] >= 0, "round %d: client %d could not connect and PING: %s", round, i, why);
         }
         uint64_t t0 = tu_now_mono_us();
         BP_REQUIRE(kill(b.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
@@ -1008,8 +1016,10 @@ static double series_value(const char *page, const char *prefix)
 }
 
 /* A damaged level key (a byte too many) met by the due move. At the head
- * of the level (nothing taken yet): the level is skipped and logged once
- * (before: the scheduler failed, and no level's due messages moved), a
+ * of the level (nothing taken yet): the level is skipped and logged once,
+ * its tries at each skip's end (--damage-retry 1s: two of them while the
+ * lines are counted) neither logged nor counted again (before: the
+ * scheduler failed, and no level's due messages moved), a
  * message due on level 1 meanwhile is delivered, and SENDs are served.
  * Behind the head (the head taken first): the store is broken, so nothing
  * half-done is written (with the key put back, --check-data finds both
@@ -1019,7 +1029,8 @@ static double series_value(const char *page, const char *prefix)
 static void test_damaged_level_key(void)
 {
     char e[8192], id[64], out[4096];
-    bt_start(NULL);
+    const char *const flags[] = { "--damage-retry", "1s", NULL }; /* two tries of the level in DAMAGE_WATCH_MS */
+    bt_start(flags);
     BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "dmg", "a", "LEVEL", "3", NULL) == 0, "%s", e);
     BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "dmg", "b", "LEVEL", "3", NULL) == 0, "%s", e);
     rc_close(&bt_conn);
@@ -1085,11 +1096,11 @@ static int two_retries_ready(void *arg)
 
 /* Replace the value of the first key of queue `prefix` (plen bytes: its
  * tag, name and 0x00; 'R' "g" for group g's retry queue, 'T' "rq" for topic
- * rq's log; the key is prefix and an 8-byte seq: the queue's head) in the
- * stopped broker's data directory with `with`; the value it held into *old
- * (free it). */
+ * rq's log; the key is prefix and an 8-byte big-endian seq: the queue's
+ * head) in the stopped broker's data directory with `with`; the value it
+ * held into *old (free it), the head's seq into *seq (may be NULL). */
 static void replace_queue_head(const char *prefix, size_t plen, const char *with, size_t wlen, char **old,
-                               size_t *oldlen)
+                               size_t *oldlen, uint64_t *seq)
 {
     char *e = NULL;
     leveldb_options_t *o = leveldb_options_create();
@@ -1105,6 +1116,12 @@ static void replace_queue_head(const char *prefix, size_t plen, const char *with
     char key[64];
     BP_REQUIRE(klen <= sizeof key, "a queue key of %zu bytes", klen);
     memcpy(key, k, klen);
+    if (seq != NULL) {
+        *seq = 0;
+        for (size_t i = plen; i < klen; i++) {
+            *seq = *seq << 8 | (unsigned char)key[i];
+        }
+    }
     size_t vlen = 0;
     const char *v = leveldb_iter_value(it, &vlen);
     *old = malloc(vlen > 0 ? vlen : 1);
@@ -1146,7 +1163,7 @@ static void test_damaged_retry_head(void)
     char *good = NULL;
     size_t goodlen = 0;
     static const char retry_g[] = { 'R', 'g', '\0' };
-    replace_queue_head(retry_g, sizeof retry_g, "damaged", 7, &good, &goodlen);
+    replace_queue_head(retry_g, sizeof retry_g, "damaged", 7, &good, &goodlen, NULL);
     BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
     r = bp_pull(&bt_conn, e, sizeof e, "g", "rq", "COUNT", "8", NULL);
@@ -1175,15 +1192,19 @@ static void test_damaged_retry_head(void)
 
     char *bad = NULL;
     size_t badlen = 0;
-    replace_queue_head(retry_g, sizeof retry_g, good, goodlen, &bad, &badlen);
+    replace_queue_head(retry_g, sizeof retry_g, good, goodlen, &bad, &badlen, NULL);
     free(bad);
     free(good);
     int rc = bp_check_data(&bt_broker, out, sizeof out);
     BP_CHECK(rc == 0, "--check-data with the retry put back: exit %d, output: %s", rc, out);
 }
 
-#define SKIP_MS            STORE_GROUP_DAMAGE_RETRY_MS /* 60 s: the skip has no test hook */
-#define SKIP_END_MARGIN_MS 15000 /* what the woken PULL may take past the skip's end on a loaded machine */
+/* The skip of a damaged queue the skip-end cases start their broker with
+ * (--damage-retry; the default is 60 s), and what the woken PULL may take
+ * past the skip's end on a loaded machine. */
+#define SKIP_MS            3000
+#define SKIP_FLAG          "3s"
+#define SKIP_END_MARGIN_MS 15000
 
 /* REVOKE id on bt_conn: how many messages it revoked (-1: no such field). */
 static long long revoke_id(const char *id)
@@ -1200,65 +1221,131 @@ static long long revoke_id(const char *id)
     return revoked;
 }
 
-/* A PULL … BLOCK parked while its group's only non-empty queue is skipped
- * for damage is woken when the skip ends. Group g's topic log is damaged at
- * its cursor (a, its head); the PULL meets it, skips the log and parks. The
- * damaged entry is then REVOKEd (the repair a running broker allows: its
- * directory is locked), which adds nothing ready and wakes nobody. Before,
- * the PULL waited for its BLOCK (150 s) or a new message; now the skip's end
- * (60 s after the PULL met the damage) tries it again and it gets b and c,
- * the recovery logged once. Takes about 60 s: the skip has no test hook. */
-static void test_damage_skip_end_wakes(void)
+/* A PULL parked at a skipped topic log: group g of topic rq holds a, b and
+ * c (ids into ida, idb, idc), a's topic-log entry is damaged while the
+ * broker (--damage-retry SKIP_FLAG) is stopped, and after the restart a
+ * PULL g rq COUNT 8 BLOCK 150000 on *c, sent at *sent (monotonic ms), meets
+ * it, skips the log and parks. Requires the finding logged once, naming
+ * a's seq in the log (its read failed; before, the line named g's cursor,
+ * seq 0 for a group created before a was sent), and the PULL parked. */
+static void park_at_damaged_log(char *ida, char *idb, char *idc, size_t idlen, rc_conn_t *c, uint64_t *sent)
 {
-    char e[8192], ida[64], idb[64], idc[64], v[64];
-    bt_start(NULL);
+    char e[8192], v[64];
+    const char *const flags[] = { "--damage-retry", SKIP_FLAG, NULL };
+    bt_start(flags);
     resp_reply_t *r = rc_cmd(&bt_conn, "GROUP", "CREATE", "g", "rq", NULL);
     BP_REQUIRE(r != NULL && r->type != RESP_REPLY_ERROR, "GROUP CREATE g rq: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
-    BP_REQUIRE(bp_send(&bt_conn, ida, sizeof ida, e, sizeof e, "rq", "a", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_send(&bt_conn, idb, sizeof idb, e, sizeof e, "rq", "b", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_send(&bt_conn, idc, sizeof idc, e, sizeof e, "rq", "c", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, ida, idlen, e, sizeof e, "rq", "a", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, idb, idlen, e, sizeof e, "rq", "b", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, idc, idlen, e, sizeof e, "rq", "c", NULL) == 0, "%s", e);
     rc_close(&bt_conn);
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
 
     static const char log_rq[] = { 'T', 'r', 'q', '\0' };
     char *good = NULL;
     size_t goodlen = 0;
-    replace_queue_head(log_rq, sizeof log_rq, "damaged", 7, &good, &goodlen);
+    uint64_t seq_a = 0;
+    replace_queue_head(log_rq, sizeof log_rq, "damaged", 7, &good, &goodlen, &seq_a);
     free(good);
     BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
 
-    rc_conn_t c;
-    BP_REQUIRE(bp_connect(&bt_broker, &c, e, sizeof e) == 0, "connect: %s", e);
-    uint64_t sent = tu_now_mono_ms();
-    rc_appendl(&c, "PULL", "g", "rq", "COUNT", "8", "BLOCK", "150000", NULL);
-    BP_REQUIRE(rc_flush(&c, 5000) == 0, "write: %s", c.err);
-    BP_REQUIRE(tu_poll_until(log_has_text, "group g: its topic log rq fails at seq", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
+    BP_REQUIRE(bp_connect(&bt_broker, c, e, sizeof e) == 0, "connect: %s", e);
+    *sent = tu_now_mono_ms();
+    rc_appendl(c, "PULL", "g", "rq", "COUNT", "8", "BLOCK", "150000", NULL);
+    BP_REQUIRE(rc_flush(c, 5000) == 0, "write: %s", c->err);
+    char line[128];
+    snprintf(line, sizeof line, "group g: its topic log rq fails at seq %llu,", (unsigned long long)seq_a);
+    BP_REQUIRE(tu_poll_until(log_has_text, "group g: its topic log rq fails at", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
                "the damaged topic-log head is not logged");
+    BP_CHECK(bt_log_count(line) == 1, "the finding does not say '%s' (a's seq: the read that failed)", line);
     bt_wait_blocked("1");
     BP_CHECK(bp_info_field(&bt_conn, "group_queues_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
              "INFO group_queues_damaged '%s' with g's topic log skipped (want 1)", v);
+}
+
+/* REVOKE the damaged a, then read the parked PULL's answer on c: it must be
+ * b and c within SKIP_MS + SKIP_END_MARGIN_MS; the recovery logged once.
+ * Returns when the answer came (monotonic ms). */
+static uint64_t revoke_and_expect_b_c(const char *ida, const char *idb, const char *idc, rc_conn_t *c)
+{
+    char e[8192], v[64];
     long long revoked = revoke_id(ida);
     BP_REQUIRE(revoked == 1, "REVOKE of the damaged a: %lld revoked (want 1)", revoked);
-
-    r = rc_read(&c, SKIP_MS + SKIP_END_MARGIN_MS);
-    uint64_t waited = tu_now_mono_ms() - sent;
+    uint64_t revoked_at = tu_now_mono_ms();
+    resp_reply_t *r = rc_read(c, SKIP_MS + SKIP_END_MARGIN_MS);
+    uint64_t answered = tu_now_mono_ms();
     rc_msg_t m0, m1;
     BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 2 && rc_msg_at(r, 0, &m0, e, sizeof e) == 0 &&
                  rc_msg_at(r, 1, &m1, e, sizeof e) == 0 && strcmp(m0.id, idb) == 0 && strcmp(m1.id, idc) == 0,
-             "the PULL parked at the skipped log got %s after %llu ms (want b and c within %d ms)",
-             r == NULL ? c.err : rc_describe(r, e, sizeof e), (unsigned long long)waited, SKIP_MS + SKIP_END_MARGIN_MS);
-    BP_CHECK(waited >= SKIP_MS - 1000, "the PULL was answered after %llu ms, before the %d ms skip ended",
-             (unsigned long long)waited, SKIP_MS);
+             "the PULL parked at the skipped log got %s %llu ms after the REVOKE (want b and c within %d ms)",
+             r == NULL ? c->err : rc_describe(r, e, sizeof e), (unsigned long long)(answered - revoked_at),
+             SKIP_MS + SKIP_END_MARGIN_MS);
     resp_reply_free(r);
-    rc_close(&c);
+    rc_close(c);
     BP_CHECK(tu_poll_until(log_has_text, "group g: its topic log rq is served again", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
              "the recovered topic log is not logged");
     int lines = bt_log_count("is served again");
     BP_CHECK(lines == 1, "the recovery was logged %d times", lines);
     BP_CHECK(bp_info_field(&bt_conn, "group_queues_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "0") == 0,
              "INFO group_queues_damaged '%s' after the recovery (want 0)", v);
+    return answered;
+}
+
+/* A PULL … BLOCK parked while its group's only non-empty queue is skipped
+ * for damage is woken when the skip ends. Group g's topic log is damaged at
+ * its cursor (a, its head); the PULL meets it, skips the log and parks. The
+ * damaged entry is then REVOKEd (the repair a running broker allows: its
+ * directory is locked), which adds nothing ready and wakes nobody. Before,
+ * the PULL waited for its BLOCK (150 s) or a new message; now the skip's end
+ * (SKIP_MS after the PULL met the damage: --damage-retry) tries it again and
+ * it gets b and c, not before the skip's end (so not woken by the REVOKE),
+ * long before its BLOCK, with no message sent; the recovery logged once. */
+static void test_damage_skip_end_wakes(void)
+{
+    char ida[64], idb[64], idc[64];
+    rc_conn_t c;
+    uint64_t sent;
+    park_at_damaged_log(ida, idb, idc, sizeof ida, &c, &sent);
+    uint64_t parked = tu_now_mono_ms();
+    BP_REQUIRE(parked - sent < SKIP_MS / 2,
+               "parking the PULL took %llu ms: too late in the %d ms skip to tell its end from the REVOKE",
+               (unsigned long long)(parked - sent), SKIP_MS);
+    uint64_t answered = revoke_and_expect_b_c(ida, idb, idc, &c);
+    BP_CHECK(answered - sent >= SKIP_MS - 100, "the PULL was answered after %llu ms, before the %d ms skip ended",
+             (unsigned long long)(answered - sent), SKIP_MS);
+}
+
+/* A parked PULL tries a still-damaged head again at each skip's end: each
+ * try fails again and renews the skip, and is not a new finding. Over 2.5
+ * skips (two ends passed with a still damaged) the finding is logged once,
+ * hourglass_group_damage_events_total stays 1 (it counts findings, not
+ * retries: store.h, store_group_damage_events), group_queues_damaged 1 and
+ * the PULL parked; once a is REVOKEd the next skip's end answers it (so the
+ * tries that failed kept the wake-ups coming). */
+static void test_damage_retry_same_finding(void)
+{
+    char e[8192], v[64], ida[64], idb[64], idc[64];
+    rc_conn_t c;
+    uint64_t sent;
+    park_at_damaged_log(ida, idb, idc, sizeof ida, &c, &sent);
+    for (uint64_t now = tu_now_mono_ms(); now - sent < 2 * SKIP_MS + SKIP_MS / 2; now = tu_now_mono_ms()) {
+        usleep(100 * 1000); /* time must pass: two skips' ends, each a try of the damaged head */
+    }
+    int lines = bt_log_count("fails at");
+    BP_CHECK(lines == 1, "the damaged topic-log head was logged %d times over two skips' ends (want 1)", lines);
+    static char page[1 << 18];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", page, sizeof page) == 200, "GET /metrics");
+    double events = series_value(page, "hourglass_group_damage_events_total "),
+           damaged = series_value(page, "hourglass_group_queues_damaged ");
+    BP_CHECK(events == 1 && damaged == 1,
+             "/metrics after two skips' ends with a still damaged: hourglass_group_damage_events_total %g (want 1: "
+             "the tries are not findings), hourglass_group_queues_damaged %g (want 1)",
+             events, damaged);
+    BP_CHECK(bp_info_field(&bt_conn, "blocked_clients", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
+             "INFO blocked_clients '%s' after two skips' ends with a still damaged (want 1: the PULL parked)", v);
+    (void)revoke_and_expect_b_c(ida, idb, idc, &c);
 }
 
 static int g_hold_ms; /* the held fsync of the test running (preload_holding_shim) */
@@ -1339,8 +1426,16 @@ static void test_stop_refusal_budget(void)
     budget_client_t *cl = calloc((size_t)nclients, sizeof *cl);
     BP_REQUIRE(cl != NULL, "calloc");
     for (int i = 0; i < nclients; i++) {
-        cl[i].fd = race_connect(bt_broker.port);
-        BP_REQUIRE(cl[i].fd >= 0, "client %d could not connect and PING", i);
+        char why[300];
+        int fd = race_connect(bt_broker.port, why, sizeof why);
+        if (fd < 0) {
+            for (int j = 0; j < i; j++) {
+                close(cl[j].fd);
+            }
+            free(cl);
+        }
+        BP_REQUIRE(fd >= 0, "client %d of %d could not connect and PING: %s", i, nclients, why);
+        cl[i].fd = fd;
         fcntl(cl[i].fd, F_SETFL, fcntl(cl[i].fd, F_GETFL) | O_NONBLOCK);
         cl[i].end = RACE_PENDING;
     }
@@ -1525,8 +1620,9 @@ static void test_stop_cuts_a_writer(void)
 {
     char e[8192], flood[4096];
     bt_start(NULL);
-    int fd = race_connect(bt_broker.port);
-    BP_REQUIRE(fd >= 0, "connect and PING");
+    char why[300];
+    int fd = race_connect(bt_broker.port, why, sizeof why);
+    BP_REQUIRE(fd >= 0, "connect and PING: %s", why);
     memset(flood, 'P', sizeof flood); /* inline PPPP…: never a complete command, never answered */
     uint64_t t0 = tu_now_mono_ms();
     BP_REQUIRE(kill(bt_broker.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
@@ -1585,6 +1681,25 @@ static void test_check_config(void)
     tu_rmtree(dir);
 }
 
+/* --damage-retry: 0, below 100ms and past 1h are refused naming the key and
+ * the bounds (exit 2, nothing started); 3s is taken as given. */
+static void test_damage_retry_bounds(void)
+{
+    char out[65536];
+    static const char *const refused[] = { "0", "99ms", "61m" };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        const char *argv[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--damage-retry", refused[i], NULL };
+        int rc = tu_run_capture(argv, out, sizeof out);
+        char want[128];
+        snprintf(want, sizeof want, "damage-retry: '%s' out of range 100ms..1h", refused[i]);
+        TU_CHECK(rc != 0 && strstr(out, want) != NULL, "--damage-retry %s: exit %d, want '%s' in:\n%s", refused[i], rc,
+                 want, out);
+    }
+    const char *argv[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--damage-retry", "3s", NULL };
+    int rc = tu_run_capture(argv, out, sizeof out);
+    TU_CHECK(rc == 0 && strstr(out, "\ndamage-retry = 3s\n") != NULL, "--damage-retry 3s: exit %d:\n%s", rc, out);
+}
+
 static const tu_test_t restart_tests[] = {
     { "SIGTERM keeps queues, cursors, leases, DLQ", test_sigterm },
     { "SHUTDOWN keeps queues, cursors, leases, DLQ", test_shutdown },
@@ -1595,6 +1710,7 @@ static const tu_test_t restart_tests[] = {
     { "a TLS client's commands received but not run at a stop are refused too", test_stop_refuses_unread_tls },
     { "a client writing through the stop without reading is cut at the linger's end", test_stop_cuts_a_writer },
     { "--check-config ends with '; hourglass-broker: configuration OK (FILE)'", test_check_config },
+    { "--damage-retry out of 100ms..1h is refused naming the bounds", test_damage_retry_bounds },
     { "kill -9 keeps queues, cursors, leases, DLQ", test_kill9 },
     { "kill -9 twice in a row", test_kill9_twice },
     { "refuses a directory in use and a changed level table", test_refusals },
@@ -1604,7 +1720,9 @@ static const tu_test_t restart_tests[] = {
       "logged once",
       test_damaged_level_key },
     { "a damaged retry-queue head: the topic log is served, logged once and in /metrics", test_damaged_retry_head },
-    { "a PULL parked at a skipped queue is woken when the skip ends (~60 s)", test_damage_skip_end_wakes },
+    { "a PULL parked at a skipped queue is woken when the skip ends (--damage-retry 3s)", test_damage_skip_end_wakes },
+    { "a still-damaged head tried at each skip's end: one finding, logged and counted once",
+      test_damage_retry_same_finding },
     { "SIGHUP under load: alive, log-level applied and logged, bad file kept out", test_sighup },
     { "log-file reopened on SIGHUP, log-format json, a bad log-file refused", test_log_file },
     { NULL, NULL },

@@ -81,8 +81,23 @@
 static tu_mariadb_t server;
 static tc_certs_t pki;
 static char pki_dir[512];
-static char opt_cert[700], opt_key[700], opt_ca[700];
+#define SERVER_FLAG_LEN 700
+static char opt_cert[SERVER_FLAG_LEN], opt_key[SERVER_FLAG_LEN], opt_ca[SERVER_FLAG_LEN];
 static const char *server_args[TU_MARIADB_MAX_EXTRA + 1];
+
+/* "--name=path" into opt (SERVER_FLAG_LEN bytes): 0, or -1
+ * said on stderr naming the path too long for it (never a cut flag that
+ * would point the server at another file). */
+static int server_flag(char *opt, const char *name, const char *path)
+{
+    int n = snprintf(opt, SERVER_FLAG_LEN, "--%s=%s", name, path);
+    if (n < 0 || n >= SERVER_FLAG_LEN) {
+        fprintf(stderr, "\nFAIL: --%s=%s is %d bytes, longer than the %d a server flag holds\n", name, path, n,
+                SERVER_FLAG_LEN - 1);
+        return -1;
+    }
+    return 0;
+}
 
 /* Server flags: the certificate and key, then the extra ones (NULL-ended). */
 static void set_server_args(const char *a, const char *b)
@@ -105,9 +120,9 @@ static int suite_init(void)
         fprintf(stderr, "\nFAIL: cannot make the test CA: %s\n", err);
         return -1;
     }
-    snprintf(opt_cert, sizeof opt_cert, "--ssl-cert=%s", pki.server);
-    snprintf(opt_key, sizeof opt_key, "--ssl-key=%s", pki.server_key);
-    snprintf(opt_ca, sizeof opt_ca, "--ssl-ca=%s", pki.ca); /* for the client certificates */
+    if (server_flag(opt_cert, "ssl-cert", pki.server) != 0 || server_flag(opt_key, "ssl-key", pki.server_key) != 0 ||
+        server_flag(opt_ca, "ssl-ca", pki.ca) != 0) /* ssl-ca: for the client certificates */
+        return -1;
     set_server_args(NULL, NULL);
     server.extra_args = server_args;
     server.tcp_port = tu_free_port();
@@ -534,11 +549,15 @@ static void test_wrong_name(void)
                            "2",
                            NULL };
     TU_REQUIRE(tu_run_capture(argv, out, sizeof out) == 0, "openssl: %s", out);
-    char saved_cert[700], saved_key[700];
-    snprintf(saved_cert, sizeof saved_cert, "%s", opt_cert);
-    snprintf(saved_key, sizeof saved_key, "%s", opt_key);
-    snprintf(opt_cert, sizeof opt_cert, "--ssl-cert=%s", cert);
-    snprintf(opt_key, sizeof opt_key, "--ssl-key=%s", key);
+    /* both flags made before either is swapped in: a path too long leaves the suite's flags as they were */
+    char other_cert[SERVER_FLAG_LEN], other_key[SERVER_FLAG_LEN], saved_cert[SERVER_FLAG_LEN],
+        saved_key[SERVER_FLAG_LEN];
+    TU_REQUIRE(server_flag(other_cert, "ssl-cert", cert) == 0 && server_flag(other_key, "ssl-key", key) == 0,
+               "the other-name certificate's flags (the path too long is said above)");
+    memcpy(saved_cert, opt_cert, SERVER_FLAG_LEN);
+    memcpy(saved_key, opt_key, SERVER_FLAG_LEN);
+    memcpy(opt_cert, other_cert, SERVER_FLAG_LEN);
+    memcpy(opt_key, other_key, SERVER_FLAG_LEN);
     restart_with(NULL, NULL);
     hg_order_db_params_t p = params(HG_ORDER_TLS_ON, pki.ca);
     expect_tls(&p, version, sizeof version);
@@ -548,8 +567,8 @@ static void test_wrong_name(void)
     p = socket_params(HG_ORDER_TLS_VERIFY, pki.ca); /* over the socket the name checked is localhost */
     expect_refused(&p, &code, msg, sizeof msg);
     TU_CHECK(code == 2026, "verify over the socket, certificate for db.example: code %u, want 2026", code);
-    snprintf(opt_cert, sizeof opt_cert, "%s", saved_cert);
-    snprintf(opt_key, sizeof opt_key, "%s", saved_key);
+    memcpy(opt_cert, saved_cert, SERVER_FLAG_LEN);
+    memcpy(opt_key, saved_key, SERVER_FLAG_LEN);
 }
 
 static void test_tls12(void)

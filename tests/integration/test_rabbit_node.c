@@ -127,6 +127,7 @@
 #include "tests/helpers/testutil.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -1353,9 +1354,8 @@ static void test_amqps_connect_stoppable(void)
                    getsockname(lfd, (struct sockaddr *)&a, &alen) == 0 && pipe(pfd) == 0,
                "a listening socket with a backlog of 0");
     port = ntohs(a.sin_port);
-    filler = socket(AF_INET, SOCK_STREAM, 0);
-    TU_REQUIRE(filler >= 0 && connect(filler, (struct sockaddr *)&a, sizeof(a)) == 0,
-               "the connection that fills the accept queue of port %d", port);
+    filler = tu_tcp_connect(port);
+    TU_REQUIRE(filler >= 0, "the connection that fills the accept queue of port %d: %s", port, strerror(errno));
     snprintf(s->uri, sizeof(s->uri), "amqps://guest:guest@127.0.0.1:%d/", port);
     s->stop_fd = pfd[0];
     TU_REQUIRE(pthread_create(&th, NULL, syn_open_main, s) == 0, "pthread_create");

@@ -635,19 +635,8 @@ static void test_handshake_trickle(void)
 /* A TCP connection to the TLS port from the loopback address src; the fd, or -1. */
 static int tls_connect_from(const char *src)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
-    inet_pton(AF_INET, src, &a.sin_addr);
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    to.sin_port = htons((uint16_t)TLS_PORT);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
-        if (fd >= 0) {
-            close(fd);
-        }
-        return -1;
-    }
-    return fd;
+    tu_dial_opts_t from = { .source = src };
+    return tu_tcp_connect_with(TLS_PORT, &from);
 }
 
 typedef struct info_wait {

@@ -1561,6 +1561,7 @@ static void test_marks_verified(void)
         redo_db_put(&b, "k", 1, "v", 1);
         TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
     }
+    redo_batch_free(&b);
     TU_REQUIRE(clog_sync(redo_log(r), err, sizeof err) == 0 && redo_apply_durable(r, err, sizeof err) == 0, "%s", err);
     TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
     uint64_t b_mark = redo_checkpointed(r);

@@ -1167,11 +1167,12 @@ static void test_lease_damage_after_taken(void)
     TU_CHECK(rc == 0 && n == 0, "the PULL at the damage: rc %d, n %d \"%s\"", rc, n, err);
     TU_CHECK(!store_broken(s), "a PULL that failed before it took anything broke the store");
     const char *last = store_group_damage_last(s);
-    TU_CHECK(store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1 &&
-                 strstr(last, "group g: its topic log t fails at seq") != NULL &&
+    char at_seq[96];
+    snprintf(at_seq, sizeof at_seq, "group g: its topic log t fails at seq %" PRIu64 ",", f.seq);
+    TU_CHECK(store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1 && strstr(last, at_seq) != NULL &&
                  strstr(last, "corrupt message in a topic log") != NULL,
-             "the damaged topic-log head: %" PRIu64 " findings, %" PRIu64 " queues damaged, \"%s\"",
-             store_group_damage_events(s), store_group_queues_damaged(s), last);
+             "the damaged topic-log head: %" PRIu64 " findings, %" PRIu64 " queues damaged, \"%s\" (want \"%s\")",
+             store_group_damage_events(s), store_group_queues_damaged(s), last, at_seq);
     /* The group's retries are served meanwhile: a's lease failed, its retry is leased. */
     FAIL_LEVEL(s, "g", a, 1, "again", T0 + 2 * SEC, NULL);
     TU_REQUIRE(MOVE(s, T0 + 3 * SEC, 10, NULL) == 1, "a's retry is not ready");
@@ -1180,7 +1181,8 @@ static void test_lease_damage_after_taken(void)
     free_msgs(m, n);
     /* Tried again 60 s after it failed, damaged still: the same finding. */
     n = -1;
-    rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + 2 * SEC + STORE_GROUP_DAMAGE_RETRY_MS, m, &n, err, sizeof err);
+    rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + 2 * SEC + store_options(s)->damage_retry_ms, m, &n, err,
+                     sizeof err);
     TU_CHECK(rc == 0 && n == 0 && store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1,
              "the retry of the damaged topic log: rc %d, n %d, %" PRIu64 " findings, %" PRIu64 " damaged", rc, n,
              store_group_damage_events(s), store_group_queues_damaged(s));
@@ -1344,7 +1346,7 @@ static void test_lease_damaged_retry_head(void)
              "the damaged retry-queue head: %" PRIu64 " findings, %" PRIu64 " queues damaged, \"%s\"",
              store_group_damage_events(s), store_group_queues_damaged(s), last);
     /* Skipped until 60 s after the failure, then tried again: damaged still, the same finding. */
-    for (uint64_t at = T0 + 3 * SEC; at <= T0 + 2 * SEC + STORE_GROUP_DAMAGE_RETRY_MS; at += 30 * SEC) {
+    for (uint64_t at = T0 + 3 * SEC; at <= T0 + 2 * SEC + store_options(s)->damage_retry_ms; at += 30 * SEC) {
         n = -1;
         rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, at, m, &n, err, sizeof err);
         TU_CHECK(rc == 0 && n == 0, "a PULL %" PRIu64 " ms after the damage: rc %d, n %d \"%s\"", at - T0 - 2 * SEC, rc,
@@ -1395,8 +1397,10 @@ static woken_count_t take_woken_count(store_t *s)
 
 /* The end of a skip is passed on once, as topic t woken, when it comes (not
  * before); a queue that passes again is a recovery, named. g's topic log is
- * damaged at its cursor (a); a PULL skips it; a is revoked meanwhile (which
- * wakes nothing: nothing ready was added). At the skip's end
+ * damaged at its cursor (a); a PULL skips it, the finding naming a's seq
+ * (before, it named g's cursor: seq 0 for a group created before a was
+ * sent) and the store's damage_retry_ms (2 s here, not the default); a is
+ * revoked meanwhile (which wakes nothing: nothing ready was added). At the skip's end
  * store_group_damage_wake marks t (a PULL parked on it would try again),
  * once; the PULL then gets b and c and the log is served again. */
 static void test_lease_damage_skip_end_wakes(void)
@@ -1417,14 +1421,22 @@ static void test_lease_damage_skip_end_wakes(void)
     size_t vlen = 0;
     leveldb_free(RAW_REPLACE(key, klen, "damaged", 7, &vlen));
 
-    s = OPEN_DEFAULT();
+    store_options_t o;
+    opts_default(&o);
+    o.damage_retry_ms = 2 * SEC;
+    s = OPEN(&o);
     TU_CHECK(store_group_damage_next_end(s) == UINT64_MAX, "a skip end before any damage");
     int n = -1;
     int rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + SEC, m, &n, err, sizeof err);
     TU_REQUIRE(rc == 0 && n == 0 && store_group_queues_damaged(s) == 1,
                "a PULL at the damaged log head: rc %d, n %d, %" PRIu64 " damaged \"%s\"", rc, n,
                store_group_queues_damaged(s), err);
-    uint64_t end = T0 + SEC + STORE_GROUP_DAMAGE_RETRY_MS;
+    char said[96];
+    snprintf(said, sizeof said, "group g: its topic log t fails at seq %" PRIu64 ",", f.seq);
+    TU_CHECK(strstr(store_group_damage_last(s), said) != NULL &&
+                 strstr(store_group_damage_last(s), "tried again every 2s") != NULL,
+             "the finding \"%s\" does not say \"%s\" and \"tried again every 2s\"", store_group_damage_last(s), said);
+    uint64_t end = T0 + SEC + 2 * SEC;
     TU_CHECK(store_group_damage_next_end(s) == end, "the skip ends at %" PRIu64 ", want %" PRIu64,
              store_group_damage_next_end(s), end);
     store_revoke_result_t rr;

@@ -495,7 +495,8 @@ static void level_key_of_at(store_t *s, uint64_t id, char key[18], int line)
 /* A level whose head is damaged (its due move fails before it takes
  * anything) does not hold the others: they move past its head's due time,
  * it is reported once (store_level_info, store_level_damage_events) and
- * tried again STORE_LEVEL_DAMAGE_RETRY_MS later. A damaged message behind a
+ * tried again damage_retry_ms later (a store opened with 7 s, not the
+ * default, so the skip is the option's). A damaged message behind a
  * head moved ends its level's turn there, the store usable. Before, the due
  * move returned -1 at the earliest level each time, and no level moved; met
  * behind a head, it broke the store. Repaired, the level moves again. */
@@ -513,7 +514,11 @@ static void test_level_damaged_skipped(void)
     /* the head of level 1 damaged */
     size_t alen = 0;
     char *good_a = RAW_REPLACE(ka, sizeof ka, "\1\0\0\0", 4, &alen);
-    s = OPEN_DEFAULT();
+    store_options_t o;
+    opts_default(&o);
+    o.damage_retry_ms = 7 * SEC;
+    const uint64_t RETRY = o.damage_retry_ms;
+    s = OPEN(&o);
     uint64_t now = T0 + 10 * SEC;
     int moved = -1, ready = -1;
     char err[1024] = "";
@@ -528,11 +533,11 @@ static void test_level_damaged_skipped(void)
     TU_CHECK(!li.damaged && li.depth == 0 && li.damage[0] == '\0', "level 2: damaged %d depth %" PRIu64, li.damaged,
              li.depth);
     CHECK_EQ_U64(store_level_damage_events(s), 1);
-    CHECK_EQ_U64(store_next_due(s), now + STORE_LEVEL_DAMAGE_RETRY_MS);
-    TU_CHECK(MOVE(s, now + SEC, 100, NULL) == 0, "the damaged level was tried again within its delay");
-    TU_CHECK(MOVE(s, now + STORE_LEVEL_DAMAGE_RETRY_MS, 100, NULL) == 0, "the damaged level moved");
+    CHECK_EQ_U64(store_next_due(s), now + RETRY);
+    TU_CHECK(MOVE(s, now + RETRY - 1, 100, NULL) == 0, "the damaged level was tried again within its delay");
+    TU_CHECK(MOVE(s, now + RETRY, 100, NULL) == 0, "the damaged level moved");
     CHECK_EQ_U64(store_level_damage_events(s), 1); /* tried again and failed: not a new finding */
-    CHECK_EQ_U64(store_next_due(s), now + 2 * STORE_LEVEL_DAMAGE_RETRY_MS);
+    CHECK_EQ_U64(store_next_due(s), now + 2 * RETRY);
     msg_owned_t m[4];
     int n = LEASE_N(s, "g", "t", 4, LEASE, now, m);
     TU_CHECK(n == 1 && m[0].m.id == b, "leased %d, not b alone", n);

@@ -360,6 +360,37 @@ static void test_refuse_missing_and_file(void)
     TU_CHECK(s == NULL, "*out must stay NULL");
 }
 
+/* A damage_retry_ms outside STORE_MIN_DAMAGE_RETRY_MS ..
+ * STORE_MAX_DAMAGE_RETRY_MS (0: a damaged head read at every call; past an
+ * hour) is refused naming the option and the bounds, and nothing is
+ * created; the bounds themselves open. */
+static void test_refuse_damage_retry_out_of_range(void)
+{
+    static const uint64_t refused[] = { 0, STORE_MIN_DAMAGE_RETRY_MS - 1, STORE_MAX_DAMAGE_RETRY_MS + 1 };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        store_options_t o;
+        opts_default(&o);
+        o.damage_retry_ms = refused[i];
+        store_t *s = NULL;
+        char err[512] = "";
+        int rc = store_open(&o, T0, &s, err, sizeof err);
+        CHECK_REFUSAL(rc, err, "damage-retry", "is outside 100..3600000 ms");
+        TU_CHECK(s == NULL, "*out must stay NULL");
+        struct stat st;
+        TU_CHECK(stat(g_data, &st) != 0, "a refused damage_retry_ms %llu created %s", (unsigned long long)refused[i],
+                 g_data);
+    }
+    static const uint64_t accepted[] = { STORE_MIN_DAMAGE_RETRY_MS, STORE_MAX_DAMAGE_RETRY_MS };
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        store_options_t o;
+        opts_default(&o);
+        o.damage_retry_ms = accepted[i];
+        store_t *s = OPEN(&o);
+        CHECK_EQ_U64(store_options(s)->damage_retry_ms, accepted[i]);
+        CLOSE(&s);
+    }
+}
+
 /* A LOCK file LevelDB cannot open (here a directory in its place; as a
  * non-root user also a directory it may not write, or a read-only mount) is
  * a problem of the directory, not "in use by another process": the refusal
@@ -707,7 +738,7 @@ static int remember_level_key(void *ctx, const store_entry_t *e)
 
 /* After a due move at now that failed at level l's head: the call moved
  * nothing there, the level is damaged naming says and says2 (either may be
- * NULL) and skipped until STORE_LEVEL_DAMAGE_RETRY_MS after now. */
+ * NULL) and skipped until the store's damage_retry_ms after now. */
 static void check_level_damaged_at(store_t *s, int l, uint64_t now, const char *says, const char *says2, int line)
 {
     store_level_info_t li;
@@ -716,7 +747,7 @@ static void check_level_damaged_at(store_t *s, int l, uint64_t now, const char *
                     (says2 == NULL || strstr(li.damage, says2) != NULL),
                 line, "level %d: damaged %d \"%s\", not naming %s, %s", l, li.damaged, li.damage, says ? says : "-",
                 says2 ? says2 : "-");
-    TU_CHECK_AT(store_next_due(s) == now + STORE_LEVEL_DAMAGE_RETRY_MS, line,
+    TU_CHECK_AT(store_next_due(s) == now + store_options(s)->damage_retry_ms, line,
                 "the damaged level is due again at %llu, not a retry delay after %llu",
                 (unsigned long long)store_next_due(s), (unsigned long long)now);
     TU_CHECK_AT(!store_broken(s), line, "a due move that failed before it took anything broke the store");
@@ -1940,6 +1971,7 @@ static const tu_test_t open_tests[] = {
     { "refuse foreign LevelDB", test_refuse_foreign_leveldb },
     { "refuse changed level table", test_refuse_level_table_change },
     { "refuse missing dir and file", test_refuse_missing_and_file },
+    { "refuse a damage_retry_ms out of range", test_refuse_damage_retry_out_of_range },
     { "refuse other format version", test_refuse_other_format },
     { "a lease's topic-log seq is checked", test_lease_seq_checked },
     { "upgrade format 1", test_upgrade_format1 },

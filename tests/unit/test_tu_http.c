@@ -35,6 +35,12 @@
  *              about 2 s; a given-up attempt does not end the dial)
  *   deadline   a full queue, a deadline 300 ms on and a pump: -1 with
  *              ETIMEDOUT by then, the pump turned meanwhile
+ *   prepare    a hook that binds 127.0.0.2: the server sees that peer; a
+ *              hook that fails (EADDRNOTAVAIL) ends the dial with its errno
+ *              after one call, not retried
+ *   options    tu_tcp_connect_with from 127.0.0.3 and SO_RCVBUF 4096: the
+ *              server's peer is 127.0.0.3, the socket's buffer is not the
+ *              default; a source that is no address: -1 with EINVAL
  *
  * Run it: ./tests/unit/test_tu_http
  */
@@ -43,6 +49,7 @@
 #include "tests/helpers/loopback_dial.h"
 #include "tests/helpers/testutil.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <netinet/in.h>
@@ -127,10 +134,7 @@ static int listen_full(int *port, int *queued)
         return -1;
     }
     *port = ntohs(a.sin_port);
-    *queued = socket(AF_INET, SOCK_STREAM, 0);
-    if (*queued < 0 || connect(*queued, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (*queued >= 0)
-            close(*queued);
+    if ((*queued = tu_tcp_connect(*port)) < 0) {
         close(ls);
         return -1;
     }
@@ -272,10 +276,94 @@ static void test_dial_deadline(void)
         close(fd);
 }
 
+/* The peer address of the next connection accepted on ls, dotted, into out; -1 on failure. */
+static int accepted_peer(int ls, char *out, size_t len)
+{
+    struct sockaddr_in peer;
+    socklen_t pl = sizeof peer;
+    int c = accept(ls, (struct sockaddr *)&peer, &pl);
+    if (c < 0)
+        return -1;
+    close(c);
+    return inet_ntop(AF_INET, &peer.sin_addr, out, (socklen_t)len) != NULL ? 0 : -1;
+}
+
+typedef struct bind_hook {
+    const char *source; /* address each socket is bound to */
+    int calls;          /* how many sockets were handed to the hook */
+} bind_hook_t;
+
+static int bind_source(int fd, void *arg)
+{
+    bind_hook_t *h = arg;
+    struct sockaddr_in from = { .sin_family = AF_INET };
+    h->calls++;
+    inet_pton(AF_INET, h->source, &from.sin_addr);
+    return bind(fd, (struct sockaddr *)&from, sizeof from);
+}
+
+static void test_dial_prepare(void)
+{
+    int port = 0, ls = listen_any(&port), why = 0;
+    TU_REQUIRE(ls >= 0, "listen");
+    bind_hook_t h = { .source = "127.0.0.2" };
+    loopback_dial_t how = { .try_ms = 1000, .tries = 10, .prepare = bind_source, .prepare_arg = &h };
+    int fd = loopback_dial(port, &how, &why);
+    char peer[INET_ADDRSTRLEN] = "";
+    TU_CHECK(fd >= 0 && accepted_peer(ls, peer, sizeof peer) == 0 && strcmp(peer, "127.0.0.2") == 0,
+             "a dial bound to 127.0.0.2: fd %d (%s), the server's peer '%s'", fd, strerror(why), peer);
+    TU_CHECK(h.calls == 1, "the hook ran %d times for one attempt", h.calls);
+    if (fd >= 0)
+        close(fd);
+    /* TEST-NET-1 is no address of this host: bind fails, and that is an answer */
+    bind_hook_t bad = { .source = "192.0.2.1" };
+    how.prepare_arg = &bad;
+    why = 0;
+    fd = loopback_dial(port, &how, &why);
+    TU_CHECK(fd == -1 && why == EADDRNOTAVAIL, "a hook whose bind fails: fd %d, %s, want EADDRNOTAVAIL", fd,
+             strerror(why));
+    TU_CHECK(bad.calls == 1, "a failed hook ran %d times, want once (not retried)", bad.calls);
+    if (fd >= 0)
+        close(fd);
+    close(ls);
+}
+
+static void test_connect_with(void)
+{
+    int port = 0, ls = listen_any(&port);
+    TU_REQUIRE(ls >= 0, "listen");
+    int plain = tu_tcp_connect(port);
+    TU_REQUIRE(plain >= 0, "a plain connect: %s", strerror(errno));
+    int def = 0, got = 0;
+    socklen_t sl = sizeof def;
+    getsockopt(plain, SOL_SOCKET, SO_RCVBUF, &def, &sl);
+    close(plain);
+    char peer[INET_ADDRSTRLEN] = "";
+    accepted_peer(ls, peer, sizeof peer);
+    tu_dial_opts_t opts = { .source = "127.0.0.3", .rcvbuf = 4096 };
+    int fd = tu_tcp_connect_with(port, &opts);
+    TU_CHECK(fd >= 0 && accepted_peer(ls, peer, sizeof peer) == 0 && strcmp(peer, "127.0.0.3") == 0,
+             "a connect from 127.0.0.3: fd %d (%s), the server's peer '%s'", fd, strerror(errno), peer);
+    sl = sizeof got;
+    TU_CHECK(fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &sl) == 0 && got < def,
+             "SO_RCVBUF 4096 asked: the socket has %d, the default is %d", got, def);
+    if (fd >= 0)
+        close(fd);
+    tu_dial_opts_t bad = { .source = "not-an-address" };
+    errno = 0;
+    fd = tu_tcp_connect_with(port, &bad);
+    TU_CHECK(fd == -1 && errno == EINVAL, "source 'not-an-address': fd %d, %s, want EINVAL", fd, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    close(ls);
+}
+
 static const tu_test_t dial_tests[] = {
     { "a refusal is an answer: not retried", test_dial_refused },
     { "a dropped SYN is tried again from a new port", test_dial_retried },
     { "the deadline ends the dial; the pump turns meanwhile", test_dial_deadline },
+    { "the prepare hook runs on each socket; its failure ends the dial", test_dial_prepare },
+    { "tu_tcp_connect_with: a source address and a receive buffer", test_connect_with },
     { NULL, NULL },
 };
 
