@@ -9,6 +9,13 @@
  * struct. A pre-written file is zero-filled in 256 KiB writes under a `.new`
  * name, fsynced, renamed and its directory fsynced: a crash never leaves a
  * half-made file under the real name.
+ *
+ * An overwrite below the buffer is held too (up to FIXFILE_HELD records, in
+ * the order made) and written at the next flush, each run of consecutive
+ * records by one pwrite, the last write of a record winning: a where-slot is
+ * rewritten at every move of its message (design-commitlog.md §2), and one
+ * pwrite per move was one system call per message (4a.3 done (s43)). Reads
+ * lay the held records over what they read.
  */
 #include "levels/fixfile.h"
 #include "base/alloc.h"
@@ -26,6 +33,13 @@
 #include <unistd.h>
 
 #define FIXFILE_ZERO_CHUNK (256 * 1024)
+#define FIXFILE_HELD       1024 /* overwrites below the buffer held until a flush */
+
+/* A held overwrite: its record index and its place in the order made. */
+typedef struct held {
+    uint64_t index;
+    uint32_t order;
+} held_t;
 
 struct fixfile {
     int fd;
@@ -34,7 +48,10 @@ struct fixfile {
     uint64_t capacity; /* 0: growing */
     uint64_t end, flushed;
     size_t buf_records;
-    char *buf; /* buf_records records: [flushed, end); NULL until the first append */
+    char *buf;       /* buf_records records: [flushed, end); NULL until the first append */
+    held_t *held;    /* overwrites of records below `flushed`, nheld of them; NULL until the first */
+    char *held_recs; /* their records, by order */
+    size_t nheld;
     char path[PATH_MAX];
 };
 
@@ -188,8 +205,57 @@ int fixfile_open(const char *path, size_t record_bytes, uint64_t capacity, uint6
     return 0;
 }
 
+static int by_index_then_order(const void *a, const void *b)
+{
+    const held_t *x = a, *y = b;
+    if (x->index != y->index) {
+        return x->index < y->index ? -1 : 1;
+    }
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Write the held overwrites: sorted by record, the last of each record
+ * kept, runs of consecutive records one pwrite each (gathered in a scratch
+ * buffer). 0, or -1 with err: the records stay held. */
+static int write_held(fixfile_t *f, char *err, size_t errlen)
+{
+    if (f->nheld == 0) {
+        return 0;
+    }
+    qsort(f->held, f->nheld, sizeof *f->held, by_index_then_order);
+    char *run = xmalloc(f->nheld * f->rec);
+    size_t n = 0;
+    uint64_t first = 0;
+    int rc = 0;
+    for (size_t i = 0; i < f->nheld && rc == 0; i++) {
+        if (i + 1 < f->nheld && f->held[i + 1].index == f->held[i].index) {
+            continue; /* a later write of the same record follows */
+        }
+        if (n > 0 && f->held[i].index != first + n) {
+            rc = fixfile_pwrite(f, run, n * f->rec, first, err, errlen);
+            n = 0;
+        }
+        if (n == 0) {
+            first = f->held[i].index;
+        }
+        memcpy(run + n * f->rec, f->held_recs + (size_t)f->held[i].order * f->rec, f->rec);
+        n++;
+    }
+    if (rc == 0 && n > 0) {
+        rc = fixfile_pwrite(f, run, n * f->rec, first, err, errlen);
+    }
+    free(run);
+    if (rc == 0) {
+        f->nheld = 0;
+    }
+    return rc;
+}
+
 int fixfile_flush(fixfile_t *f, char *err, size_t errlen)
 {
+    if (write_held(f, err, errlen) != 0) {
+        return -1;
+    }
     if (f->end == f->flushed) {
         return 0;
     }
@@ -280,7 +346,21 @@ int fixfile_write(fixfile_t *f, uint64_t index, const void *record, char *err, s
         memcpy(f->buf + (size_t)(index - f->flushed) * f->rec, record, f->rec);
         return 0;
     }
-    return fixfile_pwrite(f, record, f->rec, index, err, errlen);
+    if (f->nheld == FIXFILE_HELD && write_held(f, err, errlen) != 0) {
+        return -1;
+    }
+    if (f->held == NULL) {
+        f->held = xmalloc(FIXFILE_HELD * sizeof *f->held);
+        f->held_recs = xmalloc(FIXFILE_HELD * f->rec);
+    }
+    if (f->nheld > 0 && f->held[f->nheld - 1].index == index) { /* the same record again: in place */
+        memcpy(f->held_recs + (size_t)f->held[f->nheld - 1].order * f->rec, record, f->rec);
+        return 0;
+    }
+    f->held[f->nheld] = (held_t){ index, (uint32_t)f->nheld };
+    memcpy(f->held_recs + f->nheld * f->rec, record, f->rec);
+    f->nheld++;
+    return 0;
 }
 
 int fixfile_read(fixfile_t *f, uint64_t index, size_t n, void *out, char *err, size_t errlen)
@@ -289,6 +369,7 @@ int fixfile_read(fixfile_t *f, uint64_t index, size_t n, void *out, char *err, s
         return err_set(err, errlen, "%s: records [%" PRIu64 ", %" PRIu64 ") are past the end (%" PRIu64 " records)",
                        f->path, index, index + n, f->end);
     }
+    uint64_t from = index, count = n;
     char *o = out;
     if (index < f->flushed) {
         size_t from_file = index + n <= f->flushed ? n : (size_t)(f->flushed - index);
@@ -311,6 +392,13 @@ int fixfile_read(fixfile_t *f, uint64_t index, size_t n, void *out, char *err, s
     if (n > 0) {
         memcpy(o, f->buf + (size_t)(index - f->flushed) * f->rec, n * f->rec);
     }
+    for (size_t i = 0; i < f->nheld; i++) { /* in the order made: the last write of a record wins */
+        uint64_t at = f->held[i].index;
+        if (at >= from && at - from < count) {
+            memcpy((char *)out + (size_t)(at - from) * f->rec, f->held_recs + (size_t)f->held[i].order * f->rec,
+                   f->rec);
+        }
+    }
     return 0;
 }
 
@@ -319,13 +407,15 @@ int fixfile_close(fixfile_t *f, char *err, size_t errlen)
     if (f == NULL) {
         return 0;
     }
-    uint64_t pending = f->end - f->flushed;
+    uint64_t pending = f->end - f->flushed + f->nheld;
     int rc = fixfile_flush(f, err, errlen);
     if (rc != 0) {
         err_prefix(err, errlen, "%" PRIu64 " buffered records lost", pending);
     }
     close(f->fd);
     free(f->buf);
+    free(f->held);
+    free(f->held_recs);
     free(f);
     return rc;
 }

@@ -8,7 +8,8 @@
  *
  * A fixfile holds records [0, end). Records at or past `flushed` are in the
  * buffer only; fixfile_flush writes them with one pwrite. A write below
- * `flushed` goes to the file at once (one pwrite of one record).
+ * `flushed` is held (up to 1024 records, in the order made) and written by
+ * the next flush, one pwrite per run of consecutive records; reads see it.
  *
  * Two shapes:
  *   pre-written: made full of zeros (written, fsynced, renamed into place) so
@@ -53,7 +54,10 @@ int fixfile_open(const char *path, size_t record_bytes, uint64_t capacity, uint6
  * Refused when a pre-written file is full. */
 int fixfile_append(fixfile_t *f, const void *record, char *err, size_t errlen);
 
-/* Overwrite record index (< end) in place: in the buffer, or one pwrite. */
+/* Overwrite record index (< end) in place: in the buffer, or held (up to
+ * 1024 records) and written at the next flush — runs of consecutive records
+ * one pwrite each, the last write of a record winning; reads see it at once.
+ * 0, or -1 with err (the held records' write failed). */
 int fixfile_write(fixfile_t *f, uint64_t index, const void *record, char *err, size_t errlen);
 
 /* Records [index, index + n) (inside [0, end)) into out: from the file (one

@@ -197,6 +197,43 @@ static void test_rewrite(void)
     CLOSE_Q(q);
 }
 
+/* Rewrites below the buffer are held and written at the next flush (a run
+ * of consecutive entries by one pwrite): 3 000 rewrites, more than the 1 024
+ * held at a time, each of 500 entries rewritten six times in a scattered
+ * order, read back after every round with the last write of each entry, and
+ * found in the file after a close and a reopen. */
+static void test_rewrite_held(void)
+{
+    char err[512] = "";
+    cq_t *q = OPEN_Q(0, 0);
+    APPEND_N(q, 0, 600);
+    TU_REQUIRE(cq_flush(q, err, sizeof err) == 0, "flush: %s", err);
+    static uint64_t last[600];
+    for (int round = 0; round < 6; round++) {
+        for (uint64_t k = 0; k < 500; k++) {
+            uint64_t i = 50 + (k * 7 + (uint64_t)round * 13) % 500;
+            cq_entry_t e = { 0x100000 + (uint64_t)round * 1000 + i, i };
+            TU_REQUIRE(cq_rewrite(q, i, &e, err, sizeof err) == 0, "rewrite %" PRIu64 ": %s", i, err);
+            last[i] = e.log_offset;
+        }
+        cq_entry_t got[600];
+        TU_REQUIRE(cq_read(q, 0, 600, got, err, sizeof err) == 0, "read: %s", err);
+        int wrong = 0;
+        for (uint64_t i = 0; i < 600; i++)
+            wrong += got[i].log_offset != (last[i] != 0 ? last[i] : entry_at(i).log_offset);
+        TU_CHECK(wrong == 0, "round %d: %d entries not their last write", round, wrong);
+    }
+    CLOSE_Q(q);
+    q = OPEN_Q(0, 600);
+    cq_entry_t got[600];
+    TU_REQUIRE(cq_read(q, 0, 600, got, err, sizeof err) == 0, "read after reopen: %s", err);
+    int wrong = 0;
+    for (uint64_t i = 0; i < 600; i++)
+        wrong += got[i].log_offset != (last[i] != 0 ? last[i] : entry_at(i).log_offset);
+    TU_CHECK(wrong == 0, "after reopen: %d entries not their last write", wrong);
+    CLOSE_Q(q);
+}
+
 static void test_reopen(void)
 {
     char err[512] = "";
@@ -410,6 +447,7 @@ static const tu_test_t cq_tests[] = {
     { "append and read (buffer and file)", test_append_read },
     { "head advance deletes files below it", test_head_advance },
     { "positional rewrite (file and buffer)", test_rewrite },
+    { "rewrites below the buffer are held until a flush", test_rewrite_held },
     { "reopen at the caller's head and tail", test_reopen },
     { "file switch at 2^18 entries", test_file_switch },
     { "bad inputs: ranges, zero offsets, missing and short files", test_bad_inputs },
