@@ -11,7 +11,11 @@
  *               copy's marker, open errors mapped, a torn log end cut
  *   store_meta.c  the format and meta records at open, the seq floor
  *   store_load.c  the in-memory state read from the records at open
- *   store_log.c   the commit log and its redo beside LevelDB: opened, closed
+ *   store_log.c   the commit log and its redo under LevelDB: opened, closed,
+ *               every commit a log batch, a SEND's message record and id, the
+ *               consume-queue and where-slot writes of its journey
+ *   store_lane.c  the remainder lane: its heap, loaded at open, and its CQ head
+ *   segcount.c  the live count of each log segment, which gates its recycling
  *   db.c        every LevelDB access: the pending batch and its commit, reads
  *   level.c     SEND and the level queues (due moves, level info)
  *   group.c     topics and groups (create, info, foreach)
@@ -25,6 +29,7 @@
  *   dlq.c       the DLQ: list, requeue, drop
  *   maintain.c  topic-log GC and compaction of consumed ranges
  *   check.c     store_scan and the consistency checker store_check
+ *   check_cq.c  store_check's comparison of the consume queues with `L`
  *   index.c     the message, key and group-copy indexes ('X', 'K', 'Y'): kept
  *               in the batches of every move, rebuilt once on an older
  *               directory, checked by store_check
