@@ -185,7 +185,7 @@ static int check_entry(void *ctx, const store_entry_t *e)
                 return 1;
             }
             check_count(c, 'L', m->topic.ptr, m->topic.len);
-            if (c->cq != NULL && check_cq_add(c->cq, e->level, e->due_ms, m->id, c->err, c->errlen) != 0) {
+            if (c->cq != NULL && check_cq_add(c->cq, e->level, e->due_ms, m, c->err, c->errlen) != 0) {
                 return 1;
             }
         }

@@ -1,14 +1,17 @@
 /*
  * levels/check_cq.c — store_check's comparison of the consume queues with
- * the `L` range they shadow (design-commitlog.md 4a.3): each level's CQ
- * window [head, tail) holds that level's SEND-journey entries in key order,
- * (id, hop due) each, and besides them only entries of revoked messages
- * (their where-slot says so); every remainder's entry sits on the lane CQ at
- * the index its 'X' journey names; the slot of each live entry names it back
- * (id, queue, index, no flag); each segment's live count ('S', segcount.c)
- * is the number of its messages on their journey. Messages whose 'X' record keeps no journey
- * (sent before 4a.3, or restored from a copy without the log) are not
- * compared. Errors name the level (or the lane), the CQ index and the id.
+ * the `L` range they shadow (design-commitlog.md 4a.3). Every SEND-journey
+ * `L` entry sits in the CQ window [head, tail) of its level, or of the
+ * remainder lane, at the index its 'X' journey names, with the same id and
+ * due; its record in the log holds the message its `L` entry holds; its
+ * where-slot names the entry back (id, queue, index, no flag). Every other
+ * entry of a window is dead: its slot is revoked or names another place, or
+ * its record is gone with a recycled segment (entries leave a level CQ out
+ * of append order: store_level_cq_done). Each segment's live count ('S',
+ * segcount.c) is the number of its messages on their journey. Messages
+ * whose 'X' record keeps no journey (sent before 4a.3, or restored from a
+ * copy without the log) are not compared. Errors name the level (or the
+ * lane), the CQ index and the id.
  *
  * The CQ and slot files are read directly, so the redo's buffers must be in
  * them: the caller has passed the read barrier, and this takes a checkpoint
@@ -29,6 +32,7 @@ struct check_cq {
     store_t *s;
     check_cq_entry_t *e[LVL_MAX_LEVELS + 2]; /* per queue: the L entries whose journey names it, in scan order */
     size_t n[LVL_MAX_LEVELS + 2], cap[LVL_MAX_LEVELS + 2];
+    clog_reader_t rd; /* the records read (check_cq_add) */
 };
 
 check_cq_t *check_cq_new(store_t *s)
@@ -46,11 +50,41 @@ void check_cq_free(check_cq_t *c)
     for (size_t q = 0; q < LVL_MAX_LEVELS + 2; q++) {
         free(c->e[q]);
     }
+    clog_reader_free(&c->rd);
     free(c);
 }
 
-int check_cq_add(check_cq_t *c, int level, uint64_t due, uint64_t id, char *err, size_t errlen)
+static int same_str(msg_str_t a, msg_str_t b)
 {
+    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+/* The message's record in the log against its `L` copy m: the record at
+ * m's id, at the ordinal its journey names, holding the same message (what
+ * 4a.4 will deliver from). 0, or -1 with err naming the level and the id. */
+static int compare_record(check_cq_t *c, int level, const msg_t *m, uint32_t ordinal, char *err, size_t errlen)
+{
+    clog_record_t r;
+    msg_t rm;
+    char why[512];
+    int rc = clog_read(redo_log(c->s->redo), m->id, &c->rd, &r, why, sizeof why);
+    if (rc != 0 || msg_decode_record(r.data, r.len, m->id, ordinal, &rm, why, sizeof why) != 0) {
+        return err_set(err, errlen, "message %016" PRIx64 " on level %d: its commit-log record: %s", m->id, level,
+                       rc == CLOG_NOT_RECORD ? "not in the log" : why);
+    }
+    if (!same_str(rm.topic, m->topic) || !same_str(rm.key, m->key) || !same_str(rm.payload, m->payload) ||
+        rm.created_ms != m->created_ms || rm.due_ms != m->due_ms || rm.dest != m->dest) {
+        return err_set(err, errlen,
+                       "message %016" PRIx64 " on level %d: its commit-log record differs from its level entry "
+                       "(topic, key, payload, created or due)",
+                       m->id, level);
+    }
+    return 0;
+}
+
+int check_cq_add(check_cq_t *c, int level, uint64_t due, const msg_t *m, char *err, size_t errlen)
+{
+    uint64_t id = m->id;
     idx_journey_t j;
     int has = idx_journey_read(c->s, id, &j, err, errlen);
     if (has <= 0) {
@@ -59,6 +93,9 @@ int check_cq_add(check_cq_t *c, int level, uint64_t due, uint64_t id, char *err,
     if (j.queue != (uint32_t)level && j.queue != STORE_LANE_QUEUE) {
         return err_set(err, errlen, "message %016" PRIx64 " on level %d: its index names CQ %" PRIu32 " index %" PRIu64,
                        id, level, j.queue, j.cq_index);
+    }
+    if (compare_record(c, level, m, j.ordinal, err, errlen) != 0) {
+        return -1;
     }
     uint32_t q = j.queue;
     if (c->n[q] == c->cap[q]) {

@@ -910,8 +910,9 @@ int idx_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, c
 
 /* check_cq.c: store_check's comparison of the consume queues with the `L`
  * range (design-commitlog.md 4a.3). check_cq_add takes each level entry of a
- * SEND journey in scan order (it reads the message's 'X' journey: 0, or -1
- * with err on a read error or a journey naming another level);
+ * SEND journey in scan order (it reads the message's 'X' journey and its
+ * record in the log: 0, or -1 with err on a read error, a journey naming
+ * another level, or a record that is not the level entry's message);
  * check_cq_end compares every level CQ and the lane CQ with what was added,
  * after a checkpoint of the log (0, or -1 with err naming the queue, the CQ
  * index and the id). */
@@ -923,7 +924,7 @@ typedef struct check_cq_entry {
 typedef struct check_cq check_cq_t;
 check_cq_t *check_cq_new(store_t *s);
 void check_cq_free(check_cq_t *c);
-int check_cq_add(check_cq_t *c, int level, uint64_t due, uint64_t id, char *err, size_t errlen);
+int check_cq_add(check_cq_t *c, int level, uint64_t due, const msg_t *m, char *err, size_t errlen);
 int check_cq_end(check_cq_t *c, char *err, size_t errlen);
 
 /* The journey kept in id's 'X' record: 1 with *j, 0 when id has no 'X' record

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The lane CQ's head and tail from its `M` record in LevelDB (the applied state). */
 static int lane_bounds(store_t *s, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
@@ -235,22 +236,12 @@ static uint64_t counter_before_redo(store_t *s)
     return seq;
 }
 
-/* Counts the message records of the segment the walk starts in (a derived-writes
- * record is the only other data record a batch holds). */
-static int count_message_record(const clog_record_t *r, void *ctx)
-{
-    uint32_t *n = ctx;
-    if (r->type == CLOG_DATA && (r->len < 4 || memcmp(r->data, DERIVED_MAGIC, 4) != 0)) {
-        (*n)++;
-    }
-    return 0;
-}
-
 /* Where the next message record's ordinal counts from: the log's end lies
  * inside a segment that holds batches (an open within the clock floor's
  * reach of the last one: the floor starts a new segment otherwise), whose
- * message records are counted by one walk of it; else a fresh segment, from 0.
- * 0, or -1 with err. */
+ * messages each have their where-slot, in ordinal order, in its slot file —
+ * the redo has just made every batch's slot writes — so the file's length is
+ * the count; else a fresh segment, from 0. 0, or -1 with err. */
 static int settle_ordinals(store_t *s, char *err, size_t errlen)
 {
     clog_t *c = redo_log(s->redo);
@@ -260,15 +251,20 @@ static int settle_ordinals(store_t *s, char *err, size_t errlen)
     if (end == 0 || end - base <= CLOG_SEGMENT_HEADER) {
         return 0;
     }
-    uint32_t n = 0;
-    char why[512];
-    int rc = clog_walk(c, base + CLOG_SEGMENT_HEADER, count_message_record, &n, why, sizeof why);
-    if (rc != 0) {
-        return err_set(err, errlen, "counting the message records of the commit log's last segment in %s: %s", s->path,
-                       rc == CLOG_NOT_RECORD ? "its first batch is not a record" : why);
+    char name[64], path[4200], why[512];
+    slot_file_name(base, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", s->path, name);
+    uint64_t n = 0;
+    if (access(path, F_OK) == 0) {
+        slot_file_t *f = NULL;
+        if (slot_file_open(s->path, base, 0, &f, why, sizeof why) != 0) {
+            return err_set(err, errlen, "the where-slots of the commit log's last segment in %s: %s", s->path, why);
+        }
+        n = slot_count(f);
+        (void)slot_file_close(f, NULL, 0);
     }
     s->msg_segment = base;
-    s->msg_ordinal = n;
+    s->msg_ordinal = (uint32_t)n;
     return 0;
 }
 

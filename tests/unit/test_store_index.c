@@ -686,16 +686,17 @@ static void test_index_key_counts_from_format4(void)
     CLOSE(&s);
 }
 
-/* store_check compares each level's consume queue with its `L` entries and
- * each entry's where-slot (design-commitlog.md 4a.3): an entry rewritten by
- * hand to name the next message, and a slot naming another index, are each
- * reported naming the level, the CQ index and the id; the directory as the
- * store left it checks clean. */
+/* store_check compares each level's consume queue with its `L` entries, each
+ * entry's where-slot and each message's record in the log
+ * (design-commitlog.md 4a.3): an entry rewritten by hand to name the next
+ * message, a slot naming another index and a record with a byte flipped are
+ * each reported naming the level, the id and (for the queue) the CQ index; the
+ * directory as the store left it checks clean. */
 static void test_index_check_finds_cq_damage(void)
 {
     store_options_t o;
     opts_default(&o);
-    for (int damage = 0; damage < 3; damage++) {
+    for (int damage = 0; damage < 4; damage++) {
         store_t *s = OPEN(&o);
         uint64_t ids[20];
         for (int i = 0; i < 20; i++)
@@ -719,6 +720,19 @@ static void test_index_check_finds_cq_damage(void)
                            slot_put(f, 3, &sl, err, sizeof err) == 0 && slot_file_close(f, err, sizeof err) == 0,
                        "the slot file: %s", err);
             snprintf(want, sizeof want, "level 2, CQ index 3, id %016" PRIx64 ": its where-slot names", ids[3]);
+        }
+        if (damage == 3) { /* a byte of message 4's record flipped in its segment */
+            uint64_t base = ids[4] - ids[4] % o.segment_bytes;
+            char path[800], b;
+            snprintf(path, sizeof path, "%s/clog-%016" PRIx64 ".seg", g_data, base);
+            FILE *f = fopen(path, "r+b");
+            TU_REQUIRE(f != NULL && fseek(f, (long)(ids[4] - base + 40), SEEK_SET) == 0 && fread(&b, 1, 1, f) == 1,
+                       "read %s", path);
+            b ^= 0x20;
+            TU_REQUIRE(fseek(f, (long)(ids[4] - base + 40), SEEK_SET) == 0 && fwrite(&b, 1, 1, f) == 1 &&
+                           fclose(f) == 0,
+                       "write %s", path);
+            snprintf(want, sizeof want, "message %016" PRIx64 " on level 2: its commit-log record", ids[4]);
         }
         s = OPEN(&o);
         int rc = store_check(s, err, sizeof err);
