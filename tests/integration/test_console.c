@@ -649,6 +649,23 @@ static int run_script(const char *script, const console_proc_t *c, const char *s
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* A console of its own (c, started with extra) runs script against itself
+ * over http; resume (0: none) is sent SIGCONT after the script, whatever it
+ * did or did not do (a script may stop a broker for a while). The script's
+ * exit, the console's clean stop and, on a failure, its log are the case's. */
+static void script_on_own_console(console_proc_t *c, const char *const *extra, const char *script, pid_t resume)
+{
+    if (start_console(c, extra, console_up) == 0) {
+        int rc = run_script(script, c, "http", NULL);
+        if (resume > 0)
+            kill(resume, SIGCONT);
+        TU_CHECK(rc == 0, "tests/console/%s exited %d (its output above says what failed)", script, rc);
+    }
+    TU_CHECK(stop_console(c) == 0, "the %s console exits 0 on SIGTERM", c->name);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(c->log);
+}
+
 static void test_api(void)
 {
     int rc = run_script("test_api.py", &console, "http", NULL);
@@ -722,13 +739,7 @@ static void test_sessions(void)
     console_proc_t ss = { .name = "sessions", .broker = &cb.broker, .users_file = cb.users };
     const char *extra[] = { "--uri",         cb.uri, "--sampler-user", "monitor", "--sampler-password-file",
                             monitor_pw_path, NULL };
-    if (start_console(&ss, extra, console_up) == 0) {
-        int rc = run_script("test_sessions.py", &ss, "http", NULL);
-        TU_CHECK(rc == 0, "tests/console/test_sessions.py exited %d (its output above says what failed)", rc);
-    }
-    TU_CHECK(stop_console(&ss) == 0, "the sessions console exits 0 on SIGTERM");
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(ss.log);
+    script_on_own_console(&ss, extra, "test_sessions.py", 0);
     TU_CHECK(case_broker_stop(&cb) == 0, "the sessions case's broker stops cleanly");
 }
 
@@ -747,14 +758,7 @@ static void test_login_flood(void)
         "--uri", cb.uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--login-timeout",
         "60s",   NULL
     };
-    if (start_console(&lf, extra, console_up) == 0) {
-        int rc = run_script("test_login_flood.py", &lf, "http", NULL);
-        kill(cb.broker.pid, SIGCONT); /* whatever the script did or did not do */
-        TU_CHECK(rc == 0, "tests/console/test_login_flood.py exited %d (its output above says what failed)", rc);
-    }
-    TU_CHECK(stop_console(&lf) == 0, "the login-flood console exits 0 on SIGTERM");
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(lf.log);
+    script_on_own_console(&lf, extra, "test_login_flood.py", cb.broker.pid);
     TU_CHECK(case_broker_stop(&cb) == 0, "the login-flood case's broker stops cleanly");
 }
 
@@ -776,16 +780,9 @@ static void test_login_timeout(void)
         "--uri", uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--login-timeout",
         "3s",    NULL
     };
-    if (start_console(&lt, extra, console_up) == 0) {
-        setenv("HG_LOGIN_TIMEOUT_S", "3", 1); /* the script's bound: --login-timeout's */
-        int rc = run_script("test_login_timeout.py", &lt, "http", NULL);
-        unsetenv("HG_LOGIN_TIMEOUT_S");
-        kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
-        TU_CHECK(rc == 0, "tests/console/test_login_timeout.py exited %d (its output above says what failed)", rc);
-    }
-    TU_CHECK(stop_console(&lt) == 0, "the login-timeout console exits 0 on SIGTERM");
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(lt.log);
+    setenv("HG_LOGIN_TIMEOUT_S", "3", 1); /* the script's bound: --login-timeout's */
+    script_on_own_console(&lt, extra, "test_login_timeout.py", env.broker.pid);
+    unsetenv("HG_LOGIN_TIMEOUT_S");
 }
 
 /* A second console with a session-ttl of 3 s: the session cookie's
@@ -797,13 +794,7 @@ static void test_session_ttl(void)
         "--uri", uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--session-ttl",
         "3s",    NULL
     };
-    if (start_console(&ttl, extra, console_up) == 0) {
-        int rc = run_script("test_session_ttl.py", &ttl, "http", NULL);
-        TU_CHECK(rc == 0, "tests/console/test_session_ttl.py exited %d (its output above says what failed)", rc);
-    }
-    TU_CHECK(stop_console(&ttl) == 0, "the session-ttl console exits 0 on SIGTERM");
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(ttl.log);
+    script_on_own_console(&ttl, extra, "test_session_ttl.py", 0);
 }
 
 /* A console with sample-interval 200ms and history 1s: its overview's
@@ -823,13 +814,7 @@ static void test_history(void)
                             "--history",
                             "1s",
                             NULL };
-    if (start_console(&hist, extra, console_up) == 0) {
-        int rc = run_script("test_history.py", &hist, "http", NULL);
-        TU_CHECK(rc == 0, "tests/console/test_history.py exited %d (its output above says what failed)", rc);
-    }
-    TU_CHECK(stop_console(&hist) == 0, "the history console exits 0 on SIGTERM");
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(hist.log);
+    script_on_own_console(&hist, extra, "test_history.py", 0);
 }
 
 /* mysql-password-file: a console of its own connects to MariaDB as
