@@ -306,6 +306,45 @@ static int bind_port(int port)
     return bound;
 }
 
+#define TU_PORT_CLAIM_DIR "/tmp/hg-test-ports" /* one lock file per claimed port */
+#define TU_PORT_CLAIMS    64                   /* claims one process holds at once */
+
+/* Claims port among this machine's test processes, which run two at a time
+ * (make -j2 check): an flock on TU_PORT_CLAIM_DIR/PORT, held until
+ * TU_PORT_CLAIMS later claims of this process push it out or the process
+ * ends (however it ends: the kernel drops the lock). A bind proves a port
+ * free only at that instant, and a program binds it later — a broker, a
+ * console, MariaDB — so without the claim two tests could pick the same port
+ * in that window and one reach the other's server. 0 when another process
+ * (or an earlier claim of this one) holds it; 1 when claimed, or when no
+ * claim can be made at all (no lock file): the bind still stands alone. */
+static int claim_port(int port)
+{
+    static int held[TU_PORT_CLAIMS];
+    static int next = -1;
+    if (next < 0) {
+        for (int i = 0; i < TU_PORT_CLAIMS; i++)
+            held[i] = -1;
+        next = 0;
+        (void)mkdir(TU_PORT_CLAIM_DIR, 01777);
+    }
+    char path[64];
+    snprintf(path, sizeof path, TU_PORT_CLAIM_DIR "/%d", port);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return 1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int taken = errno == EWOULDBLOCK;
+        close(fd);
+        return !taken;
+    }
+    if (held[next] >= 0)
+        close(held[next]);
+    held[next] = fd;
+    next = (next + 1) % TU_PORT_CLAIMS;
+    return 1;
+}
+
 int tu_free_port(void)
 {
     static uint64_t state; /* xorshift64, seeded per process */
@@ -317,7 +356,7 @@ int tu_free_port(void)
         state ^= state >> 7;
         state ^= state << 17;
         int port = TU_PORT_LOW + (int)(state % (uint64_t)(high - TU_PORT_LOW));
-        if (bind_port(port) == port)
+        if (claim_port(port) && bind_port(port) == port)
             return port;
     }
     return bind_port(0); /* no room below the ephemeral range */

@@ -45,7 +45,10 @@ int tu_rmtree(const char *path);
  * ephemeral range: any outgoing connection's local end may take such a
  * port between the pick and the program's bind (the demo lost its
  * compensator's metrics port to the consumer's connection that way).
- * Returns the port, or -1. */
+ * Claimed among the test processes of this machine (a lock file in
+ * /tmp/hg-test-ports, held until 64 later picks of this process or its
+ * end), so two tests running at once never pick the same port in the window
+ * before its program binds it. Returns the port, or -1. */
 int tu_free_port(void);
 
 /* Monotonic milliseconds, and wall-clock milliseconds since the epoch. */

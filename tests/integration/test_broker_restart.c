@@ -1015,6 +1015,19 @@ static double series_value(const char *page, const char *prefix)
     return sp == NULL ? -1 : strtod(sp + 1, NULL);
 }
 
+/* The broker's hourglass_group_queues_damaged and
+ * hourglass_group_damage_events_total (-1 each when absent); -1 when
+ * /metrics cannot be read. */
+static int group_damage_metrics(double *damaged, double *events)
+{
+    static char page[1 << 18];
+    if (tu_http_get(bt_broker.metrics_port, "/metrics", page, sizeof page) != 200)
+        return -1;
+    *damaged = series_value(page, "hourglass_group_queues_damaged ");
+    *events = series_value(page, "hourglass_group_damage_events_total ");
+    return 0;
+}
+
 /* A damaged level key (a byte too many) met by the due move. At the head
  * of the level (nothing taken yet): the level is skipped and logged once,
  * its tries at each skip's end (--damage-retry 1s: two of them while the
@@ -1174,10 +1187,8 @@ static void test_damaged_retry_head(void)
     BP_CHECK(tu_poll_until(log_has_text, "group g: its retry queue fails at its head", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
              "the damaged retry-queue head is not logged");
     bt_expect_nothing_ready("g", "rq"); /* skipped: no error either */
-    static char page[1 << 18];
-    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", page, sizeof page) == 200, "GET /metrics");
-    double damaged = series_value(page, "hourglass_group_queues_damaged "),
-           events = series_value(page, "hourglass_group_damage_events_total ");
+    double damaged = -1, events = -1;
+    BP_REQUIRE(group_damage_metrics(&damaged, &events) == 0, "GET /metrics");
     BP_CHECK(damaged == 1 && events == 1,
              "/metrics with g's retry queue damaged: hourglass_group_queues_damaged %g, "
              "hourglass_group_damage_events_total %g (want 1 and 1)",
@@ -1335,10 +1346,8 @@ static void test_damage_retry_same_finding(void)
     }
     int lines = bt_log_count("fails at");
     BP_CHECK(lines == 1, "the damaged topic-log head was logged %d times over two skips' ends (want 1)", lines);
-    static char page[1 << 18];
-    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", page, sizeof page) == 200, "GET /metrics");
-    double events = series_value(page, "hourglass_group_damage_events_total "),
-           damaged = series_value(page, "hourglass_group_queues_damaged ");
+    double damaged = -1, events = -1;
+    BP_REQUIRE(group_damage_metrics(&damaged, &events) == 0, "GET /metrics");
     BP_CHECK(events == 1 && damaged == 1,
              "/metrics after two skips' ends with a still damaged: hourglass_group_damage_events_total %g (want 1: "
              "the tries are not findings), hourglass_group_queues_damaged %g (want 1)",

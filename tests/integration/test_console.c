@@ -68,7 +68,8 @@
  *                    and the job's status answer at once; four run at
  *                    most (the fifth 429); SIGCONT: each ends with its
  *                    own outcome
- *   sessions         tests/console/test_sessions.py: a user name that spells
+ *   sessions         a console and a broker of its own (case_broker_t),
+ *                    tests/console/test_sessions.py: a user name that spells
  *                    the broker's "no users" reply is a wrong login; alice
  *                    demoted to viewer in the users file (SIGHUP): her open
  *                    session's manual cancel is refused 403; removed: it
@@ -78,7 +79,8 @@
  *                    cleared by its 401 (Max-Age=0); the
  *                    drop's confirmation a whole number; an audit line one
  *                    line; a login opens one broker connection
- *   login flood      tests/console/test_login_flood.py: a password guesser
+ *   login flood      a console and a broker of its own (case_broker_t),
+ *                    tests/console/test_login_flood.py: a password guesser
  *                    (wrong passwords in a loop, each held back by the
  *                    broker) while an operator's overview answers within
  *                    500 ms every time and a right password from another
@@ -125,10 +127,12 @@
  *                    start, each page file's 404 logged once (not per request)
  *   static reload    static-dir changed in the --config file + SIGHUP: the new
  *                    page served; a missing one refused, named, the old kept
- *   sampler login    the sampler's user unknown to the broker: one warning
+ *   sampler login    (a broker of its own) the sampler's user unknown to the
+ *                    broker: one warning
  *                    naming the broker, the user and the reply, however many
  *                    samples fail; the user added (SIGHUP): "answers INFO again"
- *   sampler password sampler-password-file wrong at start, corrected, SIGHUP:
+ *   sampler password (a broker of its own) sampler-password-file wrong at
+ *                    start, corrected, SIGHUP:
  *                    the change logged, the sampler answers; a wrong one +
  *                    SIGHUP: the working connection refused; corrected
  *                    without SIGHUP: read again after the refused AUTH
@@ -196,13 +200,29 @@ static const char *const users[][3] = {
 #define USER_TESTER 4
 
 /* A daemon under test: a console (port: its http port) or the compensator
- * (port: its metrics port). */
+ * (port: its metrics port). broker and users_file: the broker the console
+ * talks to and its users file, told to the scripts (NULL: the suite's). */
 typedef struct console_proc {
     const char *name;
     int port;
     pid_t pid;
     char log[700];
+    const bp_broker_t *broker;
+    const char *users_file;
 } console_proc_t;
+
+/* A broker of a case's own, with the suite's users (and the variants
+ * test_sessions.py swaps in). The broker holds back each failed AUTH from
+ * an address for 200 ms doubling up to 5 s, counting the failures within
+ * 60 s of each other, and every console reaches it from 127.0.0.1: on the
+ * suite's broker a case whose logins fail pays up to 5 s per failure for
+ * the failures of the cases before it. A case whose checks count refused
+ * logins gets this broker, where the count starts at none. */
+typedef struct case_broker {
+    bp_broker_t broker;
+    char uri[64];
+    char users[700];
+} case_broker_t;
 
 static console_proc_t console = { .name = "users" }, compensator = { .name = "compensator" };
 static char bob_pw_path[600];
@@ -227,19 +247,25 @@ static int write_users_file(const char *path, const char *alice_roles)
     return 0;
 }
 
-/* The users file, its variants for test_sessions.py (alice demoted to
- * viewer; alice removed) and the sampler's password file. */
+/* The users file at path and its variants for test_sessions.py: path.alice-viewer
+ * (alice demoted to viewer), path.no-alice (alice removed). */
+static int write_users_files(const char *path)
+{
+    char variant[800];
+    if (write_users_file(path, "admin") != 0)
+        return -1;
+    snprintf(variant, sizeof variant, "%s.alice-viewer", path);
+    if (write_users_file(variant, "viewer") != 0)
+        return -1;
+    snprintf(variant, sizeof variant, "%s.no-alice", path);
+    return write_users_file(variant, NULL);
+}
+
+/* The suite's users files and the sampler's password file. */
 static int write_users(void)
 {
-    char path[700];
     snprintf(users_path, sizeof users_path, "%s/users", workdir);
-    if (write_users_file(users_path, "admin") != 0)
-        return -1;
-    snprintf(path, sizeof path, "%s/users.alice-viewer", workdir);
-    if (write_users_file(path, "viewer") != 0)
-        return -1;
-    snprintf(path, sizeof path, "%s/users.no-alice", workdir);
-    if (write_users_file(path, NULL) != 0)
+    if (write_users_files(users_path) != 0)
         return -1;
     snprintf(monitor_pw_path, sizeof monitor_pw_path, "%s/monitor.password", workdir);
     char pw[128];
@@ -399,6 +425,33 @@ static int stop_console(console_proc_t *c)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* Start cb, a broker of the case tag's own (case_broker_t), with the
+ * suite's users in a users file of its own (and its variants). */
+static int case_broker_start(case_broker_t *cb, const char *tag)
+{
+    char err[2048];
+    memset(cb, 0, sizeof *cb);
+    snprintf(cb->users, sizeof cb->users, "%s/users-%s", workdir, tag);
+    if (write_users_files(cb->users) != 0)
+        return -1;
+    const char *extra[] = { "--users-file", cb->users, NULL };
+    if (bp_start(&cb->broker, extra, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: the broker of case %s: %s\n", tag, err);
+        return -1;
+    }
+    snprintf(cb->uri, sizeof cb->uri, "hourglass://127.0.0.1:%d", cb->broker.port);
+    return 0;
+}
+
+/* Stop cb (SIGCONT first: the case may have left it stopped) and remove its
+ * directory. Returns 0 when it stopped cleanly. */
+static int case_broker_stop(case_broker_t *cb)
+{
+    if (cb->broker.pid > 0)
+        kill(cb->broker.pid, SIGCONT);
+    return bp_destroy(&cb->broker);
+}
+
 static int compensator_up(void *arg)
 {
     char out[512];
@@ -542,16 +595,18 @@ static int console_cleanup(void)
 
 /* Run a script of tests/console against the console c with the set-up in
  * its environment (HG_CONSOLE_URL, HG_CONSOLE_LOG, HG_CA_FILE for https,
- * HG_USERS "name=password;…", HG_BROKER_PORT and HG_BROKER_AUTH for the
- * traffic, the database, HG_ARTIFACTS, HG_WORKDIR, HG_CONSOLE_PID; HG_CONSOLE_CONFIG for the main
+ * HG_USERS "name=password;…", HG_BROKER_PORT, HG_BROKER_PID and
+ * HG_BROKER_AUTH for the traffic, HG_USERS_FILE: c's broker and its users
+ * file, the database, HG_ARTIFACTS, HG_WORKDIR, HG_CONSOLE_PID; HG_CONSOLE_CONFIG for the main
  * console, whose file test_http.py rewrites); its output goes to this
  * test's. Returns its exit status. */
 static int run_script(const char *script, const console_proc_t *c, const char *scheme, const char *ca_file)
 {
     char path[700], url[128], broker_port[16], users_env[1024] = "", auth[256];
+    const bp_broker_t *broker = c->broker != NULL ? c->broker : &env.broker;
     snprintf(path, sizeof path, "%s/%s", SCRIPTS, script);
     snprintf(url, sizeof url, "%s://127.0.0.1:%d", scheme, c->port);
-    snprintf(broker_port, sizeof broker_port, "%d", env.broker.port);
+    snprintf(broker_port, sizeof broker_port, "%d", broker->port);
     for (size_t i = 0; i < sizeof users / sizeof users[0]; i++)
         snprintf(users_env + strlen(users_env), sizeof users_env - strlen(users_env), "%s%s=%s", i ? ";" : "",
                  users[i][0], users[i][2]);
@@ -571,13 +626,13 @@ static int run_script(const char *script, const console_proc_t *c, const char *s
         snprintf(mysql_pid, sizeof mysql_pid, "%d", (int)env.server.pid);
         setenv("HG_MYSQL_PID", mysql_pid, 1);
         char broker_pid[24];
-        snprintf(broker_pid, sizeof broker_pid, "%d", (int)env.broker.pid);
+        snprintf(broker_pid, sizeof broker_pid, "%d", (int)broker->pid);
         setenv("HG_BROKER_PID", broker_pid, 1);
         setenv("HG_MYSQL_SOCKET", env.server.socket, 1);
         setenv("HG_MYSQL_DATABASE", DB, 1);
         setenv("HG_ARTIFACTS", ARTIFACTS, 1);
         setenv("HG_WORKDIR", workdir, 1);
-        setenv("HG_USERS_FILE", users_path, 1);
+        setenv("HG_USERS_FILE", c->users_file != NULL ? c->users_file : users_path, 1);
         char console_pid[24];
         snprintf(console_pid, sizeof console_pid, "%d", (int)c->pid);
         setenv("HG_CONSOLE_PID", console_pid, 1);
@@ -592,6 +647,23 @@ static int run_script(const char *script, const console_proc_t *c, const char *s
     if (pid < 0 || waitpid(pid, &status, 0) != pid)
         return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A console of its own (c, started with extra) runs script against itself
+ * over http; resume (0: none) is sent SIGCONT after the script, whatever it
+ * did or did not do (a script may stop a broker for a while). The script's
+ * exit, the console's clean stop and, on a failure, its log are the case's. */
+static void script_on_own_console(console_proc_t *c, const char *const *extra, const char *script, pid_t resume)
+{
+    if (start_console(c, extra, console_up) == 0) {
+        int rc = run_script(script, c, "http", NULL);
+        if (resume > 0)
+            kill(resume, SIGCONT);
+        TU_CHECK(rc == 0, "tests/console/%s exited %d (its output above says what failed)", script, rc);
+    }
+    TU_CHECK(stop_console(c) == 0, "the %s console exits 0 on SIGTERM", c->name);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(c->log);
 }
 
 static void test_api(void)
@@ -635,20 +707,59 @@ static void test_broker_stall(void)
     TU_CHECK(rc == 0, "tests/console/test_broker_stall.py exited %d (its output above says what failed)", rc);
 }
 
+/* The DLQ of group junk2 on cb's broker as console_init makes it on the
+ * suite's: two parked messages (test_sessions.py drops them). */
+static int case_broker_park_junk2(case_broker_t *cb)
+{
+    rc_conn_t c;
+    char err[512];
+    if (bp_connect(&cb->broker, &c, err, sizeof err) != 0 ||
+        bp_ok_cmd(&c, err, sizeof err, "AUTH", users[USER_TESTER][0], users[USER_TESTER][2], NULL) != 0 ||
+        bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "junk2", "junk2", "FROM", "NOW", "MAXRETRY", "0", NULL) !=
+            0) {
+        fprintf(stderr, "\nFAIL: junk2 on the case's broker: %s\n", err);
+        rc_close(&c);
+        return -1;
+    }
+    int rc = oe_park(&c, "junk2", "junk2", "j3", "j3", "junk 3") || oe_park(&c, "junk2", "junk2", "j4", "j4", "junk 4")
+                 ? -1
+                 : 0;
+    rc_close(&c);
+    return rc;
+}
+
+/* Roles asked again, sessions per user (test_sessions.py): its own broker
+ * (case_broker_t: its wrong logins are held back from the first one on)
+ * and a console of its own on it. */
 static void test_sessions(void)
 {
-    int rc = run_script("test_sessions.py", &console, "http", NULL);
-    TU_CHECK(rc == 0, "tests/console/test_sessions.py exited %d (its output above says what failed)", rc);
+    case_broker_t cb;
+    TU_REQUIRE(case_broker_start(&cb, "sessions") == 0 && case_broker_park_junk2(&cb) == 0,
+               "the sessions case's broker starts, junk2's DLQ parked");
+    console_proc_t ss = { .name = "sessions", .broker = &cb.broker, .users_file = cb.users };
+    const char *extra[] = { "--uri",         cb.uri, "--sampler-user", "monitor", "--sampler-password-file",
+                            monitor_pw_path, NULL };
+    script_on_own_console(&ss, extra, "test_sessions.py", 0);
+    TU_CHECK(case_broker_stop(&cb) == 0, "the sessions case's broker stops cleanly");
 }
 
 /* Logins off the event loop: a guesser cannot hold the console, at most
  * four wait on the broker, a backoff per address (test_login_flood.py; it
- * stops the broker for a while). */
+ * stops the broker for a while). Its own broker (case_broker_t: its checks
+ * time the broker's hold of each refused login from the first one on) and a
+ * console of its own on it, whose logins may wait as long as the checks take
+ * (login-timeout 60s). */
 static void test_login_flood(void)
 {
-    int rc = run_script("test_login_flood.py", &console, "http", NULL);
-    kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
-    TU_CHECK(rc == 0, "tests/console/test_login_flood.py exited %d (its output above says what failed)", rc);
+    case_broker_t cb;
+    TU_REQUIRE(case_broker_start(&cb, "login-flood") == 0, "the login-flood case's broker starts");
+    console_proc_t lf = { .name = "login-flood", .broker = &cb.broker, .users_file = cb.users };
+    const char *extra[] = {
+        "--uri", cb.uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--login-timeout",
+        "60s",   NULL
+    };
+    script_on_own_console(&lf, extra, "test_login_flood.py", cb.broker.pid);
+    TU_CHECK(case_broker_stop(&cb) == 0, "the login-flood case's broker stops cleanly");
 }
 
 static void test_jobs(void)
@@ -669,16 +780,9 @@ static void test_login_timeout(void)
         "--uri", uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--login-timeout",
         "3s",    NULL
     };
-    if (start_console(&lt, extra, console_up) == 0) {
-        setenv("HG_LOGIN_TIMEOUT_S", "3", 1); /* the script's bound: --login-timeout's */
-        int rc = run_script("test_login_timeout.py", &lt, "http", NULL);
-        unsetenv("HG_LOGIN_TIMEOUT_S");
-        kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
-        TU_CHECK(rc == 0, "tests/console/test_login_timeout.py exited %d (its output above says what failed)", rc);
-    }
-    TU_CHECK(stop_console(&lt) == 0, "the login-timeout console exits 0 on SIGTERM");
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(lt.log);
+    setenv("HG_LOGIN_TIMEOUT_S", "3", 1); /* the script's bound: --login-timeout's */
+    script_on_own_console(&lt, extra, "test_login_timeout.py", env.broker.pid);
+    unsetenv("HG_LOGIN_TIMEOUT_S");
 }
 
 /* A second console with a session-ttl of 3 s: the session cookie's
@@ -690,13 +794,7 @@ static void test_session_ttl(void)
         "--uri", uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--session-ttl",
         "3s",    NULL
     };
-    if (start_console(&ttl, extra, console_up) == 0) {
-        int rc = run_script("test_session_ttl.py", &ttl, "http", NULL);
-        TU_CHECK(rc == 0, "tests/console/test_session_ttl.py exited %d (its output above says what failed)", rc);
-    }
-    TU_CHECK(stop_console(&ttl) == 0, "the session-ttl console exits 0 on SIGTERM");
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(ttl.log);
+    script_on_own_console(&ttl, extra, "test_session_ttl.py", 0);
 }
 
 /* A console with sample-interval 200ms and history 1s: its overview's
@@ -716,13 +814,7 @@ static void test_history(void)
                             "--history",
                             "1s",
                             NULL };
-    if (start_console(&hist, extra, console_up) == 0) {
-        int rc = run_script("test_history.py", &hist, "http", NULL);
-        TU_CHECK(rc == 0, "tests/console/test_history.py exited %d (its output above says what failed)", rc);
-    }
-    TU_CHECK(stop_console(&hist) == 0, "the history console exits 0 on SIGTERM");
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(hist.log);
+    script_on_own_console(&hist, extra, "test_history.py", 0);
 }
 
 /* mysql-password-file: a console of its own connects to MariaDB as
@@ -1064,33 +1156,36 @@ static void test_static_dir_reload(void)
 
 /* The sampler's broker login fails (its user not in the broker's users file): the console's log says so once,
  * naming the broker, the user and the broker's reply, however many samples fail; the user added (SIGHUP to the
- * broker): an info line says the broker answers again. */
+ * broker): an info line says the broker answers again. On a broker of its own (case_broker_t): the refusals it
+ * waits for are held back from the first one on, not 5 s each after the earlier cases' refused logins. */
 static void test_sampler_login(void)
 {
     char err[512], pw_path[700], watcher_users[700];
     const char *user = "sampler-watcher", *password = "watcher-Secret-6";
     snprintf(pw_path, sizeof pw_path, "%s/watcher.password", workdir);
     TU_REQUIRE(tu_write_file(pw_path, "watcher-Secret-6\n") == 0, "write %s", pw_path);
-    console_proc_t w = { .name = "sampler-login" };
-    /* the broker holds a failed AUTH's reply back up to 5 s per failure from the address (the earlier tests' too):
-     * a broker-timeout above that, so the sampler gets the broker's refusal, never its own timeout */
+    case_broker_t cb;
+    TU_REQUIRE(case_broker_start(&cb, "sampler-login") == 0, "the sampler-login case's broker starts");
+    console_proc_t w = { .name = "sampler-login", .broker = &cb.broker, .users_file = cb.users };
+    /* the broker holds a failed AUTH's reply back up to 5 s per failure from the address: a broker-timeout above
+     * that, so the sampler gets the broker's refusal, never its own timeout */
     const char *extra[] = {
-        "--uri", uri, "--sampler-user", user, "--sampler-password-file", pw_path, "--broker-timeout", "20s", NULL
+        "--uri", cb.uri, "--sampler-user", user, "--sampler-password-file", pw_path, "--broker-timeout", "20s", NULL
     };
     char failed[64];
     snprintf(failed, sizeof failed, "for unknown user (%zu bytes)", strlen(user));
-    int failed_before = tu_file_count(env.broker.log_path, failed);
+    int failed_before = tu_file_count(cb.broker.log_path, failed);
     TU_REQUIRE(start_console(&w, extra, console_up) == 0, "start the console with sampler-user %s", user);
     char want[600];
-    snprintf(want, sizeof want, "sampler: the broker at %s, as user %s, does not answer INFO: ", uri, user);
+    snprintf(want, sizeof want, "sampler: the broker at %s, as user %s, does not answer INFO: ", cb.uri, user);
     TU_CHECK(tu_wait_file_contains(w.log, want, 60000) == 0, "the failed login is logged: '%s'", want);
     TU_CHECK(tu_file_count(w.log, "does not answer INFO: authentication as 'sampler-watcher' failed: WRONGPASS invalid "
                                   "username-password pair") == 1,
              "with the broker's reply");
     /* several samples fail (the broker logs each AUTH of this unknown name, by its length), one line still */
-    file_count_wait_t fails = { env.broker.log_path, failed, failed_before + 3 };
+    file_count_wait_t fails = { cb.broker.log_path, failed, failed_before + 3 };
     TU_CHECK(tu_poll_until(file_count_reached, &fails, 90000, 50) == 0, "the broker refused three AUTHs (%d)",
-             tu_file_count(env.broker.log_path, failed) - failed_before);
+             tu_file_count(cb.broker.log_path, failed) - failed_before);
     TU_CHECK(tu_file_count(w.log, want) == 1, "three failed samples, one warning (%d)", tu_file_count(w.log, want));
 
     /* the user added to the broker's users file: the sampler logs in, an info line says so */
@@ -1101,14 +1196,15 @@ static void test_sampler_login(void)
         list[n++] = (tu_user_t){ users[i][0], users[i][1], users[i][2] };
     list[n++] = (tu_user_t){ user, "viewer", password };
     TU_REQUIRE(tu_write_users_file(watcher_users, list, n, err, sizeof err) == 0, "%s", err);
-    TU_REQUIRE(rename(watcher_users, users_path) == 0 && kill(env.broker.pid, SIGHUP) == 0, "users file + SIGHUP");
-    snprintf(want, sizeof want, "sampler: the broker at %s answers INFO again, as user %s", uri, user);
+    TU_REQUIRE(rename(watcher_users, cb.users) == 0 && kill(cb.broker.pid, SIGHUP) == 0, "users file + SIGHUP");
+    snprintf(want, sizeof want, "sampler: the broker at %s answers INFO again, as user %s", cb.uri, user);
     TU_CHECK(tu_wait_file_contains(w.log, want, 60000) == 0, "the recovery is logged: '%s'", want);
     TU_CHECK(stop_console(&w) == 0, "the sampler-login console exits 0 on SIGTERM");
-    /* the users file as the other tests know it */
-    TU_CHECK(write_users_file(users_path, "admin") == 0 && kill(env.broker.pid, SIGHUP) == 0, "users file restored");
+    /* the users file as it was, the broker told */
+    TU_CHECK(write_users_file(cb.users, "admin") == 0 && kill(cb.broker.pid, SIGHUP) == 0, "users file restored");
     if (CU_get_number_of_failures() > 0)
         oe_print_file(w.log);
+    TU_CHECK(case_broker_stop(&cb) == 0, "the sampler-login case's broker stops cleanly");
 }
 
 /* Replace path's text in one step (rename): a sampler reading it never sees it half written. */
@@ -1122,17 +1218,20 @@ static int replace_file(const char *path, const char *text)
 /* sampler-password-file is read again without a restart: a console started with a wrong password for monitor
  * (its sampler refused); the file corrected and SIGHUP: the new password is logged and the sampler answers; a wrong
  * one written and SIGHUP: its working connection is dropped and the refusal logged; the file corrected without a
- * SIGHUP: the refused AUTH reads it again, the next sample logs in. */
+ * SIGHUP: the refused AUTH reads it again, the next sample logs in. On a broker of its own (case_broker_t), as
+ * test_sampler_login. */
 static void test_sampler_password(void)
 {
     char pw_path[700], right[128], changed[900], again[600];
     snprintf(pw_path, sizeof pw_path, "%s/sampler-rotate.password", workdir);
     snprintf(right, sizeof right, "%s\n", users[3][2]);
     TU_REQUIRE(replace_file(pw_path, "wrong-Sampler-Secret\n") == 0, "write %s", pw_path);
-    console_proc_t sp = { .name = "sampler-password" };
+    case_broker_t cb;
+    TU_REQUIRE(case_broker_start(&cb, "sampler-password") == 0, "the sampler-password case's broker starts");
+    console_proc_t sp = { .name = "sampler-password", .broker = &cb.broker, .users_file = cb.users };
     /* broker-timeout above the broker's hold of a refused AUTH (as test_sampler_login) */
     const char *extra[] = { "--uri",
-                            uri,
+                            cb.uri,
                             "--sampler-user",
                             "monitor",
                             "--sampler-password-file",
@@ -1145,7 +1244,7 @@ static void test_sampler_password(void)
     TU_REQUIRE(start_console(&sp, extra, console_up) == 0, "start the console with a wrong sampler password");
     const char *refused = "does not answer INFO: authentication as 'monitor' failed: WRONGPASS";
     snprintf(changed, sizeof changed, "sampler-password-file %s holds another password", pw_path);
-    snprintf(again, sizeof again, "sampler: the broker at %s answers INFO again, as user monitor", uri);
+    snprintf(again, sizeof again, "sampler: the broker at %s answers INFO again, as user monitor", cb.uri);
     TU_CHECK(tu_wait_file_contains(sp.log, refused, 60000) == 0, "the wrong password is refused, logged");
 
     /* corrected, SIGHUP */
@@ -1174,6 +1273,7 @@ static void test_sampler_password(void)
     TU_CHECK(stop_console(&sp) == 0, "the sampler-password console exits 0 on SIGTERM");
     if (CU_get_number_of_failures() > 0)
         oe_print_file(sp.log);
+    TU_CHECK(case_broker_stop(&cb) == 0, "the sampler-password case's broker stops cleanly");
 }
 
 static void test_stop(void)

@@ -42,6 +42,12 @@
  *              server's peer is 127.0.0.3, the socket's buffer is not the
  *              default; a source that is no address: -1 with EINVAL
  *
+ * Suite "tu_free_port":
+ *   claimed    a child picks 64 ports and holds them (it binds none, so a
+ *              bind proves each free): 3 000 picks of this process meet
+ *              none of them (without the claim about 8 would: 64 of ~22 700
+ *              ports), and once the child exited they may be picked again
+ *
  * Run it: ./tests/unit/test_tu_http
  */
 #include <CUnit/CUnit.h>
@@ -51,11 +57,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -367,6 +375,72 @@ static const tu_test_t dial_tests[] = {
     { NULL, NULL },
 };
 
+
+/* 64 ports picked by a child that holds them and binds none: this process
+ * picks none of them while the child lives (the claim, not a bind, keeps
+ * them), and after it exited their claims are gone with it. */
+#define CLAIM_CHILD_PORTS 64
+#define CLAIM_PICKS       3000
+static void test_port_claimed(void)
+{
+    int ports_pipe[2], hold_pipe[2];
+    TU_REQUIRE(pipe(ports_pipe) == 0 && pipe(hold_pipe) == 0, "pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        close(ports_pipe[0]);
+        close(hold_pipe[1]);
+        int ports[CLAIM_CHILD_PORTS];
+        for (int i = 0; i < CLAIM_CHILD_PORTS; i++)
+            ports[i] = tu_free_port();
+        ssize_t n = write(ports_pipe[1], ports, sizeof ports);
+        char c;
+        (void)read(hold_pipe[0], &c, 1); /* holds its claims until the parent closes the pipe */
+        _exit(n == (ssize_t)sizeof ports ? 0 : 1);
+    }
+    close(ports_pipe[1]);
+    close(hold_pipe[0]);
+    int theirs[CLAIM_CHILD_PORTS];
+    size_t got = 0;
+    while (got < sizeof theirs) {
+        ssize_t n = read(ports_pipe[0], (char *)theirs + got, sizeof theirs - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(ports_pipe[0]);
+    int met = 0, first = 0, bad = 0;
+    for (int i = 0; got == sizeof theirs && i < CLAIM_PICKS; i++) {
+        int port = tu_free_port();
+        bad += port <= 0;
+        for (int j = 0; j < CLAIM_CHILD_PORTS; j++) {
+            if (port == theirs[j]) {
+                first = met++ == 0 ? port : first;
+            }
+        }
+    }
+    close(hold_pipe[1]);
+    int status;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: %#x",
+               status);
+    TU_REQUIRE(got == sizeof theirs, "the child's ports: %zu bytes", got);
+    TU_CHECK(bad == 0, "%d picks failed", bad);
+    TU_CHECK(met == 0, "%d of %d picks took a port the child holds (the first %d)", met, CLAIM_PICKS, first);
+    /* the child's claims ended with it: a lock on its first port is free */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/hg-test-ports/%d", theirs[0]);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    TU_CHECK(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0, "the claim of port %d after the child exited: %s", theirs[0],
+             fd < 0 ? "no lock file" : strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
+static const tu_test_t port_tests[] = {
+    { "a port another process holds is not picked; its claim ends with it", test_port_claimed },
+    { NULL, NULL },
+};
+
 static const tu_test_t tests[] = {
     { "a server that never answers: -1 after the deadline", test_hung },
     { "an answer is read whole", test_answered },
@@ -378,6 +452,7 @@ static const tu_test_t tests[] = {
 static const tu_suite_t suites[] = {
     { "tu_http", tests },
     { "loopback_dial", dial_tests },
+    { "tu_free_port", port_tests },
 };
 
 int main(int argc, char **argv)
