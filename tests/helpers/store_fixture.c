@@ -133,6 +133,11 @@ void close_at(store_t **sp, int line)
 
 void close_broken_at(store_t **sp, const char *says, int line)
 {
+    TU_CHECK_AT(store_broken(*sp), line, "the store is usable, want it broken (\"%s\")", says);
+    if (!store_broken(*sp)) {
+        close_at(sp, line);
+        return;
+    }
     for (int i = 0; i < MAX_OPEN; i++) {
         if (g_open[i] == *sp) {
             g_open[i] = NULL;

@@ -96,7 +96,8 @@ void close_at(store_t **sp, int line);
 #define CLOSE(sp) close_at((sp), __LINE__)
 
 /* Close *sp, a store that must be broken: its close fails naming `says`
- * (checked), *sp forgotten and set to NULL. */
+ * (checked), *sp forgotten and set to NULL. A store that is not broken
+ * fails the test there and is closed as CLOSE does. */
 void close_broken_at(store_t **sp, const char *says, int line);
 #define CLOSE_BROKEN(sp, says) close_broken_at((sp), (says), __LINE__)
 
