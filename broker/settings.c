@@ -19,6 +19,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/units.h"
 #include "common/http_guard.h"
 #include "common/metrics_keys.h"
 #include "common/prom.h"
@@ -99,7 +100,8 @@ static const cfg_key_t cfg_keys[] = {
               "data directory keeps the size its segments were made with") },
     { CFG_KEY("disk-reserve", CFG_SIZE, "256mb", 0, 64 * GB, OFF(disk_reserve),
               "space kept in DIR/BALLAST and given back when the disk fills, so the store can reopen and restart; "
-              "writes resume once twice this is free (0: none)") },
+              "writes resume once twice this is free; the commit log is checkpointed every quarter of it (64mb at "
+              "most), so it is 0 (none) or at least 4mb") },
     { CFG_KEY("backup-dir", CFG_STRING, NULL, 0, 0, OFF(backup_dir),
               "where BACKUP name writes its online copy of the data directory (backup-dir/name); unset: BACKUP "
               "is refused"),
@@ -277,6 +279,12 @@ void config_init_defaults(config_t *c)
     store_options_default(&c->store);
 }
 
+uint64_t config_checkpoint_bytes(uint64_t disk_reserve)
+{
+    uint64_t quarter = disk_reserve / CONFIG_RESERVE_CHECKPOINTS;
+    return disk_reserve == 0 || quarter > STORE_CHECKPOINT_BYTES ? STORE_CHECKPOINT_BYTES : quarter;
+}
+
 /* The store's options from the keys: the one place they are copied. */
 static void fill_store_options(config_t *c)
 {
@@ -293,6 +301,7 @@ static void fill_store_options(config_t *c)
     o->write_buffer_bytes = (size_t)c->write_buffer_size;
     o->max_open_files = (int)c->max_open_files;
     o->segment_bytes = (uint64_t)c->commitlog_segment_size;
+    o->checkpoint_bytes = config_checkpoint_bytes((uint64_t)c->disk_reserve);
     o->max_topics = (uint64_t)c->max_topics;
     o->max_groups = (uint64_t)c->max_groups;
     o->lease_write_delay_ms = (uint64_t)c->lease_write_delay_ms;
@@ -395,6 +404,17 @@ int config_validate(config_t *c, char *err, size_t errlen)
     }
     if (c->metrics_port != 0 && c->metrics_port == c->port && strcmp(c->bind, c->metrics_bind) == 0) {
         err_set(err, errlen, "metrics-port %lld is the same as port", c->metrics_port);
+        return -1;
+    }
+    if (c->disk_reserve != 0 && (uint64_t)c->disk_reserve < CONFIG_RESERVE_CHECKPOINTS * STORE_CHECKPOINT_MIN_BYTES) {
+        char have[32], need[32];
+        units_format_size((uint64_t)c->disk_reserve, have, sizeof have);
+        units_format_size(CONFIG_RESERVE_CHECKPOINTS * STORE_CHECKPOINT_MIN_BYTES, need, sizeof need);
+        err_set(err, errlen,
+                "disk-reserve %s is below %s: the commit log is checkpointed every quarter of disk-reserve (at least "
+                "every %llu bytes) so that the store's reopen on a full disk redoes no more log than the reserve "
+                "gives room for; set %s or more, or 0 for no reserve",
+                have, need, (unsigned long long)STORE_CHECKPOINT_MIN_BYTES, need);
         return -1;
     }
     if (store_check_segment_bytes((uint64_t)c->commitlog_segment_size, lerr, sizeof lerr) != 0) {

@@ -143,6 +143,17 @@ int config_load(config_t *c, int argc, char **argv, config_action_t *action, cha
  * c->store holds the store options (path = c->dir, create_if_missing = 1). */
 int config_validate(config_t *c, char *err, size_t errlen);
 
+/* The commit log is checkpointed every disk-reserve / CONFIG_RESERVE_CHECKPOINTS
+ * bytes (STORE_CHECKPOINT_BYTES at most, and without a reserve): after a
+ * write failed on a full disk the store reopens on the room the released
+ * reserve gives, and redoes the log since its last checkpoint into LevelDB
+ * while LevelDB's recovery writes its own log out to a table — a quarter
+ * leaves that room for the redo, the one apply that crossed the checkpoint
+ * and the recovery. config_validate refuses a reserve other than 0 below
+ * CONFIG_RESERVE_CHECKPOINTS * STORE_CHECKPOINT_MIN_BYTES (4 MiB). */
+#define CONFIG_RESERVE_CHECKPOINTS 4
+uint64_t config_checkpoint_bytes(uint64_t disk_reserve);
+
 /* 1 when topic[0..len) is one of dedup-topics (or dedup-topics is "*"): its
  * SENDs with a KEY deduplicate as if they said DEDUP. Loop thread (SIGHUP
  * may change the list). */

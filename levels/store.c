@@ -53,6 +53,7 @@ void store_options_default(store_options_t *o)
     o->max_open_files = 500;
     o->segment_bytes = STORE_DEFAULT_SEGMENT_BYTES;
     o->damage_retry_ms = STORE_DEFAULT_DAMAGE_RETRY_MS;
+    o->checkpoint_bytes = STORE_CHECKPOINT_BYTES;
 }
 
 static int validate_options(const store_options_t *o, char *err, size_t errlen)
@@ -74,6 +75,12 @@ static int validate_options(const store_options_t *o, char *err, size_t errlen)
     if (o->damage_retry_ms < STORE_MIN_DAMAGE_RETRY_MS || o->damage_retry_ms > STORE_MAX_DAMAGE_RETRY_MS) {
         return err_set(err, errlen, "damage-retry %llu ms is outside %d..%d ms", (unsigned long long)o->damage_retry_ms,
                        STORE_MIN_DAMAGE_RETRY_MS, STORE_MAX_DAMAGE_RETRY_MS);
+    }
+    if (o->checkpoint_bytes != 0 &&
+        (o->checkpoint_bytes < STORE_CHECKPOINT_MIN_BYTES || o->checkpoint_bytes > STORE_CHECKPOINT_BYTES)) {
+        return err_set(err, errlen, "commit-log checkpoint interval %llu bytes is not between %llu and %llu",
+                       (unsigned long long)o->checkpoint_bytes, (unsigned long long)STORE_CHECKPOINT_MIN_BYTES,
+                       (unsigned long long)STORE_CHECKPOINT_BYTES);
     }
     return store_check_segment_bytes(o->segment_bytes, err, errlen);
 }
@@ -293,11 +300,37 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     return 0;
 }
 
+/* The memtable written out to a table so that the next open has no LevelDB
+ * log to replay: a compaction of a range that holds no key (every key starts
+ * with an ASCII tag, keys.h) only does that. The compactor stops first. */
+static void write_memtable_out(store_t *s)
+{
+    compactor_free(s->compactor);
+    s->compactor = NULL;
+    leveldb_compact_range(s->db, "\xff", 1, "\xff", 1);
+}
+
 /* store_close and store_close_unsynced: the last commit synced or not. */
 static int close_store(store_t *s, int durable, char *err, size_t errlen)
 {
     if (s == NULL) {
         return 0;
+    }
+    if (durable && s->broken && s->log_append_failed) {
+        /* Broken by a refused append (a full disk: no room for the next
+         * segment), which changed neither the log nor LevelDB, and no sync
+         * failed since (store_close, not _unsynced): the log is
+         * closed cleanly all the same, so that the reopen on the full disk
+         * redoes nothing (redoing every batch since the last checkpoint
+         * needed room the released disk reserve did not give). The pending
+         * batch and the leases not written are lost, as with any broken
+         * store; the break is reported. */
+        if (store_log_close_after_failed_append(s, NULL, 0) == 0) {
+            write_memtable_out(s);
+        }
+        store_usable(s, err, errlen);
+        store_free(s);
+        return -1;
     }
     /* A broken store cannot commit: report that (its pending batch is lost)
      * rather than a clean close. The leases not written yet are written, so
@@ -316,16 +349,12 @@ static int close_store(store_t *s, int durable, char *err, size_t errlen)
     if (rc == 0) {
         /* The commit log's clean checkpoint (the next open redoes nothing),
          * then the memtable written out (up to write-buffer-size) so that the
-         * next open has no LevelDB log to replay: a compaction of a range that
-         * holds no key (every key starts with an ASCII tag, keys.h) only does
-         * that; the checkpoint's marks are LevelDB writes it writes out with
-         * the rest. A clean restart then opens in milliseconds and without the
+         * next open has no LevelDB log to replay; the checkpoint's marks are
+         * LevelDB writes it writes out with the rest. A clean restart then opens in milliseconds and without the
          * memtable's RAM. A failed checkpoint is reported; the memtable is
          * written out all the same. */
         rc = store_log_close(s, err, errlen);
-        compactor_free(s->compactor);
-        s->compactor = NULL;
-        leveldb_compact_range(s->db, "\xff", 1, "\xff", 1);
+        write_memtable_out(s);
     }
     store_free(s);
     return rc;

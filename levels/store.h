@@ -55,7 +55,8 @@
 #define STORE_FORMAT_OLDEST           1
 #define STORE_FORMAT_SAME_RECORDS     3 /* the oldest format whose records this build reads unchanged */
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)
-#define STORE_CHECKPOINT_BYTES        (UINT64_C(64) << 20)  /* log applied between checkpoints, at most */
+#define STORE_CHECKPOINT_BYTES        (UINT64_C(64) << 20)  /* default store_options_t.checkpoint_bytes */
+#define STORE_CHECKPOINT_MIN_BYTES    (UINT64_C(1) << 20)   /* the least store_options_t.checkpoint_bytes */
 #define STORE_HELD_MAX_BYTES          (UINT64_C(16) << 20)  /* log appended unsynced before a commit syncs it */
 #define STORE_DEFAULT_SEGMENT_BYTES   (UINT64_C(128) << 20) /* commit-log segments (design-commitlog.md §2) */
 #define STORE_DEFAULT_MAX_DELAY_MS    (UINT64_C(3) * 86400 * 1000)
@@ -110,6 +111,11 @@ typedef struct store_options {
      * failed, then tried again: STORE_MIN_DAMAGE_RETRY_MS ..
      * STORE_MAX_DAMAGE_RETRY_MS (store_open refuses others). */
     uint64_t damage_retry_ms;
+    /* Log applied to LevelDB between two checkpoints (and a second at most), in [STORE_CHECKPOINT_MIN_BYTES,
+     * STORE_CHECKPOINT_BYTES]; 0 is STORE_CHECKPOINT_BYTES. What an open redoes after a crash or a broken store is the log since the last
+     * checkpoint, so this (plus the one apply that crossed it) bounds the room such an open needs — the broker
+     * keeps it within its disk reserve (docs/operations.md, "Disk full runbook"). */
+    uint64_t checkpoint_bytes;
 } store_options_t;
 
 /* damage_retry_ms: the default, and the bounds store_open accepts (not 0:
@@ -122,7 +128,7 @@ typedef struct store_options {
 /* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB
  * payloads, max-reconsume 16, 16 MiB of payload per lease call, no topic or group limit, 8 MiB cache,
  * 64 MiB write buffer (the broker's write-buffer-size), 500 files, 128 MiB log segments, damaged heads
- * retried every 60 s. */
+ * retried every 60 s, a checkpoint every 64 MiB of log. */
 void store_options_default(store_options_t *o);
 
 /* Whether bytes is a segment size the commit log can use (a multiple of 4096 in

@@ -220,6 +220,7 @@ struct store {
     uint64_t lane_loaded_tail; /* the lane's tail at open: entries below it were loaded, not pushed */
     struct seg_count *seg;     /* segcount.c */
     size_t n_seg, cap_seg, seg_last;
+    int log_append_failed;         /* the store broke at a refused log append: log and LevelDB as they were */
     int pending;                   /* operations in the batch */
     uint64_t level_damage_events;  /* levels found damaged by the due move (store_level_damage_events) */
     uint64_t group_damage_events;  /* group queues found damaged by a PULL (store_group_damage_events) */
@@ -447,6 +448,17 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen);
  * nothing. */
 int store_log_close(store_t *s, char *err, size_t errlen);
 
+/* store_log.c: close the log of a store broken by a failed append
+ * (s->log_append_failed: the append wrote no batch, so the log and LevelDB
+ * are as the last commit left them): a checkpoint at what LevelDB has, then
+ * store_log_close's sync, apply and clean checkpoint, so that the next open
+ * redoes nothing — on a full disk it needs the room of the held batches'
+ * LevelDB writes, not of every batch since the last checkpoint twice over
+ * (design-commitlog.md, 4a.2 "A reopen on a full disk"). 0, or -1 with err
+ * (s->redo NULL after, whatever the outcome; what failed is redone by the
+ * next open from the last checkpoint that succeeded). */
+int store_log_close_after_failed_append(store_t *s, char *err, size_t errlen);
+
 /* store_log.c: after the log's fdatasync failed (store_close_unsynced): the
  * segments past the last good sync abandoned, the held batches carried into
  * a fresh, synced segment and applied (redo_sync_failed). 0, or -1 with err
@@ -470,7 +482,8 @@ void store_log_free(store_t *s);
  * it (redo_commit_applied: the batch never enters the overlay; a due
  * checkpoint follows, as after store_apply_durable). A batch no segment can
  * hold goes beside the log, synced. 0, or -1 with err (after a failed sync or
- * apply the store is broken and the batch stays held). */
+ * apply the store is broken and the batch stays held; after a failed append
+ * nothing is held and s->log_append_failed is set, for the close). */
 int store_log_append(store_t *s, int durable, char *err, size_t errlen);
 
 /* Make every batch appended so far durable (clog_sync when the log's durable

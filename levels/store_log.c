@@ -314,6 +314,21 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
     return 0;
 }
 
+int store_log_close_after_failed_append(store_t *s, char *err, size_t errlen)
+{
+    if (s->redo == NULL) {
+        return 0;
+    }
+    /* First B = what LevelDB has (its logs synced, a mark written: no room beyond the mark's), so that should
+       the close's apply find no room, the next open redoes the held batches only. */
+    char why[512];
+    if (redo_checkpoint(s->redo, why, sizeof why) != 0) {
+        store_log_free(s);
+        return err_set(err, errlen, "checkpoint of the commit log of %s after a failed append: %s", s->path, why);
+    }
+    return store_log_close(s, err, errlen);
+}
+
 int store_log_sync_failed(store_t *s, char *err, size_t errlen)
 {
     redo_failure_t f;
@@ -413,14 +428,16 @@ int store_log_append(store_t *s, int durable, char *err, size_t errlen)
     }
     if (!durable) {
         if (redo_commit(s->redo, &s->log_batch, NULL, why, sizeof why) != 0) {
+            s->log_append_failed = 1; /* nothing appended, nothing held (a segment not pre-written: a full disk) */
             return err_set(err, errlen, "commit log of %s: %s", s->path, why);
         }
         return 0;
     }
     /* Appended, synced and applied in one call: the batch never enters the overlay (design-commitlog.md,
        "Overlay cost"). A failed sync or apply leaves it held, as store_log_make_durable's would. */
-    uint64_t before = redo_applied(s->redo);
-    if (redo_commit_applied(s->redo, &s->log_batch, NULL, why, sizeof why) != 0) {
+    uint64_t before = redo_applied(s->redo), end = 0;
+    if (redo_commit_applied(s->redo, &s->log_batch, &end, why, sizeof why) != 0) {
+        s->log_append_failed = end == 0; /* end is set once the batch is appended */
         store_break(s, why);
         return err_set(err, errlen, "commit log of %s: %s", s->path, why);
     }
@@ -445,12 +462,13 @@ int store_log_sync(store_t *s, char *err, size_t errlen)
     return 0;
 }
 
-/* A checkpoint is due once STORE_CHECKPOINT_BYTES of log were applied since
- * the last one, or a second passed with anything applied since. */
+/* A checkpoint is due once checkpoint_bytes of log were applied since the
+ * last one, or a second passed with anything applied since. */
 static int checkpoint_due(const store_t *s)
 {
     uint64_t since = redo_applied(s->redo) - redo_checkpointed(s->redo);
-    return since >= STORE_CHECKPOINT_BYTES || (since > 0 && clock_mono_ms() - s->checkpoint_mono_ms >= 1000);
+    uint64_t every = s->opt.checkpoint_bytes != 0 ? s->opt.checkpoint_bytes : STORE_CHECKPOINT_BYTES;
+    return since >= every || (since > 0 && clock_mono_ms() - s->checkpoint_mono_ms >= 1000);
 }
 
 int store_apply_durable(store_t *s, char *err, size_t errlen)

@@ -201,19 +201,32 @@ static void sends_keep_working(int count, const char *when)
 }
 
 /* A disk reserve smaller than what a reopen may write (two memtables) is
- * warned about at start, naming both settings; a big enough one is not. */
+ * warned about at start, naming both settings; a big enough one is not. One
+ * below 4mb (four times the commit log's least checkpoint interval: it is
+ * checkpointed every quarter of the reserve) is refused at config load,
+ * naming the need. */
 static void test_disk_reserve_warning(void)
 {
-    const char *small[] = { "--disk-reserve", "1mb", "--write-buffer-size", "1mb", NULL };
+    char out[4096];
+    const char *tiny[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--disk-reserve", "1mb", NULL };
+    int rc = tu_run_capture(tiny, out, sizeof out);
+    BP_CHECK(rc == 2 && strstr(out, "disk-reserve 1mb is below 4mb: the commit log is checkpointed every quarter of "
+                                    "disk-reserve") != NULL,
+             "--check-config --disk-reserve 1mb: exit %d, want 2 and the need named:\n%s", rc, out);
+    const char *none[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--disk-reserve", "0", NULL };
+    rc = tu_run_capture(none, out, sizeof out);
+    BP_CHECK(rc == 0, "--check-config --disk-reserve 0 (no reserve): exit %d:\n%s", rc, out);
+
+    const char *small[] = { "--disk-reserve", "4mb", "--write-buffer-size", "4mb", NULL };
     bt_start(small);
-    BP_CHECK(bp_log_contains(&bt_broker, "disk-reserve 1mb is less than twice write-buffer-size 1mb"),
-             "no warning about a 1mb disk-reserve beside a 1mb memtable");
+    BP_CHECK(bp_log_contains(&bt_broker, "disk-reserve 4mb is less than twice write-buffer-size 4mb"),
+             "no warning about a 4mb disk-reserve beside a 4mb memtable");
     rc_close(&bt_conn);
     BP_REQUIRE(bp_destroy(&bt_broker) == 0, "the first broker did not end cleanly (see above)");
-    const char *enough[] = { "--disk-reserve", "2mb", "--write-buffer-size", "1mb", NULL };
+    const char *enough[] = { "--disk-reserve", "8mb", "--write-buffer-size", "4mb", NULL };
     bt_start(enough);
     BP_CHECK(!bp_log_contains(&bt_broker, "is less than twice write-buffer-size"),
-             "a warning about a 2mb disk-reserve beside a 1mb memtable");
+             "a warning about an 8mb disk-reserve beside a 4mb memtable");
 }
 
 static void test_fd_limit(void)
@@ -1157,7 +1170,8 @@ static void test_disk_back(void)
     mount_tmpfs();
     snprintf(data, sizeof data, "%s/data", g_mnt);
     const char *extra[] = {
-        "--dir", data, "--disk-reserve", "8mb", "--write-buffer-size", "4mb", ONE_MB_MESSAGES, NULL
+        "--dir",         data, "--disk-reserve", "8mb", "--write-buffer-size", "4mb", "--commitlog-segment-size", "2mb",
+        ONE_MB_MESSAGES, NULL
     };
     bt_start(extra);
 

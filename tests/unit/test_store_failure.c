@@ -100,6 +100,97 @@ static void test_commit_failure_breaks_store(void)
     CHECK_STORE(s);
 }
 
+/* RLIMIT_FSIZE at bytes (EFBIG instead of SIGXFSZ past it): a "full disk"
+ * for every file written past that offset. Teardown restores it. */
+static void limit_file_size(rlim_t bytes)
+{
+    if (!g_fsize_set) {
+        TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
+    }
+    struct rlimit lim = g_fsize_saved;
+    lim.rlim_cur = bytes;
+    signal(SIGXFSZ, SIG_IGN);
+    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    g_fsize_set = 1;
+}
+
+static void unlimit_file_size(void)
+{
+    setrlimit(RLIMIT_FSIZE, &g_fsize_saved);
+    g_fsize_set = 0;
+    signal(SIGXFSZ, SIG_DFL);
+}
+
+/* A commit the commit log refuses to append for want of room (its next
+ * segment cannot be written out: the disk is "full") breaks the store as any
+ * failed commit, but the append wrote nothing: its close still closes the log
+ * cleanly (the held batches applied, a checkpoint at the log's end, the
+ * memtable written out), so the reopen — which on a full disk has only the
+ * released disk reserve's room — writes next to nothing: here it opens with no
+ * file allowed past 64 KiB and finds the 200 KiB of SENDs held at the
+ * failure. Without the clean close the reopen redid every batch since the
+ * open's checkpoint into a new LevelDB log and failed there. */
+static void test_refused_append_closes_clean(void)
+{
+    enum {
+        SENDS = 2, /* of PAYLOAD each: what a 256 KiB segment holds; the next commit needs a new segment */
+        PAYLOAD = 100 << 10,
+        SEGMENT = 256 << 10,
+        ROOM = 64 << 10
+    };
+    store_options_t o;
+    opts_default(&o); /* sync off: each commit is appended and held until a barrier */
+    o.segment_bytes = SEGMENT;
+    store_t *s = open_at(&o, T0, __LINE__);
+    static char payload[PAYLOAD];
+    char err[512] = "";
+    uint64_t ids[SENDS], id, due;
+    for (int i = 0; i < SENDS; i++) {
+        memset(payload, 'a' + i, sizeof payload);
+        REQUIRE_OK(send_raw(s, "t", 1, "", 0, payload, sizeof payload, 0, 0, T0, &ids[i], &due, err, sizeof err), err);
+        REQUIRE_OK(store_commit(s, err, sizeof err), err);
+    }
+
+    limit_file_size(ROOM); /* the next segment cannot be written out */
+    memset(payload, 'z', sizeof payload);
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, payload, sizeof payload, 0, 0, T0 + 1, &id, &due, err, sizeof err), err);
+    int rc = store_commit(s, err, sizeof err);
+    TU_REQUIRE(rc == -1 && store_broken(s) && strstr(err, "cannot pre-write") != NULL,
+               "a commit whose segment cannot be written out: rc %d, broken %d, \"%s\"", rc, store_broken(s), err);
+    unlimit_file_size(); /* the broker releases its disk reserve before the close */
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (g_open[i] == s)
+            g_open[i] = NULL;
+    err[0] = '\0';
+    rc = store_close(s, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "reopen") != NULL, "store_close of the broken store: %d (\"%s\")", rc, err);
+
+    limit_file_size(ROOM); /* the reopen on the full disk */
+    s = NULL;
+    rc = store_open(&o, T0 + 2, &s, err, sizeof err);
+    unlimit_file_size();
+    TU_REQUIRE(rc == 0 && s != NULL, "the reopen with no file growing past %d bytes: %s", ROOM, err);
+    for (int i = 0; i < MAX_OPEN; i++) {
+        if (g_open[i] == NULL) {
+            g_open[i] = s;
+            break;
+        }
+    }
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == SENDS,
+             "after the reopen the topic holds %" PRIu64 " SENDs, want the %d committed", ti.appended, SENDS);
+    GROUP_CREATE(s, "g", "t", 1, T0 + 3);
+    msg_owned_t m[SENDS + 1];
+    int n = LEASE_N(s, "g", "t", SENDS + 1, LEASE, T0 + 3, m);
+    TU_CHECK(n == SENDS, "leased %d after the reopen, want %d", n, SENDS);
+    for (int i = 0; i < n && i < SENDS; i++)
+        TU_CHECK(m[i].m.id == ids[i] && m[i].m.payload.len == PAYLOAD && m[i].m.payload.ptr[0] == 'a' + i,
+                 "message %d after the reopen: id %" PRIu64 " (want %" PRIu64 "), %u bytes", i, m[i].m.id, ids[i],
+                 m[i].m.payload.len);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
 /* Ten SENDs on level 1, each committed alone: ten records in the log. */
 static int scan_nothing(void *ctx, const store_entry_t *e)
 {
@@ -324,6 +415,7 @@ static void test_open_replays_past_log_hole(void)
 
 static const tu_test_t failure_tests[] = {
     { "commit failure breaks the store", test_commit_failure_breaks_store },
+    { "a refused log append closes the log clean: the reopen writes nothing", test_refused_append_closes_clean },
     { "a torn write at the log's end is cut", test_open_cuts_torn_log_end },
     { "a torn write before an empty newer log is cut", test_open_cuts_torn_end_before_empty_log },
     { "damage inside the log past the checkpoint is replayed past, not cut", test_open_replays_past_log_hole },

@@ -1674,6 +1674,65 @@ static void test_log_segment_size_refused(void)
     TU_CHECK(s == NULL && access(g_data, F_OK) != 0, "the refused open made %s", g_data);
 }
 
+/* The commit log is checkpointed every checkpoint_bytes of applied log (the
+ * broker sets a quarter of its disk reserve: what an open after a crash or a
+ * broken store redoes into LevelDB, so the room a reopen on a full disk
+ * needs): 3 MiB of synced commits with a 1 MiB interval, then a kill -9,
+ * leave at most the interval and one commit past the last checkpoint (at the
+ * default 64 MiB, all 3 MiB when the commits take under a second). An
+ * interval outside [1 MiB, 64 MiB] is refused naming it. */
+static void test_log_checkpoint_interval(void)
+{
+    enum {
+        COMMITS = 30,
+        PAYLOAD = 100 << 10
+    };
+    store_options_t o;
+    opts_default(&o);
+    o.checkpoint_bytes = 100;
+    store_t *s = NULL;
+    char err[512] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "commit-log checkpoint interval 100 bytes", "between 1048576 and 67108864");
+
+    o.checkpoint_bytes = STORE_CHECKPOINT_MIN_BYTES;
+    o.sync = 1; /* each commit synced and applied at once */
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        static char payload[PAYLOAD];
+        store_t *c = NULL;
+        uint64_t id, due;
+        if (store_open(&o, T0, &c, err, sizeof err) != 0)
+            _exit(1);
+        for (int i = 0; i < COMMITS; i++) {
+            memset(payload, 'a' + i % 26, sizeof payload);
+            if (send_raw(c, "t", 1, "", 0, payload, sizeof payload, 0, 0, T0, &id, &due, err, sizeof err) != 0 ||
+                store_commit(c, err, sizeof err) != 0)
+                _exit(2);
+        }
+        _exit(0); /* a kill -9: no close, no checkpoint of its own */
+    }
+    int status = 0;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "the child's commits failed (status %d)", status);
+    int has_checkpoint = 0, has_applied = 0;
+    uint64_t b = raw_meta_u64("checkpoint", &has_checkpoint, __LINE__);
+    uint64_t applied = raw_meta_u64("applied", &has_applied, __LINE__);
+    TU_REQUIRE(has_checkpoint && has_applied && applied >= b, "checkpoint %d (%" PRIu64 "), applied %d (%" PRIu64 ")",
+               has_checkpoint, b, has_applied, applied);
+    TU_CHECK(applied - b <= STORE_CHECKPOINT_MIN_BYTES + 2 * PAYLOAD,
+             "%" PRIu64 " bytes of log applied past the last checkpoint after %d commits of %d bytes, with a "
+             "checkpoint due every %" PRIu64,
+             applied - b, COMMITS, PAYLOAD, (uint64_t)STORE_CHECKPOINT_MIN_BYTES);
+    s = OPEN(&o);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == COMMITS, "after the kill -9: %" PRIu64 " SENDs",
+             ti.appended);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* A directory keeps the segment size its log was made with: opened with
  * another one configured (a check, a restore on a host configured
  * otherwise), it opens with its messages, and new segments take its size. */
@@ -1997,6 +2056,7 @@ static const tu_test_t open_tests[] = {
     { "an applied mark past the commit log's end is refused as damaged", test_log_missing_applied_batch_refused },
     { "a commit-log segment size the log cannot use is refused", test_log_segment_size_refused },
     { "a directory keeps the segment size of its commit log", test_log_keeps_its_segment_size },
+    { "the commit log is checkpointed every checkpoint_bytes of applied log", test_log_checkpoint_interval },
     { "commit-log segments below the checkpoint are recycled", test_log_segments_recycled },
     { "a batch no segment can hold is written beside the log", test_log_batch_beside_the_log },
     { "a hole in LevelDB's log past the checkpoint is replayed past, one below it refused",
