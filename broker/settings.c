@@ -97,7 +97,8 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("max-open-files", CFG_INT, "500", 16, 1000000, OFF(max_open_files), "LevelDB table file cache") },
     { CFG_KEY("commitlog-segment-size", CFG_SIZE, "128mb", 64 * KB, 4 * GB, OFF(commitlog_segment_size),
               "size of each commit-log segment file, written out whole when first used (a multiple of 4kb); a "
-              "data directory keeps the size its segments were made with") },
+              "data directory keeps the size its segments were made with; one segment holds a message of "
+              "max-payload twice (record and level entry) plus a quarter segment (11mb for 4mb; checked at load)") },
     { CFG_KEY("disk-reserve", CFG_SIZE, "256mb", 0, 64 * GB, OFF(disk_reserve),
               "space kept in DIR/BALLAST and given back when the disk fills, so the store can reopen and restart; "
               "writes resume once twice this is free; the commit log is checkpointed every quarter of it (64mb at "
@@ -126,7 +127,7 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("max-pull-count", CFG_INT, "1000", 1, 100000, OFF(max_pull_count),
               "largest PULL COUNT and DLQ LIST COUNT") },
     { CFG_KEY("max-payload", CFG_SIZE, "4mb", 0, (long long)MSG_HARD_MAX_PAYLOAD, OFF(max_payload),
-              "largest message payload") },
+              "largest message payload (at most about 3/8 of commitlog-segment-size: see there)") },
     { CFG_KEY("max-topics", CFG_INT, "10000", 0, 10000000, OFF(max_topics),
               "a SEND, PULL or GROUP CREATE naming a new topic beyond this many topics is refused, naming the "
               "topic and the limit (TOPIC DEL deletes an empty one; 0: no limit)") },
@@ -419,6 +420,15 @@ int config_validate(config_t *c, char *err, size_t errlen)
     }
     if (store_check_segment_bytes((uint64_t)c->commitlog_segment_size, lerr, sizeof lerr) != 0) {
         err_set(err, errlen, "commitlog-segment-size: %s", lerr);
+        return -1;
+    }
+    char perr[512];
+    if (store_check_payload_room((uint64_t)c->commitlog_segment_size, (uint32_t)c->max_payload, perr, sizeof perr) !=
+        0) {
+        char seg[32], pay[32];
+        units_format_size((uint64_t)c->commitlog_segment_size, seg, sizeof seg);
+        units_format_size((uint64_t)c->max_payload, pay, sizeof pay);
+        err_set(err, errlen, "commitlog-segment-size %s is too small for max-payload %s: %s", seg, pay, perr);
         return -1;
     }
     fill_store_options(c);

@@ -379,6 +379,12 @@ int redo_batch_room(redo_t *r, redo_batch_t *b, uint64_t bytes, char *err, size_
     return 0;
 }
 
+uint64_t redo_batch_segment_bytes(uint64_t bytes)
+{
+    redo_batch_t empty = { 0 };
+    return CLOG_SEGMENT_HEADER + CLOG_RECORD_HEADER + pad8(derived_bound(&empty, 0, bytes)) + COMMIT_FOOTPRINT;
+}
+
 int redo_message_room(redo_t *r, redo_batch_t *b, size_t n, char *err, size_t errlen)
 {
     uint64_t derived = derived_bound(b, b->messages + 1, 0);

@@ -175,6 +175,11 @@ int redo_message_room(redo_t *r, redo_batch_t *b, size_t n, char *err, size_t er
  * segment. */
 int redo_batch_room(redo_t *r, redo_batch_t *b, uint64_t bytes, char *err, size_t errlen);
 
+/* The smallest segment size in which redo_batch_room(bytes) of an empty batch
+ * returns 0 (in a segment of its own): the segment header, the derived-writes
+ * record of `bytes` with the batch's reserves, and the commit record. */
+uint64_t redo_batch_segment_bytes(uint64_t bytes);
+
 /* Derived writes, in the order they are made at apply and redo time. */
 void redo_cq_write(redo_batch_t *b, uint32_t queue, uint64_t index, const cq_entry_t *e);
 void redo_cq_head(redo_batch_t *b, uint32_t queue, uint64_t head);

@@ -276,18 +276,22 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_
     store_mark_woken(s, t);
 }
 
+uint64_t store_send_derived_bytes(const msg_t *m)
+{
+    return msg_encoded_size(m) + 2 * ((uint64_t)m->topic.len + m->key.len) + 256;
+}
+
 /* m's id: its record's offset in the log once the redo is open (m's
  * record is added to the pending batch with room for what the SEND derives
- * from it: its level or topic entry, which holds the message again, its index
- * records and its key's), the sequence counter's before. 0, or -1 with err. */
+ * from it: store_send_derived_bytes), the sequence counter's before. 0, or -1
+ * with err. */
 static int send_take_id(store_t *s, msg_t *m, uint32_t *ordinal, char *err, size_t errlen)
 {
     if (s->redo == NULL) {
         m->id = s->next_seq++;
         return 0;
     }
-    uint64_t derived = msg_encoded_size(m) + 2 * ((uint64_t)m->topic.len + m->key.len) + 256;
-    return store_log_add_message(s, m, derived, ordinal, err, errlen);
+    return store_log_add_message(s, m, store_send_derived_bytes(m), ordinal, err, errlen);
 }
 
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,

@@ -138,6 +138,15 @@ void store_options_default(store_options_t *o);
  * commitlog-segment-size row with it before any store is opened. */
 int store_check_segment_bytes(uint64_t bytes, char *err, size_t errlen);
 
+/* Whether segments of segment_bytes take a SEND of a max_payload-byte payload
+ * (with the longest topic and key): a message asks for room for its record,
+ * its derived writes (until reads come from the log, its level entry holds the
+ * message again) and the rest of a batch of STORE_BATCH_MAX_BYTES, at most a
+ * quarter segment: about 2 * max_payload + min(4 MiB + 64 KiB, segment / 4) +
+ * 6 KiB. 0, or -1 with err naming both sizes and the segment size to set (the
+ * broker's configuration check: commitlog-segment-size against max-payload). */
+int store_check_payload_room(uint64_t segment_bytes, uint32_t max_payload, char *err, size_t errlen);
+
 /* The sequence counter (keys.h 'M' "seq": ids, queue positions, group
  * generations) is raised at every open to the wall clock's floor,
  * now_ms << STORE_SEQ_CLOCK_BITS, and never lowered. A directory carries its

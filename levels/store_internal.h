@@ -504,6 +504,11 @@ uint64_t store_log_unsynced_bytes(const store_t *s);
  * or that commit's failure). */
 int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t *ordinal, char *err, size_t errlen);
 
+/* level.c: what a SEND of m adds to the batch's LevelDB writes besides its
+ * record (its level or topic entry, which holds the message again, its index
+ * records and its key's): store_log_add_message's derived_bytes. */
+uint64_t store_send_derived_bytes(const msg_t *m);
+
 /* The derived writes of a SEND journey (design-commitlog.md 4a.3), into the
  * pending batch beside the 'L' and 'X' writes they shadow: the entry
  * (offset, due) at index of queue's CQ (a level: its tail); the where-slot of

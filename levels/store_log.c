@@ -535,23 +535,110 @@ int store_log_make_durable(store_t *s, char *err, size_t errlen)
  * STORE_BATCH_MAX_BYTES. */
 #define STORE_LOG_BATCH_MARGIN (UINT64_C(64) << 10)
 
-/* The room asked for m's record and its derived writes: theirs, and the rest
- * of a batch of STORE_BATCH_MAX_BYTES (the writer and the long operations cut
- * their batches there, store.h), at most a quarter of a segment. */
-static uint64_t message_room(const store_t *s, size_t record, uint64_t derived_bytes)
+/* The room asked for a message record of `record` bytes and its derived
+ * writes, with batch_bytes already in the batch, in segments of segment_bytes:
+ * theirs, and the rest of a batch of STORE_BATCH_MAX_BYTES (the writer and the
+ * long operations cut their batches there, store.h; once the batch holds a
+ * message it cannot move to another segment, and what later operations add
+ * to it asks for no room), at most a quarter of a segment. */
+static uint64_t message_room_in(uint64_t segment_bytes, uint64_t batch_bytes, size_t record, uint64_t derived_bytes)
 {
-    uint64_t rest = STORE_BATCH_MAX_BYTES > s->batch_bytes ? STORE_BATCH_MAX_BYTES - s->batch_bytes : 0;
+    uint64_t rest = STORE_BATCH_MAX_BYTES > batch_bytes ? STORE_BATCH_MAX_BYTES - batch_bytes : 0;
     rest += STORE_LOG_BATCH_MARGIN;
-    if (rest > s->opt.segment_bytes / 4) {
-        rest = s->opt.segment_bytes / 4;
+    if (rest > segment_bytes / 4) {
+        rest = segment_bytes / 4;
     }
     return CLOG_RECORD_HEADER + record + 8 + REDO_MESSAGE_RESERVE + derived_bytes + rest;
 }
 
+static uint64_t message_room(const store_t *s, size_t record, uint64_t derived_bytes)
+{
+    return message_room_in(s->opt.segment_bytes, s->batch_bytes, record, derived_bytes);
+}
+
+/* The bytes of a segment of segment_bytes that a SEND of a payload of
+ * `payload` bytes with the longest topic and key asks for in an empty batch. */
+static uint64_t send_segment_need(uint64_t segment_bytes, uint64_t payload)
+{
+    msg_t m;
+    memset(&m, 0, sizeof m);
+    m.topic.len = MSG_MAX_NAME;
+    m.key.len = MSG_MAX_KEY;
+    m.payload.len = (uint32_t)payload;
+    return redo_batch_segment_bytes(
+        message_room_in(segment_bytes, 0, msg_record_size(&m), store_send_derived_bytes(&m)));
+}
+
+/* The largest payload a SEND (longest topic and key) can have in segments of
+ * segment_bytes: 0 when none fits. */
+static uint32_t store_segment_max_payload(uint64_t segment_bytes)
+{
+    uint64_t lo = 0, hi = (uint64_t)MSG_HARD_MAX_PAYLOAD + 1;
+    if (send_segment_need(segment_bytes, 0) > segment_bytes) {
+        return 0;
+    }
+    while (hi - lo > 1) { /* the need grows with the payload: the largest payload that fits */
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (send_segment_need(segment_bytes, mid) <= segment_bytes) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return (uint32_t)lo;
+}
+
+/* The smallest segment size (a multiple of 4096) whose segments take a SEND of
+ * a payload of `payload` bytes: 0 when no segment size does. */
+static uint64_t store_payload_min_segment_bytes(uint32_t payload)
+{
+    uint64_t lo = CLOG_SEGMENT_MIN / 4096, hi = CLOG_SEGMENT_MAX / 4096; /* in 4 KiB pages */
+    if (send_segment_need(hi * 4096, payload) > hi * 4096) {
+        return 0;
+    }
+    while (lo < hi) { /* the room left grows with the segment: the smallest that fits */
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (send_segment_need(mid * 4096, payload) <= mid * 4096) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return lo * 4096;
+}
+
+int store_check_payload_room(uint64_t segment_bytes, uint32_t max_payload, char *err, size_t errlen)
+{
+    uint64_t need = send_segment_need(segment_bytes, max_payload);
+    if (need <= segment_bytes) {
+        return 0;
+    }
+    return err_set(err, errlen,
+                   "a message of %" PRIu32 " bytes needs %" PRIu64 " bytes of one segment (its record, its level "
+                   "entry's copy, the rest of its batch: twice the payload and a quarter segment); segments of %" PRIu64
+                   " bytes take at most %" PRIu32 ": set commitlog-segment-size to at least %" PRIu64
+                   " or max-payload to at most %" PRIu32,
+                   max_payload, need, segment_bytes, store_segment_max_payload(segment_bytes),
+                   store_payload_min_segment_bytes(max_payload), store_segment_max_payload(segment_bytes));
+}
+
 /* Settle the pending batch's segment for a record of `record` bytes: 0, or -1
- * with err. A full batch is committed (unsynced) first, once. */
+ * with err. A full batch is committed (unsynced) first, once. A message no
+ * segment holds is refused first, naming the segment size and what to set:
+ * nothing is written and the store stays usable. */
 static int settle_message_segment(store_t *s, size_t record, uint64_t derived_bytes, char *err, size_t errlen)
 {
+    uint64_t alone = redo_batch_segment_bytes(message_room_in(s->opt.segment_bytes, 0, record, derived_bytes));
+    if (alone > s->opt.segment_bytes) {
+        return err_set(err, errlen,
+                       "message of %zu bytes refused: it needs %" PRIu64
+                       " bytes of one commit-log segment (its record, its level entry's copy and the rest of its "
+                       "batch) and the segments of %s are %" PRIu64 " bytes, which take payloads of at most %" PRIu32
+                       " bytes (set max-payload to at most that, or commitlog-segment-size to at least %" PRIu64
+                       " for a new data directory)",
+                       record, alone, s->path, s->opt.segment_bytes, store_segment_max_payload(s->opt.segment_bytes),
+                       store_payload_min_segment_bytes(s->opt.max_payload));
+    }
     char why[512];
     for (int tries = 0;; tries++) {
         int rc = redo_batch_room(s->redo, &s->log_batch, message_room(s, record, derived_bytes), why, sizeof why);

@@ -229,6 +229,31 @@ static void test_disk_reserve_warning(void)
              "a warning about an 8mb disk-reserve beside a 4mb memtable");
 }
 
+/* A commitlog-segment-size that cannot hold a message of max-payload (its
+ * record, its level entry's copy and the rest of its batch) is refused at
+ * config load, naming both settings and the sizes that would do; the least
+ * segment it names is accepted. */
+static void test_segment_payload_rule(void)
+{
+    char out[4096];
+    const char *small[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--commitlog-segment-size", "8mb",
+                            NULL };
+    int rc = tu_run_capture(small, out, sizeof out);
+    const char *want = "commitlog-segment-size 8mb is too small for max-payload 4mb";
+    const char *at = strstr(out, "set commitlog-segment-size to at least ");
+    BP_CHECK(rc == 2 && strstr(out, want) != NULL && at != NULL && strstr(out, "or max-payload to at most") != NULL,
+             "--check-config --commitlog-segment-size 8mb: exit %d, want 2 and both sizes named:\n%s", rc, out);
+    if (at == NULL)
+        return;
+    char least[32];
+    snprintf(least, sizeof least, "%lld", atoll(at + strlen("set commitlog-segment-size to at least ")));
+    const char *enough[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--commitlog-segment-size", least,
+                             NULL };
+    rc = tu_run_capture(enough, out, sizeof out);
+    BP_CHECK(rc == 0 && atoll(least) > (8LL << 20),
+             "--check-config --commitlog-segment-size %s (the least named): exit %d:\n%s", least, rc, out);
+}
+
 static void test_fd_limit(void)
 {
     enum {
@@ -755,9 +780,17 @@ static void test_woken_budget(void)
     /* The transaction's 60 MB wait in the loop until EXEC, counted against max-client-memory there (so it is
      * kept under the 64 MiB); a message may be 24 MiB, so a reply stops, and the next waits, while less than
      * one such message of room is left: 60 MB of 1 MB messages ready at once are more than that budget takes. */
-    const char *extra[] = {
-        "--max-client-memory", "64mb", "--max-payload", "24mb", "--max-bulk", "24mb", "--max-query", "25mb", NULL
-    };
+    const char *extra[] = { "--max-client-memory",
+                            "64mb",
+                            "--max-payload",
+                            "24mb",
+                            "--max-bulk",
+                            "24mb",
+                            "--max-query",
+                            "25mb",
+                            "--commitlog-segment-size",
+                            "64mb", /* a segment holds a 24 MiB message (store_check_payload_room) */
+                            NULL };
     char e[512], v[64];
     need_fds(WAITERS + 100);
     bt_start(extra);
@@ -1169,10 +1202,10 @@ static void test_disk_back(void)
     char e[1024], id[32], data[700];
     mount_tmpfs();
     snprintf(data, sizeof data, "%s/data", g_mnt);
-    const char *extra[] = {
-        "--dir",         data, "--disk-reserve", "8mb", "--write-buffer-size", "4mb", "--commitlog-segment-size", "2mb",
-        ONE_MB_MESSAGES, NULL
-    };
+    const char *extra[] = { "--dir", data, "--disk-reserve", "8mb", "--write-buffer-size", "4mb",
+                            "--commitlog-segment-size", "2mb",
+                            /* ONE_MB_MESSAGES but for max-payload: a 2mb segment holds a message of at most ~760 KiB */
+                            "--max-payload", "512kb", "--max-bulk", "1mb", "--max-query", "2mb", NULL };
     bt_start(extra);
 
     /* payloads LevelDB cannot compress: printable bytes of a fixed-seed generator */
@@ -1535,6 +1568,7 @@ int main(int argc, char **argv)
         { "disk_full", test_disk_full },
         { "disk_back", test_disk_back },
         { "disk_reserve_warning", test_disk_reserve_warning },
+        { "segment_payload_rule", test_segment_payload_rule },
         { "burst_memory", test_burst_memory },
         { "burst_memory_traffic", test_burst_memory_traffic },
         { "many_topics", test_many_topics },

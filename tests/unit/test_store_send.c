@@ -526,6 +526,49 @@ static void test_send_ids_are_records(void)
              expected, w.first);
 }
 
+/* A message no segment holds (its record, its level entry's copy and the
+ * rest of its batch: store_check_payload_room) is refused naming the segment
+ * size and the sizes to set, with nothing written and the store usable: the
+ * next SEND goes in and every message before reads back. */
+static void test_send_larger_than_segment(void)
+{
+    enum {
+        SEGMENT = 256 << 10,
+        FITS = 80 << 10, /* twice it, a quarter segment and the reserves fit in 256 KiB */
+        TOO_BIG = 100 << 10
+    };
+    static char payload[TOO_BIG];
+    memset(payload, 'q', sizeof payload);
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = SEGMENT;
+    store_t *s = OPEN(&o);
+    char err[512] = "";
+    uint64_t first, id, due;
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, payload, FITS, 0, 0, T0, &first, &due, err, sizeof err), err);
+    int pending = store_pending(s);
+    err[0] = '\0';
+    int rc = send_raw(s, "t", 1, "", 0, payload, TOO_BIG, 0, 0, T0, &id, &due, err, sizeof err);
+    char segment[32];
+    snprintf(segment, sizeof segment, "are %d bytes", SEGMENT);
+    TU_CHECK(rc == -1 && strstr(err, segment) != NULL && strstr(err, "commitlog-segment-size") != NULL &&
+                 strstr(err, "max-payload") != NULL,
+             "a SEND of %d bytes into %d-byte segments: rc %d, \"%s\" (want the segment size and what to set)", TOO_BIG,
+             SEGMENT, rc, err);
+    TU_CHECK(!store_broken(s) && store_pending(s) == pending, "the refusal broke the store (%d) or wrote (%d, was %d)",
+             store_broken(s), store_pending(s), pending);
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, payload, FITS, 0, 0, T0, &id, &due, err, sizeof err), err);
+    TU_CHECK(id > first, "the SEND after the refusal: id %" PRIu64 " not above %" PRIu64, id, first);
+    COMMIT(s);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    msg_owned_t m[3];
+    int n = LEASE_N(s, "g", "t", 3, LEASE, T0, m);
+    TU_CHECK(n == 2 && m[0].m.id == first && m[1].m.id == id && m[1].m.payload.len == FITS,
+             "leased %d after the refusal, want the two that fit", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
 static const tu_test_t send_tests[] = {
     { "topic names", test_send_topic_names },
     { "key limit", test_send_key_limit },
@@ -539,6 +582,7 @@ static const tu_test_t send_tests[] = {
     { "a run's check and DEDUP", test_send_check_run_dedup },
     { "store_break drops the pending batch", test_send_break_drops_batch },
     { "a message's id is its record's offset in the commit log", test_send_ids_are_records },
+    { "a message larger than a segment holds is refused naming the sizes", test_send_larger_than_segment },
     { NULL, NULL },
 };
 
