@@ -678,9 +678,21 @@ int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t
     if (buf != small) {
         free(buf);
     }
+    if (rc != 0 && rc != REDO_BATCH_FULL) {
+        /* The segment the record needs could not be made (pre-written, renamed, synced): on a full disk the
+           log's first write to fail. Nothing was appended, so the store breaks as at a refused append of a
+           commit (store_log_append): its close closes the log clean, and the writer takes the break for a
+           full disk as it takes a commit's. */
+        char msg[640];
+        snprintf(msg, sizeof msg, "message of %zu bytes in the commit log of %s: %s", n, s->path, why);
+        s->log_append_failed = 1;
+        store_break(s, msg);
+        return err_set(err, errlen, "%s", msg);
+    }
     if (rc != 0 || offset < base || offset >= base + s->opt.segment_bytes) {
         return err_set(err, errlen, "message of %zu bytes in the commit log of %s: %s", n, s->path,
-                       rc != 0 ? why : "the record left the segment its ordinal was counted in");
+                       rc != 0 ? "the batch's segment had no room after it was settled"
+                               : "the record left the segment its ordinal was counted in");
     }
     *ordinal = s->msg_ordinal++;
     m->id = offset;

@@ -121,20 +121,23 @@ static void unlimit_file_size(void)
     signal(SIGXFSZ, SIG_DFL);
 }
 
-/* A commit the commit log refuses to append for want of room (its next
- * segment cannot be written out: the disk is "full") breaks the store as any
- * failed commit, but the append wrote nothing: its close still closes the log
- * cleanly (the held batches applied, a checkpoint at the log's end, the
- * memtable written out), so the reopen — which on a full disk has only the
- * released disk reserve's room — writes next to nothing: here it opens with no
- * file allowed past 64 KiB and finds the 200 KiB of SENDs held at the
- * failure. Without the clean close the reopen redid every batch since the
- * open's checkpoint into a new LevelDB log and failed there. */
+/* A message record the commit log refuses for want of room (the segment it
+ * needs cannot be written out: the disk is "full") breaks the store as any
+ * failed commit, but nothing was appended: the SEND is refused naming the
+ * disk's error and the store's close still closes the log cleanly (the held
+ * batches applied, a checkpoint at the log's end, the memtable written out),
+ * so the reopen — which on a full disk has only the released disk reserve's
+ * room — writes next to nothing: here it opens with no file allowed past
+ * 64 KiB and finds the SENDs held at the failure. Without the clean close the
+ * reopen redid every batch since the open's checkpoint into a new LevelDB log
+ * and failed there. (Since messages are log records, the SEND's own record is
+ * what meets the full disk: a segment holds a message's record, its level
+ * entry's copy and the rest of its batch, store_check_payload_room.) */
 static void test_refused_append_closes_clean(void)
 {
     enum {
-        SENDS = 2, /* of PAYLOAD each: what a 256 KiB segment holds; the next commit needs a new segment */
-        PAYLOAD = 100 << 10,
+        SENDS = 2, /* of PAYLOAD each: what a 256 KiB segment holds; the next SEND's record needs a new segment */
+        PAYLOAD = 40 << 10,
         SEGMENT = 256 << 10,
         ROOM = 64 << 10
     };
@@ -153,10 +156,13 @@ static void test_refused_append_closes_clean(void)
 
     limit_file_size(ROOM); /* the next segment cannot be written out */
     memset(payload, 'z', sizeof payload);
-    REQUIRE_OK(send_raw(s, "t", 1, "", 0, payload, sizeof payload, 0, 0, T0 + 1, &id, &due, err, sizeof err), err);
-    int rc = store_commit(s, err, sizeof err);
-    TU_REQUIRE(rc == -1 && store_broken(s) && strstr(err, "cannot pre-write") != NULL,
-               "a commit whose segment cannot be written out: rc %d, broken %d, \"%s\"", rc, store_broken(s), err);
+    int rc = send_raw(s, "t", 1, "", 0, payload, sizeof payload, 0, 0, T0 + 1, &id, &due, err, sizeof err);
+    TU_REQUIRE(
+        rc == -1 && store_broken(s) && strstr(err, "cannot pre-write") != NULL && strstr(err, strerror(EFBIG)) != NULL,
+        "a SEND whose record's segment cannot be written out: rc %d, broken %d, \"%s\"", rc, store_broken(s), err);
+    rc = store_commit(s, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "cannot pre-write") != NULL && strstr(err, strerror(EFBIG)) != NULL,
+             "the commit after it: rc %d, \"%s\" (want the break, naming the disk's error)", rc, err);
     unlimit_file_size(); /* the broker releases its disk reserve before the close */
     for (int i = 0; i < MAX_OPEN; i++)
         if (g_open[i] == s)
