@@ -4,8 +4,9 @@
  * Design: the socket is non-blocking and every wait is a poll() against a
  * monotonic deadline, so no call can hang a test past its timeout. A connect
  * to 127.0.0.1 goes through tests/helpers/loopback_dial.h (a stalled SYN
- * tried again from a new port within the timeout); any other connect, the waits, the reads into c->in and the taking of whole replies
- * out of it are libhourglass's own (lib/wire.h, compiled in here), so the
+ * tried again from a new port within the timeout); any other connect, the
+ * waits, the reads into c->in and the taking of whole replies out of it are
+ * libhourglass's own (lib/wire.h, compiled in here), so the
  * tests read replies exactly as the library does; what is this helper's
  * alone is what raw protocol tests need and the library never does: queue
  * unframed bytes (rc_append_raw), flush on demand, read one reply at a time
