@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -145,25 +146,16 @@ int rq_wait_ready(rq_cluster_t *c, int i, int deadline_ms, char *err, size_t err
                 c->nodes[i].amqp_port, deadline_ms);
 }
 
-int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...)
+/* Runs argv (rabbitmqctl and its arguments) against c's environment, its
+ * output into out; rabbitmqctl's exit status, or -1. */
+static int ctl_run(rq_cluster_t *c, const tu_argv_t *argv, char *out, size_t outlen)
 {
-    tu_argv_t argv;
     int pipefd[2], status = 0;
     size_t used = 0;
-    va_list ap;
     pid_t pid;
 
-    tu_argv_init(&argv);
-    tu_argv_add(&argv, RQ_CTL);
-    tu_argv_add(&argv, "-n");
-    tu_argv_add(&argv, c->nodes[i].name);
-    va_start(ap, outlen);
-    tu_argv_add_va(&argv, ap);
-    va_end(ap);
     if (outlen > 0)
         out[0] = '\0';
-    if (tu_argv_check(&argv) != 0)
-        return -1;
     if (pipe(pipefd) != 0)
         return -1;
     pid = fork();
@@ -178,7 +170,7 @@ int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...)
         close(pipefd[0]);
         close(pipefd[1]);
         set_env(c, NULL);
-        execv(RQ_CTL, (char *const *)argv.word);
+        execv(RQ_CTL, (char *const *)argv->word);
         _exit(127);
     }
     close(pipefd[1]);
@@ -200,6 +192,45 @@ int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* rabbitmqctl failed before it reached the node: "unable to perform an
+ * operation" while its own diagnostics find the node up with rabbit
+ * running (its distribution connection failed: seen a few times a CI run).
+ * The command never ran, so running it again is safe for every command. */
+static int ctl_missed_running_node(const char *out)
+{
+    return strstr(out, "unable to perform an operation on node") != NULL &&
+           strstr(out, "'rabbit' application running") != NULL;
+}
+
+#define RQ_CTL_TRIES    5    /* runs of a command whose CLI missed a running node */
+#define RQ_CTL_RETRY_MS 1000 /* between them */
+
+int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...)
+{
+    tu_argv_t argv;
+    va_list ap;
+
+    tu_argv_init(&argv);
+    tu_argv_add(&argv, RQ_CTL);
+    tu_argv_add(&argv, "-n");
+    tu_argv_add(&argv, c->nodes[i].name);
+    va_start(ap, outlen);
+    tu_argv_add_va(&argv, ap);
+    va_end(ap);
+    if (outlen > 0)
+        out[0] = '\0';
+    if (tu_argv_check(&argv) != 0)
+        return -1;
+    int rc = ctl_run(c, &argv, out, outlen);
+    for (int tried = 1; rc != 0 && tried < RQ_CTL_TRIES && ctl_missed_running_node(out); tried++) {
+        printf("\n    rabbitmqctl %s on %s missed the running node (try %d of %d); running it again\n", argv.word[3],
+               c->nodes[i].name, tried, RQ_CTL_TRIES);
+        poll(NULL, 0, RQ_CTL_RETRY_MS);
+        rc = ctl_run(c, &argv, out, outlen);
+    }
+    return rc;
 }
 
 /* 1 when node ask's cluster_status lists every node running. */

@@ -38,7 +38,9 @@ typedef struct rc_conn {
 } rc_conn_t;
 
 /* Connect to host:port (numeric IPv4 address or "localhost") within
- * timeout_ms (also the default I/O timeout; 0 means RC_DEFAULT_TIMEOUT_MS).
+ * timeout_ms (also the default I/O timeout; 0 means RC_DEFAULT_TIMEOUT_MS);
+ * to 127.0.0.1 in attempts of at most 1 s, a stalled one made again from a
+ * new local port (tests/helpers/loopback_dial.h).
  * Returns 0, or -1 with the cause in c->err (c is then closed, fd -1). */
 int rc_connect(rc_conn_t *c, const char *host, int port, int timeout_ms);
 

@@ -375,7 +375,6 @@ static const tu_test_t dial_tests[] = {
     { NULL, NULL },
 };
 
-
 /* 64 ports picked by a child that holds them and binds none: this process
  * picks none of them while the child lives (the claim, not a bind, keeps
  * them), and after it exited their claims are gone with it. */
