@@ -800,6 +800,87 @@ const clog_overlay_t *redo_overlay(const redo_t *r)
     return r->overlay;
 }
 
+/* ---- reads of the derived files (4a.4) ----------------------------------------------- */
+
+int redo_cq_read(redo_t *r, uint32_t queue, uint64_t index, size_t n, cq_entry_t *out, char *err, size_t errlen)
+{
+    open_queue_t *oq = queue_get(r, queue, err, errlen);
+    if (oq == NULL) {
+        return -1;
+    }
+    /* the part inside the file's window in one run, then the held entries laid over it */
+    uint64_t head = cq_head(oq->q), tail = cq_tail(oq->q), end = index + n;
+    uint64_t from = index > head ? index : head, to = end < tail ? end : tail;
+    if (from < to && cq_read(oq->q, from, (size_t)(to - from), out + (from - index), err, errlen) != 0) {
+        return -1;
+    }
+    int held = overlay_count(r->overlay) > 0;
+    for (uint64_t i = index; i < end; i++) {
+        int in_file = i >= from && i < to;
+        if ((held && overlay_cq(r->overlay, queue, i, &out[i - index]) == OVERLAY_HELD) || in_file) {
+            continue;
+        }
+        return err_set(err, errlen,
+                       "cq %08" PRIx32 ": entry %" PRIu64 " is neither held nor in the file's window [%" PRIu64
+                       ", %" PRIu64 ")",
+                       queue, i, head, tail);
+    }
+    return 0;
+}
+
+/* The slot file of segment base for a read: open, or opened when it exists
+ * (NULL with *missing set when it does not; NULL with err on a failed open). */
+static open_slots_t *slots_for_read(redo_t *r, uint64_t base, int *missing, char *err, size_t errlen)
+{
+    *missing = 0;
+    for (size_t i = 0; i < r->nslots; i++) {
+        if (r->slots[i].base == base) {
+            return &r->slots[i];
+        }
+    }
+    char name[64], path[PATH_MAX];
+    slot_file_name(base, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", r->dir, name);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        *missing = 1;
+        return NULL;
+    }
+    return slots_get(r, base, err, errlen);
+}
+
+int redo_slot_read(redo_t *r, uint64_t base, uint64_t ordinal, size_t n, slot_t *out, size_t *got, char *err,
+                   size_t errlen)
+{
+    *got = 0;
+    int missing = 0;
+    open_slots_t *os = slots_for_read(r, base, &missing, err, errlen);
+    if (os == NULL && !missing) {
+        return -1;
+    }
+    uint64_t count = os != NULL ? slot_count(os->f) : 0;
+    size_t in_file = ordinal < count ? (size_t)(count - ordinal < n ? count - ordinal : n) : 0;
+    if (in_file > 0 && slot_read_run(os->f, ordinal, in_file, out, err, errlen) != 0) {
+        return -1;
+    }
+    size_t k = 0;
+    int held = overlay_count(r->overlay) > 0;
+    for (; k < n; k++) {
+        if ((held && overlay_slot(r->overlay, base, ordinal + k, &out[k]) == OVERLAY_HELD) || k < in_file) {
+            continue;
+        }
+        break;
+    }
+    if (k == 0) {
+        char name[64];
+        slot_file_name(base, name, sizeof name);
+        return err_set(err, errlen, "%s: slot %" PRIu64 " is neither held nor in the file (%" PRIu64 " slots%s)", name,
+                       ordinal, count, missing ? ": no such file" : "");
+    }
+    *got = k;
+    return 0;
+}
+
 /* ---- open and close ------------------------------------------------------------------ */
 
 /* The mark `name` from LevelDB into *v (0 when absent). */

@@ -148,6 +148,23 @@ size_t redo_held(const redo_t *r);           /* batches appended whose derived w
  * or apply fails) redo_commit_applied. Owner thread. */
 const clog_overlay_t *redo_overlay(const redo_t *r);
 
+/* Reads of the derived files as every batch committed so far leaves them
+ * (design-commitlog.md 4a.4: the due move reads level heads from the CQs):
+ * each entry or slot from the held batches (the overlay) when one writes it,
+ * else from the file through its append buffer (the state of the batches
+ * applied). Owner thread. A queue or slot file no batch named since the
+ * open is opened here (a queue's bounds through redo_bounds_fn; a slot file
+ * must exist: none is made by a read).
+ * redo_cq_read: entries [index, index + n); -1 with err when one is neither
+ * held nor inside the file's window, or is zero (cq_read's refusal).
+ * redo_slot_read: up to n slots from ordinal, *got of them: the run stops
+ * at the first slot neither held nor in the file (-1 with err when that is
+ * the first), so a caller may ask for more than the segment holds; a slot
+ * of id 0 (never written) is returned as such. */
+int redo_cq_read(redo_t *r, uint32_t queue, uint64_t index, size_t n, cq_entry_t *out, char *err, size_t errlen);
+int redo_slot_read(redo_t *r, uint64_t base, uint64_t ordinal, size_t n, slot_t *out, size_t *got, char *err,
+                   size_t errlen);
+
 /* Add a message record (clog_batch_add's contract; *offset is its id), keeping
  * REDO_MESSAGE_RESERVE bytes per message and REDO_BATCH_RESERVE per batch
  * free in the segment for the derived-writes record (redo_commit refuses a

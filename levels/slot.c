@@ -88,6 +88,31 @@ int slot_get(slot_file_t *f, uint64_t ordinal, slot_t *out, char *err, size_t er
     return 0;
 }
 
+/* The largest run slot_read_run reads with one fixfile_read. */
+#define SLOT_RUN_MAX 64
+
+int slot_read_run(slot_file_t *f, uint64_t ordinal, size_t n, slot_t *out, char *err, size_t errlen)
+{
+    char buf[SLOT_RUN_MAX * SLOT_BYTES];
+    while (n > 0) {
+        size_t run = n < SLOT_RUN_MAX ? n : SLOT_RUN_MAX;
+        if (fixfile_read(f->f, ordinal, run, buf, err, errlen) != 0) {
+            return -1;
+        }
+        for (size_t i = 0; i < run; i++) {
+            const char *rec = buf + i * SLOT_BYTES;
+            out[i].id = be64_get(rec);
+            out[i].queue = be32_get(rec + 8);
+            out[i].flags = be32_get(rec + 12);
+            out[i].cq_index = be64_get(rec + 16);
+        }
+        out += run;
+        ordinal += run;
+        n -= run;
+    }
+    return 0;
+}
+
 int slot_flush(slot_file_t *f, char *err, size_t errlen)
 {
     return fixfile_flush(f->f, err, errlen);

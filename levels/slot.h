@@ -53,6 +53,12 @@ int slot_put(slot_file_t *f, uint64_t ordinal, const slot_t *s, char *err, size_
 /* The slot at ordinal (< slot_count). */
 int slot_get(slot_file_t *f, uint64_t ordinal, slot_t *out, char *err, size_t errlen);
 
+/* The slots [ordinal, ordinal + n) (inside slot_count) into out, in one read
+ * of the file (a run: the caller's due move reads slots in ordinal order).
+ * A slot that was never written (id 0) is returned as it is, for the caller
+ * to judge: slot_get refuses it, a run does not. */
+int slot_read_run(slot_file_t *f, uint64_t ordinal, size_t n, slot_t *out, char *err, size_t errlen);
+
 /* Write the buffer; slot_sync also fdatasyncs. */
 int slot_flush(slot_file_t *f, char *err, size_t errlen);
 int slot_sync(slot_file_t *f, char *err, size_t errlen);

@@ -980,6 +980,82 @@ static void test_commit_applied(void)
     db_close(db);
 }
 
+/* redo_cq_read and redo_slot_read see every committed batch: applied ones
+ * from the files (through their append buffers), held ones from the overlay
+ * (appends past the file's tail, rewrites inside it); a run stops at the
+ * first slot that is neither, and a read past everything is refused. */
+static void expect_reads(redo_t *r, uint64_t base, const cq_entry_t *want_cq, size_t ncq, const slot_t *want_slot,
+                         size_t nslot, const char *when)
+{
+    cq_entry_t got_cq[200];
+    TU_REQUIRE(redo_cq_read(r, 3, 0, ncq, got_cq, err, sizeof err) == 0, "%s: cq read: %s", when, err);
+    for (size_t i = 0; i < ncq; i++) {
+        TU_CHECK(got_cq[i].log_offset == want_cq[i].log_offset && got_cq[i].due == want_cq[i].due,
+                 "%s: cq entry %zu is (%" PRIu64 ", %" PRIu64 "), want (%" PRIu64 ", %" PRIu64 ")", when, i,
+                 got_cq[i].log_offset, got_cq[i].due, want_cq[i].log_offset, want_cq[i].due);
+    }
+    TU_CHECK(redo_cq_read(r, 3, ncq - 2, 3, got_cq, err, sizeof err) == -1 && strstr(err, "neither held") != NULL,
+             "%s: a read past the tail is refused: %s", when, err);
+    slot_t got_slot[200];
+    size_t got = 0;
+    TU_REQUIRE(redo_slot_read(r, base, 0, 200, got_slot, &got, err, sizeof err) == 0, "%s: slot read: %s", when, err);
+    TU_CHECK(got == nslot, "%s: %zu slots read, want %zu", when, got, nslot);
+    for (size_t i = 0; i < nslot && i < got; i++) {
+        TU_CHECK(memcmp(&got_slot[i], &want_slot[i], sizeof got_slot[i]) == 0,
+                 "%s: slot %zu names %" PRIu64 " at %" PRIu64 ", want %" PRIu64 " at %" PRIu64, when, i, got_slot[i].id,
+                 got_slot[i].cq_index, want_slot[i].id, want_slot[i].cq_index);
+    }
+    TU_CHECK(redo_slot_read(r, base, nslot, 1, got_slot, &got, err, sizeof err) == -1 && got == 0 &&
+                 strstr(err, "neither held") != NULL,
+             "%s: a slot past the file is refused: %s", when, err);
+    TU_CHECK(redo_slot_read(r, base + SEG, 0, 1, got_slot, &got, err, sizeof err) == -1 &&
+                 strstr(err, "no such file") != NULL,
+             "%s: a slot file never made is refused, not made: %s", when, err);
+}
+
+static void test_reads_through_held(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    const uint64_t base = 7 * SEG;
+    cq_entry_t want_cq[150];
+    slot_t want_slot[130];
+    redo_batch_t b = { 0 };
+    for (uint64_t i = 0; i < 100; i++) {
+        want_cq[i] = (cq_entry_t){ 1000 + i, 5000 + i };
+        redo_cq_write(&b, 3, i, &want_cq[i]);
+        want_slot[i] = (slot_t){ 1000 + i, 3, 0, i };
+        redo_slot_write(&b, base, i, &want_slot[i]);
+    }
+    TU_REQUIRE(redo_commit_applied(r, &b, NULL, err, sizeof err) == 0, "%s", err);
+    redo_batch_free(&b);
+    TU_REQUIRE(redo_held(r) == 0, "the first batch is made");
+    expect_reads(r, base, want_cq, 100, want_slot, 100, "applied");
+    for (uint64_t i = 100; i < 150; i++) {
+        want_cq[i] = (cq_entry_t){ 1000 + i, 5000 + i };
+        redo_cq_write(&b, 3, i, &want_cq[i]);
+    }
+    for (uint64_t i = 100; i < 130; i++) {
+        want_slot[i] = (slot_t){ 1000 + i, 3, 0, i };
+        redo_slot_write(&b, base, i, &want_slot[i]);
+    }
+    want_cq[10] = (cq_entry_t){ 777, 5010 };
+    redo_cq_write(&b, 3, 10, &want_cq[10]);
+    want_slot[5] = (slot_t){ 1005, 3, SLOT_REVOKED, 5 };
+    redo_slot_write(&b, base, 5, &want_slot[5]);
+    TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
+    redo_batch_free(&b);
+    TU_REQUIRE(redo_held(r) == 1, "the second batch is held");
+    expect_reads(r, base, want_cq, 150, want_slot, 130, "held");
+    TU_REQUIRE(clog_sync(redo_log(r), err, sizeof err) == 0 && redo_apply_durable(r, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(redo_held(r) == 0, "the second batch is made");
+    expect_reads(r, base, want_cq, 150, want_slot, 130, "made");
+    TU_REQUIRE(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
+}
+
 /* An abandoned segment recycled (once the log's durable end is past it) and
  * then used again is synced like any other: a power cut after the log has
  * gone on into it keeps every synced batch. */
@@ -2132,6 +2208,7 @@ static const tu_test_t redo_tests[] = {
       test_commit_applied_sync_failure_kill },
     { "redo_commit_applied's failed sync: held, in the overlay, carried (power cut)",
       test_commit_applied_sync_failure_power_cut },
+    { "redo_cq_read and redo_slot_read see held batches over the files", test_reads_through_held },
     { "an abandoned segment, recycled and used again, is synced", test_abandoned_segment_recycled },
     { "a second failed sync, of the fresh segment: stop; the open keeps the synced prefix", test_second_sync_failure },
     { "redo_free: nothing made; the next open redoes what the log kept (kill -9)", test_free_kill },
