@@ -109,6 +109,10 @@ typedef struct check_ctx {
     uint64_t level_depth[LVL_MAX_LEVELS + 1];
     uint64_t level_first_due[LVL_MAX_LEVELS + 1]; /* the first key of each level, in scan order */
     uint64_t level_first_seq[LVL_MAX_LEVELS + 1];
+    uint64_t level_walked[LVL_MAX_LEVELS + 1];     /* its keys without STORE_JOURNEY_SEQ: retries, or journeys on `L` */
+    uint64_t level_walked_due[LVL_MAX_LEVELS + 1]; /* the first of them */
+    uint64_t level_walked_seq[LVL_MAX_LEVELS + 1];
+    uint64_t level_walked_journeys[LVL_MAX_LEVELS + 1]; /* of them, bound for a topic */
     map_t counts;   /* "tag:name" → uint64_t* (what the ranges hold per topic / group) */
     char **places;  /* "group\0id" membership keys for the uniqueness check */
     check_cq_t *cq; /* the consume queues against the level entries (check_cq.c) */
@@ -178,6 +182,13 @@ static int check_entry(void *ctx, const store_entry_t *e)
             c->level_first_seq[e->level] = e->seq;
             c->level_first_due[e->level] = e->due_ms;
         }
+        if (!(e->seq & STORE_JOURNEY_SEQ)) {
+            if (c->level_walked[e->level]++ == 0) {
+                c->level_walked_seq[e->level] = e->seq;
+                c->level_walked_due[e->level] = e->due_ms;
+            }
+            c->level_walked_journeys[e->level] += m->dest == MSG_DEST_TOPIC;
+        }
         if (m->dest == MSG_DEST_TOPIC) {
             if (map_get(&c->s->topics, m->topic.ptr, m->topic.len) == NULL) {
                 err_set(c->err, c->errlen, "message %llu on level %d is bound for topic %.*s, which has no record",
@@ -238,11 +249,25 @@ static int check_levels(const store_t *s, const check_ctx_t *c, char *err, size_
             return err_set(err, errlen, "level %d counter says %llu but holds %llu", l, (unsigned long long)ls->depth,
                            (unsigned long long)c->level_depth[l]);
         }
-        if (c->level_depth[l] > 0 &&
-            (!ls->has_head || ls->head_due != c->level_first_due[l] || ls->head_seq != c->level_first_seq[l])) {
-            return err_set(err, errlen, "level %d remembers head (%llu, %llu) but its first message is at (%llu, %llu)",
-                           l, (unsigned long long)ls->head_due, (unsigned long long)ls->head_seq,
-                           (unsigned long long)c->level_first_due[l], (unsigned long long)c->level_first_seq[l]);
+        /* The `L` head is a lower bound (design-commitlog.md 4a.4): of every key when the level is walked
+           (on_l), of its retries' keys when its journeys are served from its CQ. */
+        uint64_t n = ls->on_l ? c->level_depth[l] : c->level_walked[l];
+        uint64_t due = ls->on_l ? c->level_first_due[l] : c->level_walked_due[l];
+        uint64_t seq = ls->on_l ? c->level_first_seq[l] : c->level_walked_seq[l];
+        if (n > 0 && (!ls->has_head || ls->head_due > due || (ls->head_due == due && ls->head_seq > seq))) {
+            return err_set(err, errlen, "level %d remembers head (%llu, %llu)%s but its first %s is at (%llu, %llu)", l,
+                           (unsigned long long)ls->head_due, (unsigned long long)ls->head_seq,
+                           ls->has_head ? "" : " (none)", ls->on_l ? "message" : "retry", (unsigned long long)due,
+                           (unsigned long long)seq);
+        }
+        if (!ls->on_l && c->level_walked_journeys[l] > 0) {
+            return err_set(err, errlen,
+                           "level %d is served from its consume queue but %llu SEND journeys on it have no entry there",
+                           l, (unsigned long long)c->level_walked_journeys[l]);
+        }
+        if (!ls->on_l && ls->retries != c->level_walked[l]) {
+            return err_set(err, errlen, "level %d counts %llu retries but holds %llu", l,
+                           (unsigned long long)ls->retries, (unsigned long long)c->level_walked[l]);
         }
     }
     return 0;

@@ -136,7 +136,9 @@ static void flush_records(store_t *s)
                              ls->has_head ? ls->head_seq : 0,
                              ls->last_enqueue_ms,
                              ls->cq_head,
-                             ls->cq_tail };
+                             ls->cq_tail,
+                             ls->on_l ? 0 : ls->retries,
+                             ls->on_l ? RECORD_LEVEL_ON_L : 0 };
         key_level_record(&k, l);
         record_level_encode(&r, v);
         store_put(s, &k, v, RECORD_LEVEL_BYTES);

@@ -351,8 +351,8 @@ static int home_resolve(store_t *s, idx_home_t *h, char *err, size_t errlen)
     if (on_level < 0) {
         return -1;
     }
-    if (!on_level) {
-        h->place = (idx_place_t){ 'T', 0, 0, h->place.seq };
+    if (!on_level) { /* a journey's entry (STORE_JOURNEY_SEQ | id) arrived as seq id */
+        h->place = (idx_place_t){ 'T', 0, 0, h->place.seq & ~STORE_JOURNEY_SEQ };
     }
     return 0;
 }

@@ -116,19 +116,23 @@ void record_level_encode(const record_level_t *r, char *out)
     be64_put(out + 24, r->last_enqueue_ms);
     be64_put(out + 32, r->cq_head);
     be64_put(out + 40, r->cq_tail);
+    be64_put(out + 48, r->retries);
+    be64_put(out + 56, r->flags);
 }
 
 int record_level_decode(const char *v, size_t vlen, record_level_t *r)
 {
-    if (vlen != RECORD_LEVEL_BYTES && vlen != RECORD_LEVEL_OLD) {
+    if (vlen != RECORD_LEVEL_BYTES && vlen != RECORD_LEVEL_CQ && vlen != RECORD_LEVEL_OLD) {
         return -1;
     }
     r->depth = be64_get(v);
     r->head_due = be64_get(v + 8);
     r->head_seq = be64_get(v + 16);
     r->last_enqueue_ms = be64_get(v + 24);
-    r->cq_head = vlen == RECORD_LEVEL_BYTES ? be64_get(v + 32) : 0;
-    r->cq_tail = vlen == RECORD_LEVEL_BYTES ? be64_get(v + 40) : 0;
+    r->cq_head = vlen >= RECORD_LEVEL_CQ ? be64_get(v + 32) : 0;
+    r->cq_tail = vlen >= RECORD_LEVEL_CQ ? be64_get(v + 40) : 0;
+    r->retries = vlen == RECORD_LEVEL_BYTES ? be64_get(v + 48) : 0;
+    r->flags = vlen == RECORD_LEVEL_BYTES ? be64_get(v + 56) : r->depth > 0 ? RECORD_LEVEL_ON_L : 0;
     return 0;
 }
 

@@ -24,8 +24,11 @@
  *   'M' "copy-unfinished"                   "1": only in a BACKUP copy still being made (snapshot.c): written
  *                                           with its first batch, deleted with its last; store_open refuses
  *                                           a directory that holds it (a copy cut short)
- *   'C' level(u8)                           level record, 32 bytes: depth, head due, head seq, last enqueue
- *                                           (4 × u64; head due and seq are 0 when the level is empty)
+ *   'C' level(u8)                           level record, 64 bytes: depth, head due, head seq, last enqueue,
+ *                                           CQ head, CQ tail, retries, flags (8 × u64; head due and seq are 0
+ *                                           when the level is empty; the head is `L`'s first retry, or its
+ *                                           first entry with RECORD_LEVEL_ON_L; 32 and 48-byte records are
+ *                                           older: decoded with that flag)
  *   'P' topic                               topic record, 24 bytes: appended, removed, delayed (u64 each;
  *                                           delayed: its messages on their SEND journey in the level queues.
  *                                           A 16-byte record is an older one without it: counted once at open)
@@ -116,8 +119,9 @@ enum key_tag {
 
 #define KEY_MAX              (1 + MSG_MAX_NAME + 1 + 2 + MSG_MAX_KEY + 8) /* the longest key above: 'K' */
 #define KEY_LEVEL_BYTES      18                                           /* 'L' level due seq */
-#define RECORD_LEVEL_BYTES   48 /* with the level CQ's head and tail (design-commitlog.md 4a.3) */
-#define RECORD_LEVEL_OLD     32 /* before them: decoded with both 0 */
+#define RECORD_LEVEL_BYTES   64 /* with retries and flags (design-commitlog.md 4a.4) */
+#define RECORD_LEVEL_CQ      48 /* with the level CQ's head and tail (4a.3): decoded as RECORD_LEVEL_ON_L */
+#define RECORD_LEVEL_OLD     32 /* before them: decoded with both 0, as RECORD_LEVEL_ON_L */
 #define RECORD_TOPIC_BYTES   24
 #define RECORD_TOPIC_OLD     16 /* before the delayed counter */
 #define RECORD_GROUP_VERSION 1
@@ -393,7 +397,17 @@ typedef struct record_level {
     uint64_t head_due, head_seq; /* 0 when depth is 0 */
     uint64_t last_enqueue_ms;
     uint64_t cq_head, cq_tail; /* the level's consume queue: entries [cq_head, cq_tail) */
+    uint64_t retries;          /* its entries bound for a group's retry (counted only without RECORD_LEVEL_ON_L) */
+    uint64_t flags;            /* RECORD_LEVEL_ON_L */
 } record_level_t;
+
+/* record_level_t.flags: the level's `L` range may hold SEND journeys that
+ * its CQ does not (written before 4a.4, or whose journeys were dropped:
+ * a copy without the commit log, an index rebuilt), so the due move serves
+ * it by walking `L`, as 4a.3 did, until it is empty (design-commitlog.md
+ * 4a.4). A shorter, older record decodes with it set when the level holds
+ * anything. */
+#define RECORD_LEVEL_ON_L UINT64_C(1)
 
 #define RECORD_GROUP_DELETING UINT64_C(1) /* record_group_t.flags */
 
@@ -408,8 +422,9 @@ typedef struct record_group {
 /* Encode into out[RECORD_LEVEL_BYTES]. */
 void record_level_encode(const record_level_t *r, char *out);
 
-/* 0, or -1 when v is neither RECORD_LEVEL_BYTES nor RECORD_LEVEL_OLD long
- * (an old record's CQ head and tail are 0). */
+/* 0, or -1 when v is neither RECORD_LEVEL_BYTES, RECORD_LEVEL_CQ nor
+ * RECORD_LEVEL_OLD long (an old record's CQ head and tail are 0; a shorter
+ * record's retries 0 and flags RECORD_LEVEL_ON_L when depth > 0). */
 int record_level_decode(const char *v, size_t vlen, record_level_t *r);
 
 typedef struct record_topic {

@@ -2,9 +2,18 @@
  * levels/level.c — SEND and the level queues (see store.h): the one SEND
  * check, accepting a message, due moves, level info.
  *
- * A level is one key range ordered by (due, seq) (keys.h 'L'); its head is
- * kept exact in memory, including pending writes, so the next due time is a
- * comparison and a due move is one seek to the remembered head. A delay that
+ * A level is one key range ordered by (due, seq) (keys.h 'L'), and since
+ * the commit log (design-commitlog.md 4a.4) a consume queue of its SEND
+ * journeys' entries in due order: the due move reads a level's CQ from its
+ * head (store_move_due, serve_level_cq), each message from its record in
+ * the log, trusted when its where-slot names the entry back, and deletes the
+ * journey's `L` entry by the key the entry gives (STORE_JOURNEY_SEQ | id);
+ * the remainder lane's tops (level 1's remainders) and the level's retries
+ * (`L` entries bound for a group, walked only while it counts any) are served
+ * beside it in due order. A level that may hold journeys its CQ does not (a
+ * directory of 4a.3 or format 5, a copy, an index rebuilt: on_l) is served by
+ * walking `L` as before (serve_level_walk) until it empties. The heads are
+ * kept in memory, so the next due time is a comparison. A delay that
  * no level matches is a chain of hops (greedy, lvl_next_hop): the message
  * carries its journey's end (due_ms) and each due hop either moves it to the
  * next level or, at the end, to the topic log (a new message) or its group's
@@ -29,6 +38,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,38 +175,139 @@ void store_topic_delayed_add(store_t *s, const msg_t *m, int delta)
     topic_delayed_add(s, msg_topic(s, m), delta);
 }
 
-/* Put m on level at (due, fresh seq); keeps the head exact. topic: msg_topic(m), or
- * NULL to look it up here (a new topic is created after the seq is taken, as
- * its log_next_min then says). j: m's journey in the log's files (NULL: none —
- * a retry, or a message sent before 4a.3): its entry is appended to the
- * level's CQ — to the remainder lane's when the hop waits a remainder (less
- * than the level's delay: not in the level CQ's due order) — and its slot
- * rewritten to name it (j's queue and index set). */
+/* The due of a SEND journey's entry appended to level l's CQ: its hop's
+ * exact due, or the last due appended there when that is later
+ * (design-commitlog.md §4, 4a.4: append order is due order, so the due move
+ * reads heads only; a hop behind a lagging due move is delivered at most
+ * that lag late, never early, and a remainder on the lane keeps its exact
+ * millisecond). */
+static uint64_t level_cq_due(const level_state_t *ls, uint64_t due)
+{
+    return due > ls->cq_last_due ? due : ls->cq_last_due;
+}
+
+/* m's entry (due) appended to level l's CQ and its slot rewritten to name it
+ * (j's queue and index set). */
+static void level_cq_append(store_t *s, int l, const msg_t *m, uint64_t due, idx_journey_t *j)
+{
+    level_state_t *ls = &s->levels[l];
+    if (ls->cq_head == ls->cq_tail) {
+        ls->cq_head_due = due;
+    }
+    if (ls->cq_tail == ls->cq_move_tail) {
+        ls->cq_move_first_due = due; /* the first a due move appends: past what it reads */
+    }
+    ls->cq_last_due = due;
+    j->queue = (uint32_t)l;
+    j->cq_index = ls->cq_tail++;
+    store_log_cq_append(s, j->queue, j->cq_index, m->id, due);
+    store_log_slot(s, m->id, j, 0);
+}
+
+/* Level l's `L` range from now on holds a SEND journey that no CQ does: it is
+ * served by walking `L` (on_l) from a head that is at or below every key it
+ * holds — its retry head, its CQ head's due and the lane's top. */
+static void level_journeys_on_l(store_t *s, int l)
+{
+    level_state_t *ls = &s->levels[l];
+    if (ls->on_l) {
+        return;
+    }
+    uint64_t due, seq;
+    if (store_level_first_key(s, l, &due, &seq)) {
+        ls->has_head = 1;
+        ls->head_due = due;
+        ls->head_seq = seq;
+    }
+    ls->on_l = 1;
+    ls->retries = 0;
+    store_mark_level(s, l);
+}
+
+/* Level l's `L` range lost an entry (taken, revoked): an emptied level served
+ * by walking `L` is served from its CQ again. */
+static void level_took(store_t *s, int l)
+{
+    level_state_t *ls = &s->levels[l];
+    if (ls->on_l && ls->depth == 0) {
+        ls->on_l = 0;
+        ls->retries = 0;
+        ls->has_head = 0;
+        store_mark_level(s, l);
+    }
+}
+
+void store_level_took(store_t *s, int l)
+{
+    level_took(s, l);
+}
+
+int store_level_first_key(const store_t *s, int l, uint64_t *due, uint64_t *seq)
+{
+    const level_state_t *ls = &s->levels[l];
+    *due = UINT64_MAX;
+    *seq = 0;
+    if (ls->has_head) {
+        *due = ls->head_due;
+        *seq = ls->head_seq;
+    }
+    if (ls->on_l) {
+        return ls->has_head;
+    }
+    if (ls->cq_head < ls->cq_tail && ls->cq_head_due <= *due) {
+        *due = ls->cq_head_due;
+        *seq = 0;
+    }
+    lane_entry_t top;
+    if (l == 1 && s->lane != NULL && lane_peek(s->lane, &top) && top.due <= *due) {
+        *due = top.due;
+        *seq = 0;
+    }
+    return *due != UINT64_MAX;
+}
+
+/* Put m on level at due; keeps the head exact. topic: msg_topic(m), or NULL
+ * to look it up here (a new topic is created after the seq is taken, as its
+ * log_next_min then says). j: m's journey in the log's files (NULL: none —
+ * a retry, or a message whose journey was dropped): its entry is appended to
+ * the level's CQ (at a due not before the last one there: level_cq_due) — to
+ * the remainder lane's when the hop waits a remainder (less than the level's
+ * delay: not in the level CQ's due order) — its slot rewritten to name it
+ * (j's queue and index set), and its `L` key is STORE_JOURNEY_SEQ | id; a
+ * retry's takes the next seq. */
 static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t due, msg_t *m, idx_journey_t *j,
                          int remainder)
 {
     level_state_t *ls = &s->levels[level];
-    uint64_t seq = s->next_seq++;
+    int journey = m->dest == MSG_DEST_TOPIC && j != NULL;
+    int on_lane = journey && remainder && s->lane != NULL;
+    if (journey && !on_lane) {
+        due = level_cq_due(ls, due);
+    }
+    uint64_t seq = journey ? STORE_JOURNEY_SEQ | m->id : s->next_seq++;
     key_buf_t k;
     key_level(&k, level, due, seq);
     store_put_msg(s, &k, m);
     idx_place_t p = { 'L', level, due, seq };
     if (m->dest == MSG_DEST_TOPIC) {
-        if (j != NULL && remainder && s->lane != NULL) {
+        if (on_lane) {
             store_lane_push(s, m, due, j);
-        } else if (j != NULL) {
-            j->queue = (uint32_t)level;
-            j->cq_index = ls->cq_tail++;
-            store_log_cq_append(s, j->queue, j->cq_index, m->id, due);
-            store_log_slot(s, m->id, j, 0);
+        } else if (journey) {
+            level_cq_append(s, level, m, due, j);
+        } else {
+            level_journeys_on_l(s, level);
         }
         idx_home_put(s, m, &p, 0, j);
     } else {
         idx_copy_put(s, m->id, m->group.ptr, m->group.len, m->group_gen, &p);
+        ls->retries++;
     }
     ls->depth++;
     store_mark_level(s, level);
     topic_delayed_add(s, topic != NULL ? topic : msg_topic(s, m), +1);
+    if (journey && !ls->on_l) {
+        return; /* served from its CQ or the lane: not `L`'s head */
+    }
     if (!ls->has_head || key_less(due, seq, ls->head_due, ls->head_seq)) {
         ls->has_head = 1;
         ls->head_due = due;
@@ -209,16 +320,23 @@ static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t d
 }
 
 /* Where store_level_enqueue will put m, changing nothing: its first level
- * (*first), that hop's due (*hop_due), its enqueue time (returned) and its
- * journey's due (m->due_ms). */
-static uint64_t level_plan(const store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms, int *first,
-                           uint64_t *hop_due)
+ * (*first), that hop's due (*hop_due: on the level's CQ for a journey,
+ * journey set, not before its last due), whether it waits a remainder
+ * (*remainder), its enqueue time (returned) and its journey's due
+ * (m->due_ms). */
+static uint64_t level_plan(const store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms, int journey,
+                           int *first, uint64_t *hop_due, int *remainder)
 {
     const lvl_table_t *t = &s->opt.levels;
     *first = level > 0 ? level : lvl_next_hop(t, delay_ms);
     const level_state_t *ls = &s->levels[*first];
     uint64_t enq = now_ms > ls->last_enqueue_ms ? now_ms : ls->last_enqueue_ms;
-    *hop_due = enq + (level > 0 ? t->delay_ms[*first] : lvl_hop_ms(t, *first, delay_ms));
+    uint64_t hop = level > 0 ? t->delay_ms[*first] : lvl_hop_ms(t, *first, delay_ms);
+    *remainder = hop < t->delay_ms[*first];
+    *hop_due = enq + hop;
+    if (journey && !(*remainder && s->lane != NULL)) {
+        *hop_due = level_cq_due(ls, *hop_due); /* as level_insert will put it */
+    }
     m->due_ms = level > 0 ? *hop_due : enq + delay_ms;
     return enq;
 }
@@ -227,11 +345,12 @@ static uint64_t level_plan(const store_t *s, msg_t *m, int level, uint64_t delay
 static uint64_t level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms,
                               idx_journey_t *j)
 {
-    int first;
+    int first, remainder;
     uint64_t hop_due;
-    uint64_t enq = level_plan(s, m, level, delay_ms, now_ms, &first, &hop_due);
+    uint64_t enq =
+        level_plan(s, m, level, delay_ms, now_ms, m->dest == MSG_DEST_TOPIC && j != NULL, &first, &hop_due, &remainder);
     s->levels[first].last_enqueue_ms = enq;
-    level_insert(s, topic, first, hop_due, m, j, hop_due - enq < s->opt.levels.delay_ms[first]);
+    level_insert(s, topic, first, hop_due, m, j, remainder);
     return m->due_ms;
 }
 
@@ -241,9 +360,10 @@ uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int lev
 }
 
 /* Append m to t's log (a new message: no group yet; stamped now). A message
- * coming off a level (level_seq: its level entry's seq; 0 for a SEND without
- * delay) keeps that seq when it comes after everything t's log holds or has
- * promised to a cursor (log_next_min), and its 'X' is not rewritten: it names
+ * coming off a level (level_seq: its level entry's seq, whose
+ * STORE_JOURNEY_SEQ bit is dropped; 0 for a SEND without delay) keeps that
+ * seq when it comes after everything t's log holds or has promised to a
+ * cursor (log_next_min), and its 'X' is not rewritten: it names
  * the level entry, which is gone, and idx_home_read finds the message in the
  * log under the same seq (keys.h). Otherwise it takes a fresh seq and 'X'
  * says where. In due order, which is how the levels are served, most arrivals
@@ -258,7 +378,11 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_
     m->group.ptr = NULL;
     m->group.len = 0;
     m->group_gen = 0;
-    uint64_t seq = level_seq != 0 && level_seq >= t->log_next_min ? level_seq : s->next_seq++;
+    uint64_t kept = level_seq & ~STORE_JOURNEY_SEQ; /* a journey's level entry: its id */
+    uint64_t seq = level_seq != 0 && kept >= t->log_next_min ? kept : s->next_seq++;
+    if (seq >= s->next_seq) {
+        s->next_seq = seq + 1; /* the counter stays above every seq taken */
+    }
     key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, seq);
     store_put_msg(s, &k, m);
     if (j != NULL) {
@@ -266,7 +390,7 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_
         j->cq_index = 0;
         store_log_slot(s, m->id, j, 0);
     }
-    if (seq != level_seq) {
+    if (seq != kept) {
         idx_place_t p = { 'T', 0, 0, seq };
         idx_home_put(s, m, &p, 0, j);
     }
@@ -314,9 +438,9 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     if (req->level == 0 && delay == 0) {
         m.due_ms = now_ms;
     } else { /* the record holds the journey's due (a record is never rewritten) */
-        int first;
+        int first, remainder;
         uint64_t hop_due;
-        (void)level_plan(s, &m, req->level, delay, now_ms, &first, &hop_due);
+        (void)level_plan(s, &m, req->level, delay, now_ms, s->redo != NULL, &first, &hop_due, &remainder);
     }
     /* The id is the message record's log offset (design-commitlog.md §2); the
      * batch may be committed first to make room, so count pending after it. */
@@ -399,9 +523,8 @@ static int level_cq_settle(store_t *s, int l, char *err, size_t errlen)
         }
         slot_t sl;
         int gone = 0;
-        if (store_log_slot_get(s, e.log_offset, UINT32_MAX, &sl, &gone, err, errlen) != 0) {
-            rc = -1;
-            break;
+        if (store_log_slot_get(s, e.log_offset, UINT32_MAX, &sl, &gone, why, sizeof why) != 0) {
+            break; /* a record or slot that cannot be read: the due move meets it (a damaged level), not the open */
         }
         if (!gone && sl.id == e.log_offset && sl.queue == (uint32_t)l && sl.cq_index == ls->cq_head &&
             !(sl.flags & SLOT_REVOKED)) {
@@ -417,6 +540,13 @@ void store_journeys_abandon(store_t *s)
 {
     for (int l = 1; l <= s->opt.levels.count; l++) {
         level_state_t *ls = &s->levels[l];
+        if (ls->depth > 0 && !ls->on_l) { /* its journeys move on by `L` alone, walked from its start */
+            ls->on_l = 1;
+            ls->retries = 0;
+            ls->has_head = 1;
+            ls->head_due = ls->head_seq = 0;
+            store_mark_level(s, l);
+        }
         if (ls->cq_head != ls->cq_tail) {
             ls->cq_head = ls->cq_tail;
             map_free(&ls->cq_done, NULL);
@@ -427,12 +557,34 @@ void store_journeys_abandon(store_t *s)
     store_lane_abandon(s);
 }
 
+/* Level l's CQ head's due and the last due appended (its tail's entry), read
+ * at open (the due move and level_cq_due start from them). */
+static int level_cq_dues(store_t *s, int l, char *err, size_t errlen)
+{
+    level_state_t *ls = &s->levels[l];
+    ls->cq_head_due = ls->cq_last_due = 0;
+    if (ls->cq_head == ls->cq_tail) {
+        return 0;
+    }
+    cq_entry_t e;
+    char why[512];
+    if (redo_cq_read(s->redo, (uint32_t)l, ls->cq_head, 1, &e, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the consume queue of level %d in %s: %s", l, s->path, why);
+    }
+    ls->cq_head_due = e.due;
+    if (redo_cq_read(s->redo, (uint32_t)l, ls->cq_tail - 1, 1, &e, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the consume queue of level %d in %s: %s", l, s->path, why);
+    }
+    ls->cq_last_due = e.due;
+    return 0;
+}
+
 int store_level_cq_open(store_t *s, char *err, size_t errlen)
 {
     int moved = 0;
     for (int l = 1; l <= s->opt.levels.count; l++) {
         int rc = level_cq_settle(s, l, err, errlen);
-        if (rc < 0) {
+        if (rc < 0 || level_cq_dues(s, l, err, errlen) != 0) {
             return -1;
         }
         if (rc > 0) {
@@ -495,21 +647,32 @@ int store_topic_delayed_open(store_t *s, char *err, size_t errlen)
     return store_commit(s, err, errlen);
 }
 
+/* The earliest due of level l's heads (store_level_first_key): UINT64_MAX
+ * when it holds nothing. A lower bound: a dead CQ head or lane top, a head
+ * moved by a note, a walk's stop. */
+static uint64_t level_head_due(const store_t *s, int l)
+{
+    uint64_t due, seq;
+    return store_level_first_key(s, l, &due, &seq) ? due : UINT64_MAX;
+}
+
 /* When level l's head may be served: its due time, or for a damaged level
  * the time it is tried again (UINT64_MAX: no head). */
-static uint64_t level_serve_at(const level_state_t *ls)
+static uint64_t level_serve_at(const store_t *s, int l)
 {
-    if (!ls->has_head) {
+    const level_state_t *ls = &s->levels[l];
+    uint64_t due = level_head_due(s, l);
+    if (due == UINT64_MAX) {
         return UINT64_MAX;
     }
-    return ls->damaged && ls->damaged_until > ls->head_due ? ls->damaged_until : ls->head_due;
+    return ls->damaged && ls->damaged_until > due ? ls->damaged_until : due;
 }
 
 uint64_t store_next_due(const store_t *s)
 {
     uint64_t best = UINT64_MAX;
     for (int l = 1; l <= s->opt.levels.count; l++) {
-        uint64_t at = level_serve_at(&s->levels[l]);
+        uint64_t at = level_serve_at(s, l);
         if (at < best) {
             best = at;
         }
@@ -531,7 +694,8 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out)
     out->level = level;
     out->delay_ms = s->opt.levels.delay_ms[level];
     out->depth = ls->depth;
-    out->head_due_ms = ls->has_head ? ls->head_due : 0;
+    uint64_t head = level_head_due(s, level);
+    out->head_due_ms = head != UINT64_MAX ? head : 0;
     out->damaged = ls->damaged;
     out->damage = ls->damaged ? ls->damage : "";
     return 0;
@@ -577,17 +741,17 @@ static int first_due_level(const store_t *s, uint64_t now_ms, uint64_t *bound)
 {
     const lvl_table_t *t = &s->opt.levels;
     int l = 0;
+    uint64_t head[LVL_MAX_LEVELS + 1];
     for (int i = 1; i <= t->count; i++) {
-        const level_state_t *x = &s->levels[i];
-        if (level_serve_at(x) <= now_ms && (l == 0 || x->head_due < s->levels[l].head_due)) {
+        head[i] = level_head_due(s, i);
+        if (level_serve_at(s, i) <= now_ms && (l == 0 || head[i] < head[l])) {
             l = i;
         }
     }
     *bound = now_ms;
     for (int i = 1; l != 0 && i <= t->count; i++) {
-        const level_state_t *x = &s->levels[i];
-        if (i != l && level_serve_at(x) <= now_ms && x->head_due < *bound) {
-            *bound = x->head_due;
+        if (i != l && level_serve_at(s, i) <= now_ms && head[i] < *bound) {
+            *bound = head[i];
         }
     }
     return l;
@@ -607,11 +771,13 @@ static void level_mark_damaged(store_t *s, int l, uint64_t now_ms, const char *e
     snprintf(ls->damage, sizeof ls->damage, "%s", err);
 }
 
-/* Serve level l from its head up to bound (or max moves in all). committed is
- * what the level holds on disk; the new head is the first key not moved, or
- * something inserted meanwhile. */
-static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int max, uint64_t *committed, int *moved,
-                       int *ready_out, char *err, size_t errlen)
+/* Serve level l (on_l: its `L` range may hold journeys its CQ does not) from
+ * its `L` head up to bound (or max moves in all), as 4a.3 did: every entry
+ * by its `L` key, a journey's CQ entry noted done by its 'X' journey.
+ * committed is what the level holds on disk; the new head is the first key
+ * not moved, or something inserted meanwhile. */
+static int serve_level_walk(store_t *s, int l, uint64_t bound, uint64_t now_ms, int max, uint64_t *committed,
+                            int *moved, int *ready_out, char *err, size_t errlen)
 {
     level_state_t *ls = &s->levels[l];
     key_buf_t k;
@@ -655,6 +821,9 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         ls->depth--;
         ls->pops_since_compact++;
         store_mark_level(s, l);
+        if (m.dest == MSG_DEST_GROUP && ls->retries > 0) {
+            ls->retries--;
+        }
         topic_state_t *topic = msg_topic(s, &m);
         topic_delayed_add(s, topic, -1);
         if (has_journey && journey.queue == (uint32_t)l) {
@@ -701,7 +870,350 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         ls->head_due = ls->inserted_due;
         ls->head_seq = ls->inserted_seq;
     }
+    level_took(s, l);
     return 0;
+}
+
+/* ---- the due move from the CQs (design-commitlog.md 4a.4) --------------------------- */
+
+#define MOVE_RUN 64 /* CQ entries and slots read in one run */
+
+/* What a due move reads the level CQs, the lane, the slots and the log
+ * through: a run of one CQ, a run of one slot file, and a read-ahead window
+ * of the log (journeys are read in about the order their records were
+ * appended). Valid for one store_move_due: it commits the pending batch
+ * first, so everything read is in the log, the overlay or the files, and
+ * nothing it reads is appended to meanwhile. */
+typedef struct move_reads {
+    store_t *s;
+    clog_reader_t rd;
+    uint32_t cq_queue;
+    uint64_t cq_at;
+    size_t cq_n;
+    cq_entry_t cq[MOVE_RUN];
+    uint64_t slot_base, slot_at;
+    size_t slot_n;
+    slot_t slots[MOVE_RUN];
+} move_reads_t;
+
+/* The entry at index of queue (index < end: what the move may read). */
+static int move_cq_entry(move_reads_t *r, uint32_t queue, uint64_t index, uint64_t end, cq_entry_t *e, char *err,
+                         size_t errlen)
+{
+    if (r->cq_queue != queue || index < r->cq_at || index >= r->cq_at + r->cq_n) {
+        size_t n = end - index < MOVE_RUN ? (size_t)(end - index) : MOVE_RUN;
+        char why[512];
+        if (redo_cq_read(r->s->redo, queue, index, n, r->cq, why, sizeof why) != 0) {
+            r->cq_n = 0;
+            return err_set(err, errlen, "the consume queue of level %" PRIu32 " in %s: %s", queue, r->s->path, why);
+        }
+        r->cq_queue = queue;
+        r->cq_at = index;
+        r->cq_n = n;
+    }
+    *e = r->cq[index - r->cq_at];
+    return 0;
+}
+
+/* The slot at ordinal of the segment at base. */
+static int move_slot(move_reads_t *r, uint64_t base, uint64_t ordinal, slot_t *sl, char *err, size_t errlen)
+{
+    if (r->slot_base != base || ordinal < r->slot_at || ordinal >= r->slot_at + r->slot_n) {
+        char why[512];
+        size_t got = 0;
+        if (redo_slot_read(r->s->redo, base, ordinal, MOVE_RUN, r->slots, &got, why, sizeof why) != 0) {
+            r->slot_n = 0;
+            return err_set(err, errlen, "the where-slots of commit-log segment %016" PRIx64 " in %s: %s", base,
+                           r->s->path, why);
+        }
+        r->slot_base = base;
+        r->slot_at = ordinal;
+        r->slot_n = got;
+    }
+    *sl = r->slots[ordinal - r->slot_at];
+    return 0;
+}
+
+/* The message the entry e at index of queue names, when it is live there:
+ * its record read from the log and its where-slot naming the entry back, not
+ * revoked (§2: a record is trusted only when its slot names it). 1 with *m
+ * (views into r's buffer, valid until the next read) and *j, 0 when it is
+ * dead (its segment recycled, its slot naming another place: moved on or
+ * revoked), -1 with err (a read failed, a damaged record). */
+static int move_journey(move_reads_t *r, uint32_t queue, uint64_t index, const cq_entry_t *e, msg_t *m,
+                        idx_journey_t *j, char *err, size_t errlen)
+{
+    store_t *s = r->s;
+    clog_record_t rec;
+    char why[512];
+    int rc = clog_read(redo_log(s->redo), e->log_offset, &r->rd, &rec, why, sizeof why);
+    if (rc == CLOG_NOT_RECORD) {
+        return 0;
+    }
+    uint32_t ordinal = 0;
+    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
+        return err_set(err, errlen,
+                       "the record of %016" PRIx64 " (consume queue %" PRIu32 ", entry %" PRIu64 ") in %s: %s",
+                       e->log_offset, queue, index, s->path, why);
+    }
+    slot_t sl = { 0 };
+    if (move_slot(r, e->log_offset - e->log_offset % s->opt.segment_bytes, ordinal, &sl, err, errlen) != 0) {
+        return -1;
+    }
+    if (sl.id != e->log_offset || sl.queue != queue || sl.cq_index != index || (sl.flags & SLOT_REVOKED)) {
+        return 0;
+    }
+    if (msg_decode_record(rec.data, rec.len, e->log_offset, ordinal, m, why, sizeof why) != 0) {
+        return err_set(err, errlen,
+                       "the record of %016" PRIx64 " (consume queue %" PRIu32 ", entry %" PRIu64 ") in %s: %s",
+                       e->log_offset, queue, index, s->path, why);
+    }
+    j->ordinal = ordinal;
+    j->queue = queue;
+    j->cq_index = index;
+    return 1;
+}
+
+/* lane_next_live's check for the due move: an entry the move's own hops
+ * pushed (at or past lane_move_tail: its slot is in the pending batch) is
+ * live; one noted gone is dead; any other is judged by move_journey. */
+static int lane_top_by_slot(void *ctx, const lane_entry_t *e, char *err, size_t errlen)
+{
+    move_reads_t *r = ctx;
+    store_t *s = r->s;
+    if (map_count(&s->lane_left) > 0 && map_del(&s->lane_left, &e->id, sizeof e->id) != NULL) {
+        return LANE_DEAD;
+    }
+    if (e->cq_index >= s->lane_move_tail) {
+        return LANE_LIVE;
+    }
+    cq_entry_t ce = { e->id, e->due };
+    msg_t m;
+    idx_journey_t j;
+    int live = move_journey(r, STORE_LANE_QUEUE, e->cq_index, &ce, &m, &j, err, errlen);
+    return live < 0 ? -1 : live ? LANE_LIVE : LANE_DEAD;
+}
+
+/* A live journey's entry (e at index of queue, on level l's `L` range at
+ * e->due) leaves: its `L` entry deleted and the message routed on (route_due:
+ * next hop or arrival). 1 when it became ready, 0 when it hopped, -1 with err. */
+static int move_journey_on(store_t *s, int l, const cq_entry_t *e, msg_t *m, idx_journey_t *j, uint64_t now_ms,
+                           char *err, size_t errlen)
+{
+    level_state_t *ls = &s->levels[l];
+    key_buf_t k;
+    key_level(&k, l, e->due, STORE_JOURNEY_SEQ | m->id);
+    store_del(s, &k);
+    ls->depth--;
+    ls->pops_since_compact++;
+    store_mark_level(s, l);
+    topic_state_t *topic = msg_topic(s, m);
+    topic_delayed_add(s, topic, -1);
+    return route_due(s, topic, m, e->due, STORE_JOURNEY_SEQ | m->id, now_ms, j, err, errlen);
+}
+
+/* Level l's retries (without on_l): walk `L` from the retry head up to bound,
+ * taking each retry due and stepping over the journeys' keys (their CQ
+ * serves them), until the level counts no retry left. The new head is the
+ * first key past bound (a lower bound of the next retry), or a retry
+ * inserted meanwhile. */
+static int serve_retries(store_t *s, int l, uint64_t bound, uint64_t now_ms, int max, int *moved, int *ready_out,
+                         char *err, size_t errlen)
+{
+    level_state_t *ls = &s->levels[l];
+    key_buf_t k;
+    key_level(&k, l, ls->head_due, ls->head_seq);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int rc = 0, have_next = 0, moved_before = *moved;
+    uint64_t next_due = 0, next_seq = 0;
+    while (ls->retries > 0 && store_iter_in(it, k.b, 2, &key, &klen)) {
+        int level;
+        uint64_t due, seq;
+        if (key_level_parse(key, klen, &level, &due, &seq) != 0) {
+            char d[KEY_DESCRIBE_BYTES];
+            rc = err_set(err, errlen, "corrupt level key %s on level %d in %s", key_describe(key, klen, d, sizeof d), l,
+                         s->path);
+            break;
+        }
+        if (due > bound || *moved >= max || s->batch_bytes >= STORE_BATCH_MAX_BYTES) {
+            have_next = 1;
+            next_due = due;
+            next_seq = seq;
+            break;
+        }
+        if (seq & STORE_JOURNEY_SEQ) {
+            leveldb_iter_next(it);
+            continue;
+        }
+        msg_t m;
+        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) {
+            if (*moved > moved_before) {
+                have_next = 1;
+                next_due = due;
+                next_seq = seq;
+                break;
+            }
+            rc = -1;
+            break;
+        }
+        store_del_raw(s, key, klen);
+        ls->depth--;
+        ls->pops_since_compact++;
+        if (m.dest == MSG_DEST_GROUP) {
+            ls->retries--;
+        }
+        store_mark_level(s, l);
+        topic_state_t *topic = msg_topic(s, &m);
+        topic_delayed_add(s, topic, -1);
+        int ready = route_due(s, topic, &m, due, seq, now_ms, NULL, err, errlen);
+        if (ready < 0) {
+            rc = -1;
+            break;
+        }
+        if (ready && ready_out) {
+            (*ready_out)++;
+        }
+        (*moved)++;
+        leveldb_iter_next(it);
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "a level queue", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    if (rc != 0) {
+        return -1;
+    }
+    ls->has_head = ls->retries > 0 && have_next;
+    ls->head_due = next_due;
+    ls->head_seq = next_seq;
+    if (ls->retries > 0 && ls->inserted_due != UINT64_MAX &&
+        (!ls->has_head || key_less(ls->inserted_due, ls->inserted_seq, ls->head_due, ls->head_seq))) {
+        ls->has_head = 1;
+        ls->head_due = ls->inserted_due;
+        ls->head_seq = ls->inserted_seq;
+    }
+    if (ls->retries > 0 && !ls->has_head) { /* the count said more than `L` holds: store_check names it */
+        ls->retries = 0;
+    }
+    store_mark_level(s, l);
+    return 0;
+}
+
+/* Level l's CQ head moved past index (taken or dead): a note of it dropped,
+ * and the head's due known when the next entry is one the move appended. */
+static void cq_head_past(level_state_t *ls, uint64_t index)
+{
+    if (map_count(&ls->cq_done) > 0) {
+        (void)map_del(&ls->cq_done, &index, sizeof index);
+    }
+    ls->cq_head = index + 1;
+    if (ls->cq_head == ls->cq_move_tail && ls->cq_head < ls->cq_tail) {
+        ls->cq_head_due = ls->cq_move_first_due;
+    }
+}
+
+/* Serve level l (without on_l) up to bound (or max moves in all): from its
+ * CQ head, the lane's top (level 1: the remainders wait on its `L` range)
+ * and its retries, the earliest first. A dead CQ head is passed whatever its
+ * due (a level CQ written before 4a.4 need not be in due order); a live one
+ * past bound stops the CQ with its due known. */
+static int serve_level_cq(store_t *s, move_reads_t *r, int l, uint64_t bound, uint64_t now_ms, int max, int *moved,
+                          int *ready_out, char *err, size_t errlen)
+{
+    level_state_t *ls = &s->levels[l];
+    uint64_t head_before = ls->cq_head;
+    int rc = 0, read_failed = 0, moved_before = *moved;
+    while (*moved < max && s->batch_bytes < STORE_BATCH_MAX_BYTES) {
+        /* the lane's top judged first: the CQ head's message read below stays in r's buffer */
+        lane_entry_t top = { UINT64_MAX, 0, 0 };
+        int lane_live = 0;
+        if (l == 1 && s->lane != NULL) {
+            lane_live = store_lane_next_live(s, lane_top_by_slot, r, &top, err, errlen);
+            if (lane_live < 0) {
+                rc = read_failed = -1;
+                break;
+            }
+            if (!lane_live || top.cq_index >= s->lane_move_tail) {
+                top.due = UINT64_MAX;
+            }
+        }
+        cq_entry_t e = { 0, UINT64_MAX };
+        msg_t m;
+        idx_journey_t j;
+        int cq_live = 0;
+        while (ls->cq_head < ls->cq_move_tail) { /* the CQ head: the first live entry, or one due past bound */
+            if (move_cq_entry(r, (uint32_t)l, ls->cq_head, ls->cq_move_tail, &e, err, errlen) != 0) {
+                rc = read_failed = -1;
+                break;
+            }
+            ls->cq_head_due = e.due;
+            cq_live = move_journey(r, (uint32_t)l, ls->cq_head, &e, &m, &j, err, errlen);
+            if (cq_live != 0) {
+                break;
+            }
+            cq_head_past(ls, ls->cq_head);
+            e.due = UINT64_MAX;
+        }
+        if (rc != 0 || cq_live < 0) {
+            rc = read_failed = -1;
+            break;
+        }
+        uint64_t retry_due = ls->retries > 0 && ls->has_head ? ls->head_due : UINT64_MAX;
+        uint64_t first = e.due < top.due ? e.due : top.due;
+        if (retry_due <= first && retry_due <= bound) {
+            int before = *moved;
+            if (serve_retries(s, l, first < bound ? first : bound, now_ms, max, moved, ready_out, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
+            if (*moved == before && ls->has_head && ls->head_due <= retry_due) {
+                break; /* no progress (a full batch): the next call goes on */
+            }
+            continue;
+        }
+        if (first > bound) {
+            break;
+        }
+        int ready;
+        if (e.due <= top.due) { /* cq_live: m and j read above */
+            uint64_t index = ls->cq_head;
+            ready = move_journey_on(s, l, &e, &m, &j, now_ms, err, errlen);
+            cq_head_past(ls, index);
+        } else {
+            cq_entry_t le = { top.id, top.due };
+            int live = move_journey(r, STORE_LANE_QUEUE, top.cq_index, &le, &m, &j, err, errlen);
+            if (live < 0) {
+                rc = read_failed = -1;
+                break;
+            }
+            ready = live ? move_journey_on(s, l, &le, &m, &j, now_ms, err, errlen) : 0;
+            store_lane_pop(s);
+        }
+        if (ready < 0) {
+            rc = -1;
+            break;
+        }
+        if (ready && ready_out) {
+            (*ready_out)++;
+        }
+        (*moved)++;
+    }
+    if (read_failed && *moved > moved_before && !s->broken) {
+        rc = 0; /* the heads taken are whole: the damaged one is the head now, and fails the next turn at once */
+    }
+    cq_entry_t e;
+    if (rc == 0 && ls->cq_head < ls->cq_move_tail &&
+        move_cq_entry(r, (uint32_t)l, ls->cq_head, ls->cq_move_tail, &e, err, errlen) == 0) {
+        ls->cq_head_due = e.due; /* the next one's due known (store_next_due) */
+    }
+    if (ls->cq_head !=
+        head_before) { /* with the entries taken, also when the walk then failed (they are in the batch) */
+        store_log_cq_head(s, (uint32_t)l, ls->cq_head);
+        store_mark_level(s, l);
+    }
+    return rc;
 }
 
 int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out, char *err, size_t errlen)
@@ -710,17 +1222,23 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
     if (ready_out) {
         *ready_out = 0;
     }
-    if (store_read_begin(s, err, errlen) != 0) {
+    if (store_read_begin(s, err, errlen) != 0) { /* commits what is pending: the reads below see it */
         return -1;
     }
     int pending_before = s->pending; /* 0: all committed */
     const lvl_table_t *t = &s->opt.levels;
     uint64_t committed[LVL_MAX_LEVELS + 1]; /* what each level holds now: all committed (read_begin) */
     for (int l = 1; l <= t->count; l++) {
-        s->levels[l].inserted_due = UINT64_MAX;
-        s->levels[l].inserted_seq = UINT64_MAX;
-        committed[l] = s->levels[l].depth;
+        level_state_t *ls = &s->levels[l];
+        ls->inserted_due = UINT64_MAX;
+        ls->inserted_seq = UINT64_MAX;
+        ls->cq_move_tail = ls->cq_tail;
+        committed[l] = ls->depth;
     }
+    s->lane_move_tail = s->lane != NULL ? lane_tail(s->lane) : 0;
+    move_reads_t r = { .s = s, .cq_queue = UINT32_MAX, .slot_base = UINT64_MAX };
+    r.rd.window = 64 << 10;
+    int rc = 0;
     while (*moved < max && s->batch_bytes < STORE_BATCH_MAX_BYTES) {
         /* Serve the level whose head is due first, up to where another level's
          * head comes first: catching up after downtime keeps global due order,
@@ -730,15 +1248,25 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
         if (l == 0) {
             break;
         }
-        int pending_at_serve = s->pending;
-        if (serve_level(s, l, bound, now_ms, max, &committed[l], moved, ready_out, err, errlen) != 0) {
+        int pending_at_serve = s->pending, moved_at_serve = *moved;
+        uint64_t at_before = level_serve_at(s, l);
+        int failed = s->levels[l].on_l
+                         ? serve_level_walk(s, l, bound, now_ms, max, &committed[l], moved, ready_out, err, errlen)
+                         : serve_level_cq(s, &r, l, bound, now_ms, max, moved, ready_out, err, errlen);
+        if (failed != 0) {
             if (s->pending == pending_at_serve && !s->broken) { /* failed at its head: the others go on */
                 level_mark_damaged(s, l, now_ms, err);
                 continue;
             }
             /* the heads taken are in the batch, the level's head not moved */
-            return store_fail_half_way(s, pending_before, "due move", err, errlen);
+            rc = store_fail_half_way(s, pending_before, "due move", err, errlen);
+            break;
+        }
+        s->levels[l].damaged = 0; /* it moves (again) */
+        if (*moved == moved_at_serve && level_serve_at(s, l) == at_before) {
+            break; /* nothing moved and nothing learnt (a full batch): the next call goes on */
         }
     }
-    return 0;
+    clog_reader_free(&r.rd);
+    return rc;
 }

@@ -471,6 +471,9 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
         level_state_t *ls = &s->levels[h.place.level];
         ls->depth--;
         store_mark_level(s, h.place.level);
+        if (ls->depth == 0) {
+            store_level_took(s, h.place.level);
+        }
         m.dest = MSG_DEST_TOPIC; /* an 'X' home on a level is the SEND journey's copy */
         store_topic_delayed_add(s, &m, -1);
         if (c->ntaken == c->captaken) {
@@ -645,10 +648,11 @@ int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int c
     uint64_t left;
     if (level > 0) {
         const level_state_t *ls = &s->levels[level];
-        if (!ls->has_head || count < 1) {
+        uint64_t due, seq;
+        if (!store_level_first_key(s, level, &due, &seq) || count < 1) {
             return 0;
         }
-        key_level(&k, level, ls->head_due, ls->head_seq);
+        key_level(&k, level, due, seq);
         plen = 2;
         left = ls->depth;
     } else {

@@ -226,8 +226,9 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
         }
         key_start(&a, KEY_LEVEL);
         key_u8(&a, (uint8_t)l);
-        if (ls->has_head) {
-            key_level(&b, l, ls->head_due, ls->head_seq);
+        uint64_t due, seq;
+        if (store_level_first_key(s, l, &due, &seq)) {
+            key_level(&b, l, due, seq);
         } else {
             key_start(&b, KEY_LEVEL);
             key_u8(&b, (uint8_t)(l + 1));

@@ -166,6 +166,11 @@ static const char *copied_value(const char *k, size_t kn, const char *v, size_t 
     record_level_t r;
     if (kn == 2 && k[0] == KEY_LEVEL_RECORD && outcap >= RECORD_LEVEL_BYTES && record_level_decode(v, *vn, &r) == 0) {
         r.cq_head = r.cq_tail = 0;
+        if (r.depth > 0 && !(r.flags & RECORD_LEVEL_ON_L)) { /* its journeys move on by `L` alone: walked from */
+            r.flags |= RECORD_LEVEL_ON_L;                    /* the level's start (the head: a lower bound) */
+            r.head_due = r.head_seq = 0;
+            r.retries = 0;
+        }
         record_level_encode(&r, out);
         *vn = RECORD_LEVEL_BYTES;
         return out;

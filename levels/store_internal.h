@@ -79,13 +79,24 @@
 
 typedef struct level_state {
     uint64_t depth;
+    /* The `L` head: with on_l, the smallest key of the level, including
+     * pending writes; without, the smallest key of a retry (its entries of
+     * SEND journeys are served from its CQ: design-commitlog.md 4a.4). A
+     * lower bound where it was not known (after a switch to on_l, after a
+     * walk stopped at its bound): a walk from it corrects it. */
     int has_head;
-    uint64_t head_due, head_seq; /* exact smallest key, including pending writes */
-    uint64_t last_enqueue_ms;    /* monotone enqueue clock of SENDs on this level */
+    uint64_t head_due, head_seq;
+    uint64_t last_enqueue_ms; /* monotone enqueue clock of SENDs on this level */
     uint64_t pops_since_compact;
     uint64_t inserted_due, inserted_seq; /* smallest key inserted during a move_due call */
     uint64_t cq_head, cq_tail;           /* its consume queue (queue = the level): entries [cq_head, cq_tail) */
     map_t cq_done;                       /* indexes above cq_head whose entries are dead (store_level_cq_done) */
+    int on_l;                            /* RECORD_LEVEL_ON_L: served by walking `L` (keys.h) */
+    uint64_t retries;                    /* its `L` entries bound for a group's retry (kept without on_l) */
+    uint64_t cq_last_due;                /* the due of the last entry appended to its CQ: the next is not earlier */
+    uint64_t cq_head_due;                /* the due of the entry at cq_head (a lower bound once it moved by a note) */
+    uint64_t cq_move_tail;               /* during a due move: entries below were committed before it */
+    uint64_t cq_move_first_due;          /* the due of the entry a due move appended at cq_move_tail */
     int dirty;
     /* Its due move failed at its head before it took anything (damage, a
      * read error): store_move_due skips it, and it bounds no other level,
@@ -218,6 +229,7 @@ struct store {
     int lane_live_known;         /* the top at lane_live_index was found live (store_lane.c) */
     uint64_t lane_live_index;
     uint64_t lane_loaded_tail; /* the lane's tail at open: entries below it were loaded, not pushed */
+    uint64_t lane_move_tail;   /* during a due move: the lane's tail when it began (entries below are committed) */
     struct seg_count *seg;     /* segcount.c */
     size_t n_seg, cap_seg, seg_last;
     int log_append_failed;         /* the store broke at a refused log append: log and LevelDB as they were */
@@ -392,24 +404,44 @@ void segcount_drop_all(store_t *s); /* every count to 0 (an index rebuilt withou
 int segcount_load(store_t *s, char *err, size_t errlen);
 void segcount_free(store_t *s);
 
+/* The `L` seq of a SEND journey's entry that its level's CQ or the lane
+ * also holds (design-commitlog.md 4a.4): this bit | the message's id, so the
+ * due move that reads the CQ entry (id, due) knows the `L` key to delete
+ * without reading it, and a retry's seq (the counter's, below the bit) never
+ * meets it. The message keeps its id as its topic-log seq at arrival when
+ * that comes after the log's tail (level.c topic_append). */
+#define STORE_JOURNEY_SEQ (UINT64_C(1) << 63)
+
 /* The remainder lane's consume queue number (the levels are 1..LVL_MAX_LEVELS). */
 #define STORE_LANE_QUEUE ((uint32_t)LVL_MAX_LEVELS + 1)
 #define STORE_META_LANE  "lane" /* 'M' record: the lane CQ's head and tail, u64 each */
 
-/* level.c: a level's CQ head (design-commitlog.md 4a.3). Entries enter a
- * level CQ in append order, which is not quite `L`'s due order: a hop's due
- * is its journey's, not max(now, last enqueue), so a due move that lags lets
- * later-due entries be appended before it. store_level_cq_done: the entry at
- * index left the level (taken or revoked); the head moves past it when it is
- * the head, and past every dead index above it noted so far; 1 when it moved
- * (the level is marked; the caller writes the head move), else 0.
+/* level.c: a level's CQ head (design-commitlog.md 4a.3, 4a.4). Entries
+ * enter a level CQ in due order (a hop's entry is not due before the last
+ * one appended: level.c level_cq_due), and the due move (without on_l)
+ * reads them from the head, passing dead ones (a slot naming another place).
+ * A CQ written by 4a.3 was not in due order: its level is walked by `L`
+ * (on_l) until it empties. store_level_cq_done: the entry at index left the
+ * level by another way (a REVOKE, the `L` walk); the head moves past it when
+ * it is the head, and past every dead index above it noted so far; 1 when it
+ * moved (the level is marked; the caller writes the head move), else 0.
  * store_level_cq_open (at open, after store_load_levels and idx_open): the
  * dead indexes noted in memory before a restart are gone, so each level's
  * head moves past the dead entries at it (a CQ entry read and its message's
- * where-slot, one by one, up to the first whose slot names it: the open's
- * checkpoint wrote the redo's buffers), committed when any moved. 0, or -1
+ * where-slot, one by one, up to the first whose slot names it or cannot be
+ * read: the open's checkpoint wrote the redo's buffers), committed when any
+ * moved; then the head's due and the last due appended are read. 0, or -1
  * with err. */
 int store_level_cq_done(store_t *s, int l, uint64_t index);
+
+/* level.c (design-commitlog.md 4a.4): store_level_first_key — a key at or
+ * below every `L` key of level l: its `L` head with on_l, else the least of
+ * its retry head, its CQ head's due and (level 1) the lane's top (seq 0
+ * for those); 1, or 0 when the level holds nothing. store_level_took — level
+ * l's `L` range lost an entry by another way than the due move (a REVOKE):
+ * an emptied on_l level is served from its CQ again. */
+int store_level_first_key(const store_t *s, int l, uint64_t *due, uint64_t *seq);
+void store_level_took(store_t *s, int l);
 int store_level_cq_open(store_t *s, char *err, size_t errlen);
 
 /* Every level CQ's and the lane's head moved to its tail (level.c,
@@ -433,6 +465,12 @@ int store_lane_open(store_t *s, char *err, size_t errlen);
 void store_lane_free(store_t *s);
 void store_lane_push(store_t *s, const msg_t *m, uint64_t due, idx_journey_t *j);
 int store_lane_left(store_t *s, uint64_t id, char *err, size_t errlen);
+/* The due move's reads of the lane (4a.4): store_lane_next_live is
+ * lane_next_live with check, the lane CQ's head moved past the dead tops
+ * dropped; store_lane_pop takes the top (its move is in the pending batch)
+ * and moves the head likewise. */
+int store_lane_next_live(store_t *s, lane_check_fn check, void *ctx, lane_entry_t *top, char *err, size_t errlen);
+void store_lane_pop(store_t *s);
 void store_lane_flush(store_t *s);
 int store_lane_record_decode(const char *v, size_t vlen, uint64_t *head, uint64_t *tail);
 

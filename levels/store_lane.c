@@ -8,8 +8,11 @@
  * follows the heap's (lane_head). The lane's head and tail are the `M` "lane"
  * record (16 bytes: head, tail), written with the batch that moves them.
  *
- * In 4a.3 the message still leaves by its `L` entry (reads come from `L`
- * until 4a.4), so the heap only says how far the lane CQ's head may go:
+ * The due move serves the lane's due tops from the heap (4a.4: level.c's
+ * serve_level_cq, judging each top by its record and where-slot, through
+ * store_lane_next_live and store_lane_pop) while level 1 is served from its
+ * CQ; while level 1 is walked by `L` (on_l), a remainder leaves by its `L`
+ * entry as in 4a.3, and the heap only says how far the lane CQ's head may go:
  * when a remainder's `L` entry is taken or revoked, its id is noted as gone
  * and the dead tops are dropped (lane_next_live). An entry pushed since the
  * open is live until noted (its 'X' and `L` writes may still be pending); one
@@ -133,6 +136,17 @@ static int lane_top_live(void *ctx, const lane_entry_t *e, char *err, size_t err
     return live ? LANE_LIVE : LANE_DEAD;
 }
 
+/* The lane CQ's head written where the heap's lowest index now is. */
+static void lane_head_follow(store_t *s)
+{
+    uint64_t head = lane_head(s->lane);
+    if (head != s->lane_head_written) {
+        store_log_cq_head(s, STORE_LANE_QUEUE, head);
+        s->lane_head_written = head;
+        s->lane_dirty = 1;
+    }
+}
+
 int store_lane_left(store_t *s, uint64_t id, char *err, size_t errlen)
 {
     map_put(&s->lane_left, &id, sizeof id, (void *)1);
@@ -140,13 +154,22 @@ int store_lane_left(store_t *s, uint64_t id, char *err, size_t errlen)
     if (lane_next_live(s->lane, lane_top_live, s, &top, err, errlen) < 0) {
         return -1;
     }
-    uint64_t head = lane_head(s->lane);
-    if (head != s->lane_head_written) {
-        store_log_cq_head(s, STORE_LANE_QUEUE, head);
-        s->lane_head_written = head;
-        s->lane_dirty = 1;
-    }
+    lane_head_follow(s);
     return 0;
+}
+
+int store_lane_next_live(store_t *s, lane_check_fn check, void *ctx, lane_entry_t *top, char *err, size_t errlen)
+{
+    int rc = lane_next_live(s->lane, check, ctx, top, err, errlen);
+    lane_head_follow(s);
+    return rc;
+}
+
+void store_lane_pop(store_t *s)
+{
+    s->lane_live_known = 0;
+    (void)lane_pop(s->lane, NULL);
+    lane_head_follow(s);
 }
 
 void store_lane_flush(store_t *s)

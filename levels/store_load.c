@@ -42,7 +42,9 @@ int store_load_levels(store_t *s, char *err, size_t errlen)
             return err_set(err, errlen, "corrupt record of level %d in %s (%zu bytes)", l, s->path, vlen);
         }
         ls->depth = r.depth;
-        ls->has_head = r.depth > 0;
+        ls->on_l = (r.flags & RECORD_LEVEL_ON_L) != 0;
+        ls->retries = ls->on_l ? 0 : r.retries;
+        ls->has_head = ls->on_l ? r.depth > 0 : r.retries > 0;
         ls->head_due = r.head_due;
         ls->head_seq = r.head_seq;
         ls->last_enqueue_ms = r.last_enqueue_ms;

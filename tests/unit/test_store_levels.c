@@ -16,6 +16,7 @@
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <leveldb/c.h>
 #include <stdio.h>
@@ -228,6 +229,49 @@ static void test_level_catchup_chain(void)
     TU_CHECK(m[0].m.id == z && m[0].m.due_ms == dz, "Z: id %" PRIu64 " due %" PRIu64, m[0].m.id, m[0].m.due_ms);
     free_msgs(m, n);
     CHECK_STORE(s);
+}
+
+/* A hop written behind a lagging due move (design-commitlog.md §4, 4a.4): a
+ * level's CQ is read at its head only, so its entries are appended in due
+ * order — a hop's entry takes the last due appended on its level when its
+ * own is earlier, and waits for it: late by at most the lag, never early. A
+ * remainder waits on the lane, whose order is a heap: exact to the
+ * millisecond. Without the rule, A's entry sits behind B's with an earlier
+ * due: the level's head (B's) is not at or below A's `L` key, and a peek
+ * from it misses A. */
+static void test_level_hop_behind_lag(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t da, db, dc;
+    uint64_t a = SEND(s, "t", "A", 0, 6 * SEC, T0, &da);       /* 5 s on level 2, then 1 s on level 1 */
+    uint64_t c = SEND(s, "t", "C", 0, 5 * SEC + 800, T0, &dc); /* 5 s on level 2, then 800 ms on the lane */
+    uint64_t b = SEND(s, "t", "B", 1, 0, T0 + 5400, &db);      /* level 1 */
+    CHECK_EQ_U64(db, T0 + 6400);
+    int ready = -1;
+    /* the due move comes 500 ms late: A's next hop (exactly T0 + 6 s) is appended after B's T0 + 6.4 s */
+    TU_CHECK(MOVE(s, T0 + 5500, 100, &ready) == 2 && ready == 0, "A and C hop: ready %d", ready);
+    CHECK_EQ_U64(store_next_due(s), T0 + 5800);
+    TU_CHECK(MOVE(s, T0 + 5799, 100, NULL) == 0, "C is not early");
+    TU_CHECK(MOVE(s, T0 + 5800, 100, &ready) == 1 && ready == 1, "C at its millisecond: ready %d", ready);
+    CHECK_EQ_U64(store_next_due(s), T0 + 6400);
+    msg_owned_t m[4];
+    uint64_t hop[4];
+    int n = 0;
+    char err[512] = "";
+    TU_REQUIRE(store_peek(s, 1, NULL, 0, 4, UINT64_MAX, m, hop, &n, err, sizeof err) == 0, "peek: %s", err);
+    TU_CHECK(n == 2 && m[0].m.id == a && m[1].m.id == b && hop[0] == T0 + 6400 && hop[1] == T0 + 6400,
+             "level 1 holds %d: A and B (in `L` key order: ids), both at B's due (%" PRIu64 ", %" PRIu64 ")", n,
+             n > 0 ? hop[0] : 0, n > 1 ? hop[1] : 0);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    TU_CHECK(MOVE(s, T0 + 6399, 100, NULL) == 0, "A is not early");
+    TU_CHECK(MOVE(s, T0 + 6400, 100, &ready) == 2 && ready == 2, "B and A: ready %d", ready);
+    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 6400, m);
+    TU_CHECK(n == 3 && m[0].m.id == c && m[1].m.id == b && m[2].m.id == a && m[2].m.due_ms == da,
+             "leased %d: C, B, then A (its due as asked, %" PRIu64 ")", n, da);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    CLOSE(&s);
 }
 
 /* A table whose smallest level does not divide the delay: the message is
@@ -461,39 +505,28 @@ static void test_level_clock_jump(void)
     free_msgs(m, n);
 }
 
-/* The level key ('L' level due seq, 18 bytes) of message id into ctx. */
-typedef struct level_key_of {
-    uint64_t id;
-    char key[18];
-    int found;
-} level_key_of_t;
-
-static int find_level_key(void *ctx, const store_entry_t *e)
+/* Flip byte `at` of message id's record in its commit-log segment (the
+ * fixture's segment size): a record whose CRC fails. Flipping it again
+ * repairs it. */
+static void record_flip_at(uint64_t id, uint64_t at, int line)
 {
-    level_key_of_t *f = ctx;
-    if (e->range != STORE_LEVEL || e->m->id != f->id) {
-        return 0;
-    }
-    f->key[0] = 'L';
-    f->key[1] = (char)e->level;
-    be64_to(f->key + 2, e->due_ms);
-    be64_to(f->key + 10, e->seq);
-    f->found = 1;
-    return 1;
+    uint64_t base = id - id % TU_SEGMENT_BYTES;
+    char path[800];
+    snprintf(path, sizeof path, "%s/clog-%016" PRIx64 ".seg", g_data, base);
+    int fd = open(path, O_RDWR);
+    TU_REQUIRE(fd >= 0, "line %d: open %s", line, path);
+    unsigned char b;
+    off_t off = (off_t)(id - base + at);
+    TU_REQUIRE(pread(fd, &b, 1, off) == 1, "line %d: read %s", line, path);
+    b ^= 0x5a;
+    TU_REQUIRE(pwrite(fd, &b, 1, off) == 1, "line %d: write %s", line, path);
+    close(fd);
 }
-
-static void level_key_of_at(store_t *s, uint64_t id, char key[18], int line)
-{
-    level_key_of_t f = { .id = id };
-    char err[512] = "";
-    TU_REQUIRE_AT(store_scan(s, find_level_key, &f, err, sizeof err) >= 0 && f.found, line,
-                  "message %016" PRIx64 " is on no level: %s", id, err);
-    memcpy(key, f.key, 18);
-}
-#define LEVEL_KEY_OF(s, id, key) level_key_of_at((s), (id), (key), __LINE__)
+#define RECORD_FLIP(id) record_flip_at((id), 40, __LINE__)
 
 /* A level whose head is damaged (its due move fails before it takes
- * anything) does not hold the others: they move past its head's due time,
+ * anything: its message's record in the commit log fails its CRC — the
+ * due move reads it there since 4a.4, not the `L` value) does not hold the others: they move past its head's due time,
  * it is reported once (store_level_info, store_level_damage_events) and
  * tried again damage_retry_ms later (a store opened with 7 s, not the
  * default, so the skip is the option's). A damaged message behind a
@@ -506,14 +539,10 @@ static void test_level_damaged_skipped(void)
     uint64_t a = SEND(s, "t", "a", 1, 0, T0, NULL);     /* level 1: due T0 + 1 s */
     uint64_t c = SEND(s, "t", "c", 1, 0, T0 + 1, NULL); /* behind a, damaged below */
     uint64_t b = SEND(s, "t", "b", 2, 0, T0, NULL);     /* level 2: due T0 + 5 s */
-    char ka[18], kc[18];
-    LEVEL_KEY_OF(s, a, ka);
-    LEVEL_KEY_OF(s, c, kc);
     CLOSE(&s);
 
     /* the head of level 1 damaged */
-    size_t alen = 0;
-    char *good_a = RAW_REPLACE(ka, sizeof ka, "\1\0\0\0", 4, &alen);
+    RECORD_FLIP(a);
     store_options_t o;
     opts_default(&o);
     o.damage_retry_ms = 7 * SEC;
@@ -527,7 +556,7 @@ static void test_level_damaged_skipped(void)
              rc, moved, ready, err);
     store_level_info_t li;
     TU_REQUIRE(store_level_info(s, 1, &li) == 0, "level 1");
-    TU_CHECK(li.damaged && strstr(li.damage, "corrupt message in a level queue") != NULL && li.depth == 2,
+    TU_CHECK(li.damaged && strstr(li.damage, "the record of") != NULL && li.depth == 2,
              "level 1: damaged %d \"%s\" depth %" PRIu64, li.damaged, li.damage, li.depth);
     TU_REQUIRE(store_level_info(s, 2, &li) == 0, "level 2");
     TU_CHECK(!li.damaged && li.depth == 0 && li.damage[0] == '\0', "level 2: damaged %d depth %" PRIu64, li.damaged,
@@ -545,12 +574,10 @@ static void test_level_damaged_skipped(void)
     TU_CHECK(!store_broken(s), "the store broke");
     COMMIT(s);
     CLOSE(&s);
-    raw_put(ka, sizeof ka, good_a, alen, __LINE__);
-    leveldb_free(good_a);
+    RECORD_FLIP(a);
 
     /* a message behind the head damaged: a moves, level 1 stops at c */
-    size_t clen = 0;
-    char *good_c = RAW_REPLACE(kc, sizeof kc, "\1\0\0\0", 4, &clen);
+    RECORD_FLIP(c);
     s = OPEN_DEFAULT();
     rc = store_move_due(s, now, 100, &moved, &ready, err, sizeof err);
     TU_CHECK(rc == 0 && moved == 1 && !store_broken(s), "a before a damaged c: rc %d, moved %d, broken %d \"%s\"", rc,
@@ -559,8 +586,7 @@ static void test_level_damaged_skipped(void)
     TU_CHECK(li.damaged && li.depth == 1, "level 1 after a moved: damaged %d depth %" PRIu64, li.damaged, li.depth);
     COMMIT(s);
     CLOSE(&s);
-    raw_put(kc, sizeof kc, good_c, clen, __LINE__);
-    leveldb_free(good_c);
+    RECORD_FLIP(c);
 
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
@@ -820,6 +846,8 @@ static const tu_test_t level_tests[] = {
     { "catch-up chain", test_level_catchup_chain },
     { "custom table remainder", test_level_custom_table_remainder },
     { "clock jump", test_level_clock_jump },
+    { "a hop behind a lagging due move waits for its level's last due; a remainder is exact",
+      test_level_hop_behind_lag },
     { "exact to the ms, 1 ms .. 3 h", test_level_exact_every_ms },
     { "order with remainders", test_level_order_with_remainders },
     { "a damaged level is skipped, the others move", test_level_damaged_skipped },
