@@ -973,8 +973,44 @@ static void move_level_key(const char *data_dir, int nth, size_t from_len)
     leveldb_options_destroy(o);
 }
 
+/* The level of the data directory's first level key made one written
+ * before 4a.4 (its 'C' record in the 48-byte form, its head that key): it is
+ * served by walking its 'L' keys, where a damaged key is met; a level served
+ * from its consume queue reads its messages from the commit log
+ * (docs/design-commitlog.md 4a.4). The broker is stopped. */
+static void level_walked_from_first_key(const char *data_dir)
+{
+    char *e = NULL;
+    leveldb_options_t *o = leveldb_options_create();
+    leveldb_t *db = leveldb_open(o, data_dir, &e);
+    BP_REQUIRE(e == NULL, "opening %s with LevelDB: %s", data_dir, e);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    leveldb_iter_seek(it, "L", 1);
+    size_t klen = 0;
+    const char *k = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
+    BP_REQUIRE(k != NULL && klen == 18 && k[0] == 'L', "no level key in %s", data_dir);
+    char head[18], rk[2] = { 'C', k[1] };
+    memcpy(head, k, sizeof head);
+    leveldb_iter_destroy(it);
+    size_t vlen = 0;
+    char *v = leveldb_get(db, ro, rk, sizeof rk, &vlen, &e);
+    BP_REQUIRE(e == NULL && v != NULL && vlen == 64, "the record of level %d: %s", head[1],
+               e ? e : "absent or not 64 bytes");
+    memcpy(v + 8, head + 2, 16); /* head due, head seq */
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_put(db, wo, rk, sizeof rk, v, 48, &e);
+    BP_CHECK(e == NULL, "rewriting the record of level %d: %s", head[1], e);
+    leveldb_free(v);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    leveldb_options_destroy(o);
+}
+
 static void damage_level_key(int nth)
 {
+    level_walked_from_first_key(bt_broker.data_dir);
     move_level_key(bt_broker.data_dir, nth, 18);
 }
 
