@@ -12,7 +12,9 @@ exceptions, rediss:// with the CA, a client certificate whose CN logs it in). Ea
 
 Finds the programs as $HG_BROKER / $HG_CLI, else in $HG_BUILDDIR (make check sets it), else next to this
 script's ../../. A missing program, redis-py or openssl is a failure, never a skip."""
+import fcntl
 import os
+import random
 import re
 import shutil
 import signal
@@ -102,8 +104,50 @@ def recv_all(sock):
     return bytes(buf)
 
 
+PORT_CLAIM_DIR = "/tmp/hg-test-ports"  # the C tests' tu_free_port claims its ports here too
+port_claims = []  # open lock files: each claim lasts until this process ends
+
+
+def claim_port(port):
+    """Claim port among this machine's test processes (an flock on PORT_CLAIM_DIR/PORT, as tu_free_port takes, kept
+    until the process ends): False when another process holds it; True when claimed or when no lock file can be made
+    (the bind then stands alone)."""
+    try:
+        os.makedirs(PORT_CLAIM_DIR, mode=0o1777, exist_ok=True)
+        f = open(os.path.join(PORT_CLAIM_DIR, str(port)), "a")
+    except OSError:
+        return True
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return False
+    port_claims.append(f)
+    return True
+
+
 def free_port():
-    with socket.socket() as s:
+    """A port on 127.0.0.1 for a broker to bind: below the kernel's ephemeral range (an outgoing connection's local
+    end may take a port of that range before the broker binds it), claimed against the other tests running at once,
+    and free right now (bound without SO_REUSEADDR)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            high = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        high = 32768
+    for _ in range(1000):
+        if high - 10000 < 1000:
+            break
+        port = random.randrange(10000, high)
+        if not claim_port(port):
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    with socket.socket() as s:  # no room below the ephemeral range
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
