@@ -20,7 +20,8 @@
  *   names no live session is cleared with it, Max-Age=0, as it is by the
  *   {"logged_in":false} answer of GET /api/session);
  *   the session's roles are asked again — before an order action always,
- *   before any other request once every 30 s (session_recheck_roles) — and
+ *   before any other request once every roles-recheck
+ *   (session_recheck_roles) — and
  *   a user the broker no longer accepts is logged out, 401: the overview,
  *   the jobs and the session itself never reach the broker, and the page
  *   polls them every few seconds, which would keep a removed user's

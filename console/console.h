@@ -153,7 +153,9 @@ session_t *session_find(console_t *c, const char *cookie_header);
 /* Ask the broker again for s's roles (HELLO on its connection; a session of
  * a broker without users checks that the broker still serves it without
  * AUTH): always with action 1 (before an order action: the broker never
- * sees those), else when ROLES_RECHECK_MS have passed. A changed answer updates s->roles (logged). Returns -1 when the
+ * sees those), else when roles-recheck (c->cfg->roles_recheck_ms) has
+ * passed since the last answer. A changed answer updates s->roles
+ * (logged). Returns -1 when the
  * broker no longer accepts the user (NOAUTH, a refused AUTH): the caller
  * ends the session. A broker that does not answer, or that the sampler
  * knows to be silent, leaves the roles as they were (0). */

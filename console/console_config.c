@@ -87,6 +87,10 @@ static const cfg_key_t keys[] = {
               "averaged past that)") },
     { CFG_KEY("session-ttl", CFG_DURATION, "8h", 1000, 30 * DAY_MS, OFF(session_ttl_ms),
               "a login lasts this long without use") },
+    { CFG_KEY("roles-recheck", CFG_DURATION, "30s", 1000, 3600000, OFF(roles_recheck_ms),
+              "a session's roles are asked of the broker again at its first request this long after they were last "
+              "asked (an order action always asks): the longest a demoted or removed user's open session keeps its "
+              "old roles") },
     { CFG_KEY("login-timeout", CFG_DURATION, "8s", 1000, 600000, OFF(login_timeout_ms),
               "a login whose broker (connect, AUTH, HELLO) has not answered within this is refused 504 naming the "
               "broker's address and this bound; keep it above 5s, the broker's longest hold of a refused password") },

@@ -13,7 +13,8 @@
  * memory for the overview (sample-interval, history; the sampler's own
  * broker user: sampler-user, sampler-password-file; compensator-metrics),
  * sessions
- * (session-ttl, no-users-role) and the log keys of common/log_keys.h
+ * (session-ttl, roles-recheck, no-users-role) and the log keys of
+ * common/log_keys.h
  * (log-level, log-file, log-format: reloaded on SIGHUP); and the options
  * every broker connection of the console is opened with. Main thread, but
  * for console_client_opts.
@@ -44,6 +45,7 @@ typedef struct console_config {
     long long max_connections, header_timeout_ms; /* the server's connections (common/http_conns.c) */
     long long sample_interval_ms, history_ms, session_ttl_ms, broker_timeout_ms, overdue_after_ms;
     long long login_timeout_ms; /* login-timeout: a login's whole wait on the broker (console/login.c) */
+    long long roles_recheck_ms; /* roles-recheck: a session's roles asked again after this long (session.c) */
     int no_users_role;          /* console_no_users_t */
     char *sampler_user, *sampler_password_file;
     char sampler_password[PASSWD_FILE_MAX + 1]; /* sampler-password-file at start ("" without); sampler.c re-reads */

@@ -32,8 +32,8 @@
  * pages, the overview, the jobs and the session document never reach it,
  * so before an order action (the manual cancel) the console asks again
  * (HELLO on the session's connection), and before any other request of
- * the session every ROLES_RECHECK_MS (api.c's gate); a user the broker no
- * longer accepts ends the session. A broker that cannot be reached (or has been silent:
+ * the session once roles-recheck has passed since the last answer (api.c's
+ * gate); a user the broker no longer accepts ends the session. A broker that cannot be reached (or has been silent:
  * the sampler says so) keeps the roles as they were, so the manual cancel,
  * the fallback for exactly that case, still works.
  *
@@ -75,7 +75,6 @@
  * ends a login first (its end would be an error without the bound's name,
  * and a reconnect retry after it, a second wait). */
 #define LOGIN_STOP_MARGIN_MS 1000u
-#define ROLES_RECHECK_MS     30000u /* a session's roles are asked again after this long */
 #define SESSIONS_PER_USER    8
 /* The broker's reply to AUTH when it has no users (broker/cmd_conn.c). */
 #define NO_USERS_REPLY "ERR AUTH called without any users configured"
@@ -405,7 +404,7 @@ session_t *session_adopt(console_t *c, const char *user, session_grant_t *g, int
 int session_recheck_roles(console_t *c, session_t *s, int action)
 {
     uint64_t now = clock_mono_ms(), silent_ms = 0;
-    if (!action && now - s->roles_checked_ms < ROLES_RECHECK_MS)
+    if (!action && now - s->roles_checked_ms < (uint64_t)c->cfg->roles_recheck_ms)
         return 0;
     if (sampler_silent(c->sampler, SAMPLER_BROKER, &silent_ms))
         return 0; /* not asked: the broker has not answered (the roles stay as they were) */

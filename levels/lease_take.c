@@ -127,20 +127,21 @@ static void queue_mark_damaged(store_t *s, group_state_t *g, struct queue_damage
     d->damaged = 1;
     s->group_queues_damaged++;
     s->group_damage_events++;
-    char every[32];
+    char every[32], where[64];
     units_format_duration(s->opt.damage_retry_ms, every, sizeof every);
-    if (tag == KEY_RETRY) {
-        snprintf(s->group_damage_last, sizeof s->group_damage_last,
-                 "group %s: its retry queue fails at its head, so its %llu ready retries wait (tried again every %s; "
-                 "its topic log is served): %s",
-                 g->name, (unsigned long long)g->retry_ready, every, err);
-        return;
-    }
-    char where[64];
     if (failed_seq != UINT64_MAX) {
         snprintf(where, sizeof where, "seq %llu", (unsigned long long)failed_seq);
+    } else if (tag == KEY_RETRY) {
+        snprintf(where, sizeof where, "its head");
     } else {
         snprintf(where, sizeof where, "its head (its cursor: seq %llu)", (unsigned long long)g->cursor);
+    }
+    if (tag == KEY_RETRY) {
+        snprintf(s->group_damage_last, sizeof s->group_damage_last,
+                 "group %s: its retry queue fails at %s, so its %llu ready retries wait (tried again every %s; "
+                 "its topic log is served): %s",
+                 g->name, where, (unsigned long long)g->retry_ready, every, err);
+        return;
     }
     snprintf(s->group_damage_last, sizeof s->group_damage_last,
              "group %s: its topic log %s fails at %s, so its %llu messages from there wait (tried again every %s; "

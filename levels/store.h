@@ -451,8 +451,10 @@ void store_group_page(const store_t *s, const char *after, size_t count, store_g
 uint64_t store_group_damage_events(const store_t *s);
 
 /* The latest of those findings: "group G: its retry queue (or: its topic
- * log T at seq N) fails at its head, so its entries from there wait (...):
- * why"; "" when none since open. Valid until the next store call. */
+ * log T) fails at seq N, so its entries from there wait (...): why", N the
+ * seq of the entry whose read failed ("at its head" when none did: a key
+ * that does not parse, the iterator's own error; the topic log's names its
+ * cursor then); "" when none since open. Valid until the next store call. */
 const char *store_group_damage_last(const store_t *s);
 
 /* How many queues of groups (a retry-ready queue, a topic log at a group's

@@ -1212,7 +1212,8 @@ static void test_damaged_retry_head(void)
     char *good = NULL;
     size_t goodlen = 0;
     static const char retry_g[] = { 'R', 'g', '\0' };
-    replace_queue_head(retry_g, sizeof retry_g, "damaged", 7, &good, &goodlen, NULL);
+    uint64_t seq_a = 0;
+    replace_queue_head(retry_g, sizeof retry_g, "damaged", 7, &good, &goodlen, &seq_a);
     BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
     r = bp_pull(&bt_conn, e, sizeof e, "g", "rq", "COUNT", "8", NULL);
@@ -1220,8 +1221,11 @@ static void test_damaged_retry_head(void)
     BP_CHECK(r != NULL && r->count == 1 && rc_msg_at(r, 0, &m, e, sizeof e) == 0 && strcmp(m.id, idc) == 0,
              "a PULL of g with its retry-queue head damaged: %s", r == NULL ? e : "not c alone");
     resp_reply_free(r);
-    BP_CHECK(tu_poll_until(log_has_text, "group g: its retry queue fails at its head", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
+    char line[128];
+    snprintf(line, sizeof line, "group g: its retry queue fails at seq %llu,", (unsigned long long)seq_a);
+    BP_CHECK(tu_poll_until(log_has_text, "group g: its retry queue fails at", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
              "the damaged retry-queue head is not logged");
+    BP_CHECK(bt_log_count(line) == 1, "the finding does not say '%s' (a's retry seq: the read that failed)", line);
     bt_expect_nothing_ready("g", "rq"); /* skipped: no error either */
     double damaged = -1, events = -1;
     BP_REQUIRE(group_damage_metrics(&damaged, &events) == 0, "GET /metrics");
@@ -1229,7 +1233,7 @@ static void test_damaged_retry_head(void)
              "/metrics with g's retry queue damaged: hourglass_group_queues_damaged %g, "
              "hourglass_group_damage_events_total %g (want 1 and 1)",
              damaged, events);
-    int lines = bt_log_count("fails at its head");
+    int lines = bt_log_count("its retry queue fails at");
     BP_CHECK(lines == 1, "the damaged retry-queue head was logged %d times", lines);
     char v[64];
     BP_CHECK(bp_info_field(&bt_conn, "group_queues_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,

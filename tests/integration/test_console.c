@@ -73,7 +73,10 @@
  *                    the broker's "no users" reply is a wrong login; alice
  *                    demoted to viewer in the users file (SIGHUP): her open
  *                    session's manual cancel is refused 403; removed: it
- *                    ends at its next action (401); eight sessions per user
+ *                    ends at its next action (401), its sessions that only
+ *                    poll within the console's roles-recheck (2s here, so
+ *                    the case waits seconds, not the default 30 s); eight
+ *                    sessions per user
  *                    (a ninth login ends the oldest, the table never fills);
  *                    a stale hg_session cookie before the live one, alone
  *                    cleared by its 401 (Max-Age=0); the
@@ -112,7 +115,8 @@
  *   config           sampler-user without its password file, a tls-* key
  *                    with a plaintext uri, https-cert-file without its key,
  *                    a uri with a password, allowed-hosts with a port,
- *                    login-timeout under 1 s:
+ *                    login-timeout under 1 s, roles-recheck out of
+ *                    1s..1h (its bounds accepted):
  *                    exit 2, named
  *   db password      mysql-password-file (tests/console/test_db_password.py):
  *                    a console of its own as MariaDB user rotator; the
@@ -730,16 +734,27 @@ static int case_broker_park_junk2(case_broker_t *cb)
 
 /* Roles asked again, sessions per user (test_sessions.py): its own broker
  * (case_broker_t: its wrong logins are held back from the first one on)
- * and a console of its own on it. */
+ * and a console of its own on it, whose roles-recheck is short, so the
+ * removed user's polling sessions end in seconds (the default: 30 s). */
+#define SESSIONS_ROLES_RECHECK_S "2"
 static void test_sessions(void)
 {
     case_broker_t cb;
     TU_REQUIRE(case_broker_start(&cb, "sessions") == 0 && case_broker_park_junk2(&cb) == 0,
                "the sessions case's broker starts, junk2's DLQ parked");
     console_proc_t ss = { .name = "sessions", .broker = &cb.broker, .users_file = cb.users };
-    const char *extra[] = { "--uri",         cb.uri, "--sampler-user", "monitor", "--sampler-password-file",
-                            monitor_pw_path, NULL };
+    const char *extra[] = { "--uri",
+                            cb.uri,
+                            "--sampler-user",
+                            "monitor",
+                            "--sampler-password-file",
+                            monitor_pw_path,
+                            "--roles-recheck",
+                            SESSIONS_ROLES_RECHECK_S "s",
+                            NULL };
+    setenv("HG_ROLES_RECHECK_S", SESSIONS_ROLES_RECHECK_S, 1); /* the script's bound: --roles-recheck's */
     script_on_own_console(&ss, extra, "test_sessions.py", 0);
+    unsetenv("HG_ROLES_RECHECK_S");
     TU_CHECK(case_broker_stop(&cb) == 0, "the sessions case's broker stops cleanly");
 }
 
@@ -1000,6 +1015,22 @@ static void test_config(void)
     rc = tu_run_capture(short_login, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "login-timeout: '500ms' out of range 1s..10m") != NULL,
              "login-timeout under 1 s: exit 2 naming the key and its range (exit %d: %s)", rc, out);
+    /* roles-recheck: 1s..1h, the bounds themselves accepted */
+    static const struct {
+        const char *value;
+        int exit;
+    } rechecks[] = { { "999ms", 2 }, { "1s", 0 }, { "1h", 0 }, { "3600001ms", 2 }, { "0s", 2 } };
+    for (size_t i = 0; i < sizeof rechecks / sizeof rechecks[0]; i++) {
+        const char *recheck[] = { CONSOLE_BIN, "--check-config",  "--mysql-database",
+                                  DB,          "--roles-recheck", rechecks[i].value,
+                                  NULL };
+        char want[128];
+        snprintf(want, sizeof want, "roles-recheck: '%s' out of range 1s..1h", rechecks[i].value);
+        rc = tu_run_capture(recheck, out, sizeof out);
+        TU_CHECK(rc == rechecks[i].exit && (rc == 0) == (strstr(out, want) == NULL),
+                 "roles-recheck %s: exit %d (want %d), naming the key and its range when refused: %s",
+                 rechecks[i].value, rc, rechecks[i].exit, out);
+    }
     const char *with_password[] = { CONSOLE_BIN, "--check-config", "--mysql-database",
                                     DB,          "--uri",          "hourglass://monitor:pw-Secret@127.0.0.1:7379",
                                     NULL };
@@ -1325,7 +1356,8 @@ static const tu_test_t console_tests[] = {
     { "session ttl: the cookie's Max-Age slides with the session's expiry", test_session_ttl },
     { "history: the overview keeps history / sample-interval + 1 samples, the newest, once full", test_history },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
-    { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
+    { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files, roles-recheck 1s..1h",
+      test_config },
     { "mysql-password-file: a rotated MariaDB password is read again at the reconnect", test_db_password },
     { "check-config: the effective values, then 'configuration OK'; a static-dir without the page warned",
       test_check_config_output },

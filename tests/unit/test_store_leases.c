@@ -1340,11 +1340,13 @@ static void test_lease_damaged_retry_head(void)
     free_msgs(m, rc == 0 ? n : 0);
     TU_CHECK(!store_broken(s), "the store broke");
     const char *last = store_group_damage_last(s);
-    TU_CHECK(store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1 &&
-                 strstr(last, "group g: its retry queue fails at its head, so its 2 ready retries wait") != NULL &&
+    char at_seq[96];
+    snprintf(at_seq, sizeof at_seq, "group g: its retry queue fails at seq %" PRIu64 ", so its 2 ready retries wait",
+             f.seq);
+    TU_CHECK(store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1 && strstr(last, at_seq) != NULL &&
                  strstr(last, "corrupt message in a retry queue") != NULL,
-             "the damaged retry-queue head: %" PRIu64 " findings, %" PRIu64 " queues damaged, \"%s\"",
-             store_group_damage_events(s), store_group_queues_damaged(s), last);
+             "the damaged retry-queue head: %" PRIu64 " findings, %" PRIu64 " queues damaged, \"%s\" (want \"%s\")",
+             store_group_damage_events(s), store_group_queues_damaged(s), last, at_seq);
     /* Skipped until 60 s after the failure, then tried again: damaged still, the same finding. */
     for (uint64_t at = T0 + 3 * SEC; at <= T0 + 2 * SEC + store_options(s)->damage_retry_ms; at += 30 * SEC) {
         n = -1;
