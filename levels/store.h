@@ -808,11 +808,24 @@ int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int c
 int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out,
                      int *dup, char *err, size_t errlen);
 
+/* The commit-log bytes one SEND of req's topic, key and payload sizes takes
+ * in a batch (its record, its derived writes, their reserves): a run's
+ * run_bytes for store_send_run_begin is the sum over its SENDs. Pure. */
+uint64_t store_send_run_bytes(const store_send_req_t *req);
+
 /* Before a run of SENDs that must land in one batch (MULTI/EXEC) and may
  * hold DEDUP SENDs: commit what is pending unless it holds only SENDs, so
- * no DEDUP SEND of the run commits the run's first half. A read's commit
- * (unsynced). 0, or -1 when the store is broken or that commit fails. */
-int store_send_run_begin(store_t *s, char *err, size_t errlen);
+ * no DEDUP SEND of the run commits the run's first half (a read's commit,
+ * unsynced); then, when run_bytes > 0 (the sum of store_send_run_bytes over
+ * the run's SENDs), ask for the whole run's room in the commit log's segment
+ * at once: when the rest of the pending batch's segment lacks it, the
+ * pending batch is committed (unsynced) and the run begins the next segment,
+ * so no SEND of the run commits the batch to make room and a crash keeps all
+ * of the run or none. A run that no segment holds is refused before anything
+ * of it is written, naming the bytes it needs, the segment size and what to
+ * set (the store stays usable). 0, or -1 with err when the store is broken,
+ * the run is refused or a commit fails. */
+int store_send_run_begin(store_t *s, uint64_t run_bytes, char *err, size_t errlen);
 
 /* A run of SENDs that must be stored all or none (MULTI/EXEC) is checked
  * first, SEND by SEND in the run's order, into one store_send_check_t, and

@@ -504,6 +504,15 @@ uint64_t store_log_unsynced_bytes(const store_t *s);
  * or that commit's failure). */
 int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t *ordinal, char *err, size_t errlen);
 
+/* The room of a run of SENDs that must land in one batch (store_send_run_begin;
+ * run_bytes: the sum of store_send_run_bytes over the run): asked for at
+ * once in the pending batch's segment, the pending batch committed first
+ * (unsynced) when that segment's rest lacks it, so that no SEND of the run
+ * commits the batch to make room. A run no segment holds is refused naming
+ * the sizes and what to set, nothing written. 0 (also without a log or with
+ * run_bytes 0), or -1 with err. */
+int store_log_run_room(store_t *s, uint64_t run_bytes, char *err, size_t errlen);
+
 /* level.c: what a SEND of m adds to the batch's LevelDB writes besides its
  * record (its level or topic entry, which holds the message again, its index
  * records and its key's): store_log_add_message's derived_bytes. */
