@@ -602,7 +602,7 @@ int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, u
                      int *dup, char *err, size_t errlen)
 {
     *dup = 0;
-    if (store_send_refusal(s, req, 1, NULL, err, errlen) != 0 || store_send_run_begin(s, 0, err, errlen) != 0) {
+    if (store_send_refusal(s, req, 1, NULL, 0, err, errlen) != 0 || store_send_run_begin(s, 0, err, errlen) != 0) {
         return -1;
     }
     uint64_t due;

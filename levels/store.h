@@ -116,7 +116,18 @@ typedef struct store_options {
      * checkpoint, so this (plus the one apply that crossed it) bounds the room such an open needs — the broker
      * keeps it within its disk reserve (docs/operations.md, "Disk full runbook"). */
     uint64_t checkpoint_bytes;
+    /* The entries the remainder lane (design-commitlog.md §4) may hold, 1 .. STORE_LANE_MAX_ENTRIES; 0 is
+     * STORE_LANE_MAX_ENTRIES. A SEND whose first hop would wait a remainder on a full lane is refused ("the
+     * remainder lane holds N entries, its limit ..."), nothing written; a due move whose next hop would puts the
+     * message back on its level for another of the level's delay instead (late, never lost; the level's head is
+     * not held back, so the remainders behind it keep leaving the lane). Set below the default by tests only. */
+    uint64_t lane_max_entries;
 } store_options_t;
+
+/* What the remainder lane holds at most (24 bytes an entry in memory: far
+ * past the ~440 000 remainders of the smallest level's delay at the target
+ * rate). */
+#define STORE_LANE_MAX_ENTRIES (UINT64_C(1) << 26)
 
 /* damage_retry_ms: the default, and the bounds store_open accepts (not 0:
  * a damaged head read again at every call is what the skip exists to stop;

@@ -435,6 +435,10 @@ void store_lane_push(store_t *s, const msg_t *m, uint64_t due, idx_journey_t *j)
 int store_lane_left(store_t *s, uint64_t id, char *err, size_t errlen);
 void store_lane_flush(store_t *s);
 int store_lane_record_decode(const char *v, size_t vlen, uint64_t *head, uint64_t *tail);
+/* Whether the lane takes `more` entries within opt.lane_max_entries: 0, or
+ * -1 with err ("the remainder lane holds N entries, its limit L ..."). A SEND
+ * and a due move ask it before anything is written (level.c). */
+int store_lane_room(const store_t *s, uint64_t more, char *err, size_t errlen);
 
 /* store_log.c: open the commit log and redo what it holds past the
  * checkpoint, its next batch at or above floor (after store_check_meta,
@@ -882,10 +886,17 @@ uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int lev
 /* Every refusal of store_send (dedup 0) and store_send_dedup (dedup 1) that
  * does not read: the store broken, store_send_validate, max-topics (counting
  * the names in planned_topics as existing, see store_topic_room_planned; may
- * be NULL) and DEDUP's empty key. 0, or -1 with the error. The one copy of
- * these checks: the two SENDs and store_send_check all call it. */
-int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup, const map_t *planned_topics, char *err,
-                       size_t errlen);
+ * be NULL), DEDUP's empty key, and a first hop that waits a remainder on a
+ * remainder lane with no room (counting planned_lane entries the run's
+ * earlier SENDs will push; 0 outside a run). 0, or -1 with the error. The
+ * one copy of these checks: the two SENDs and store_send_check all call it. */
+int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup, const map_t *planned_topics,
+                       uint64_t planned_lane, char *err, size_t errlen);
+
+/* 1 when a SEND of req would put its first hop on the remainder lane (a
+ * delay whose first hop is shorter than its level's delay, with the log
+ * open), else 0. */
+int store_send_waits_on_lane(const store_t *s, const store_send_req_t *req);
 
 /* ---- index.c: the message, key and group-copy indexes (keys.h 'X' 'K' 'Y') ---- */
 
