@@ -510,7 +510,10 @@ static void commit_pending(writer_t *w, job_list_t *done)
         for (job_t *j = done->head; j; j = j->next) {
             fail_job(j, err);
         }
-        if (diskguard_is_full_error(err) && !w->disk_full) {
+        /* the commit log's refusal by its errno (its message may be cut short: two paths and a cause in 512
+           bytes), LevelDB's by its message */
+        int full = diskguard_is_full_errno(store_log_write_errno(w->store)) || diskguard_is_full_error(err);
+        if (full && !w->disk_full) {
             uint64_t released = diskguard_ballast_release(w->opts->path);
             w->disk_full = 1;
             w->stats.disk_full = 1;

@@ -302,6 +302,14 @@ uint64_t store_next_seq(const store_t *s);
  * called) and the store must be reopened. */
 int store_broken(const store_t *s);
 
+/* When the store broke because the commit log refused a write (the batch's
+ * append, or the segment a SEND's record needs, could not be made) and a
+ * system call failed there: its errno — ENOSPC, EDQUOT, EFBIG on a full
+ * disk, a quota or a file-size limit — so the caller tells a full disk by
+ * its number; else 0 (not broken, broken otherwise, or LevelDB's failure,
+ * whose C API reports a message only). */
+int store_log_write_errno(const store_t *s);
+
 /* Does LevelDB still accept writes? It keeps the error of a background write
  * (a memtable flush or a compaction) that failed, on a full disk for one, and
  * refuses every later write with it for as long as it is open, though nothing

@@ -221,6 +221,7 @@ struct store {
     struct seg_count *seg;     /* segcount.c */
     size_t n_seg, cap_seg, seg_last;
     int log_append_failed;         /* the store broke at a refused log append: log and LevelDB as they were */
+    int log_write_errno;           /* that append's failed system call's errno (clog_write_errno; 0: none) */
     int pending;                   /* operations in the batch */
     uint64_t level_damage_events;  /* levels found damaged by the due move (store_level_damage_events) */
     uint64_t group_damage_events;  /* group queues found damaged by a PULL (store_group_damage_events) */

@@ -420,6 +420,21 @@ static int write_beside_log(store_t *s, char *err, size_t errlen)
 
 static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t errlen);
 
+/* The log refused an append (a commit's batch, or the segment a message
+ * record needs) and wrote nothing: noted for the close
+ * (s->log_append_failed) with the errno of the write that failed, for
+ * store_log_write_errno. */
+static void note_refused_append(store_t *s)
+{
+    s->log_append_failed = 1;
+    s->log_write_errno = clog_write_errno(redo_log(s->redo));
+}
+
+int store_log_write_errno(const store_t *s)
+{
+    return s->broken && s->log_append_failed ? s->log_write_errno : 0;
+}
+
 int store_log_append(store_t *s, int durable, char *err, size_t errlen)
 {
     char why[512];
@@ -428,7 +443,7 @@ int store_log_append(store_t *s, int durable, char *err, size_t errlen)
     }
     if (!durable) {
         if (redo_commit(s->redo, &s->log_batch, NULL, why, sizeof why) != 0) {
-            s->log_append_failed = 1; /* nothing appended, nothing held (a segment not pre-written: a full disk) */
+            note_refused_append(s); /* nothing appended, nothing held (a segment not pre-written: a full disk) */
             return err_set(err, errlen, "commit log of %s: %s", s->path, why);
         }
         return 0;
@@ -437,7 +452,9 @@ int store_log_append(store_t *s, int durable, char *err, size_t errlen)
        "Overlay cost"). A failed sync or apply leaves it held, as store_log_make_durable's would. */
     uint64_t before = redo_applied(s->redo), end = 0;
     if (redo_commit_applied(s->redo, &s->log_batch, &end, why, sizeof why) != 0) {
-        s->log_append_failed = end == 0; /* end is set once the batch is appended */
+        if (end == 0) { /* end is set once the batch is appended */
+            note_refused_append(s);
+        }
         store_break(s, why);
         return err_set(err, errlen, "commit log of %s: %s", s->path, why);
     }
@@ -750,7 +767,7 @@ int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t
            full disk as it takes a commit's. */
         char msg[640];
         snprintf(msg, sizeof msg, "message of %zu bytes in the commit log of %s: %s", n, s->path, why);
-        s->log_append_failed = 1;
+        note_refused_append(s);
         store_break(s, msg);
         return err_set(err, errlen, "%s", msg);
     }
