@@ -277,6 +277,7 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
         log_info("store %s reopened", w->opts->path);
     }
     w->level_damage_seen = 0; /* a new store: its levels are found damaged again */
+    w->lane_full_hops_seen = 0;
     w->group_damage_seen = 0; /* ...and its groups' queues */
     w->group_recoveries_seen = 0;
     memset(w->level_damage_logged, 0, sizeof w->level_damage_logged);
@@ -754,6 +755,11 @@ void *writer_main(void *arg)
                 sched_succeeded(w);
             }
             report_level_damage(w);
+            if (w->store != NULL) { /* hops put back by a full remainder lane (store_lane_full_hops) */
+                uint64_t put_back = store_lane_full_hops(w->store);
+                w->stats.lane_full_hops += put_back - w->lane_full_hops_seen;
+                w->lane_full_hops_seen = put_back;
+            }
             w->stats.moved += st.moved;
             w->stats.made_ready += st.ready;
             w->stats.lease_expiries += st.expired;

@@ -542,6 +542,11 @@ uint64_t store_level_damage_events(const store_t *s)
     return s->level_damage_events;
 }
 
+uint64_t store_lane_full_hops(const store_t *s)
+{
+    return s->lane_full_hops;
+}
+
 int store_level_info(const store_t *s, int level, store_level_info_t *out)
 {
     if (level < 1 || level > s->opt.levels.count) {
@@ -594,6 +599,7 @@ static int route_due(store_t *s, topic_state_t *topic, msg_t *m, int level, uint
             level_state_t *ls = &s->levels[level];
             uint64_t enq = now_ms > ls->last_enqueue_ms ? now_ms : ls->last_enqueue_ms;
             ls->last_enqueue_ms = enq;
+            s->lane_full_hops++;
             level_insert(s, topic, level, enq + s->opt.levels.delay_ms[level], m, j, 0);
             return 0;
         }

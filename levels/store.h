@@ -418,6 +418,11 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out);
  * with what it saw last to report a damaged level once (store_level_info). */
 uint64_t store_level_damage_events(const store_t *s);
 
+/* How many due hops since open found the remainder lane full and were put
+ * back on their level for another of its delay (store_options_t's
+ * lane_max_entries): each such message arrives that much late. */
+uint64_t store_lane_full_hops(const store_t *s);
+
 /* ---- groups and leases -------------------------------------------------- */
 
 typedef struct store_group_info {

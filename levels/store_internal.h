@@ -224,6 +224,7 @@ struct store {
     int log_write_errno;           /* that append's failed system call's errno (clog_write_errno; 0: none) */
     int pending;                   /* operations in the batch */
     uint64_t level_damage_events;  /* levels found damaged by the due move (store_level_damage_events) */
+    uint64_t lane_full_hops;       /* due hops put back on their level by a full lane (store_lane_full_hops) */
     uint64_t group_damage_events;  /* group queues found damaged by a PULL (store_group_damage_events) */
     uint64_t group_queues_damaged; /* of those, damaged now (store_group_queues_damaged) */
     char group_damage_last[512];   /* the latest finding (store_group_damage_last) */

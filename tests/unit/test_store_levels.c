@@ -810,6 +810,7 @@ static void test_level_lane_full(void)
              " (want back on level 1 until +2000)",
              (int)v.state, v.level, v.hop_due_ms - T0, v.msg.m.due_ms - T0);
     store_msg_view_free(&v);
+    CHECK_EQ_U64(store_lane_full_hops(s), 1);
     CHECK_STORE(s);
     TU_CHECK(MOVE(s, T0 + 1100, 100, &ready) == 4 && ready == 4, "the lane's remainders at +1100: %d ready", ready);
     TU_CHECK(MOVE(s, T0 + 1999, 100, &ready) == 1 && ready == 1, "'whole' at +1500: %d ready", ready);
