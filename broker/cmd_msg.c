@@ -188,6 +188,11 @@ resp_arg_t cmd_send_topic(const job_t *j)
     return (resp_arg_t){ .ptr = r->msg.topic, .len = r->msg.topic_len };
 }
 
+const store_send_req_t *cmd_send_req(const job_t *j)
+{
+    return &((const send_job_t *)j)->req.msg;
+}
+
 void cmd_send(cmd_call_t *call)
 {
     const config_t *cfg = cmd_config_of(call);

@@ -9,8 +9,12 @@
  * Redis), and answered +QUEUED. Only SEND may be queued, because only writes
  * that need no other read can share one batch: EXEC becomes ONE storage job
  * that runs the queued SENDs back to back, so they all join the same pending
- * batch — one LevelDB WriteBatch, fsynced before the reply (EXEC is
- * CMD_DURABLE): after a crash all of them are there or none.
+ * batch — one batch of the commit log, fsynced before the reply (EXEC is
+ * CMD_DURABLE): after a crash all of them are there or none. So that no
+ * SEND of the run commits the batch to make room in its log segment, EXEC
+ * asks for the whole run's room at store_send_run_begin (the sum of
+ * store_send_run_bytes over the queued SENDs); a run no segment holds is
+ * refused there, naming the sizes, before anything is checked or written.
  *
  * All or none holds for refusals too. What was checked when a SEND was
  * queued can still fail when EXEC runs (a new topic over max-topics, since
@@ -179,9 +183,17 @@ static job_result_t exec_exec(job_t *j, writer_t *w)
     exec_job_t *ej = (exec_job_t *)j;
     store_t *s = writer_store(w);
     uint64_t now = writer_now(w);
-    char err[512];
-    if (store_send_run_begin(s, err, sizeof err) != 0) {
-        cmd_reply_store_error(j, err);
+    char err[768];
+    uint64_t run_bytes = 0; /* the whole run's room in the log is asked for at once: one batch, all or none */
+    for (size_t i = 0; i < ej->n; i++) {
+        run_bytes += store_send_run_bytes(cmd_send_req(ej->jobs[i]));
+    }
+    if (store_send_run_begin(s, run_bytes, err, sizeof err) != 0) {
+        if (store_broken(s)) {
+            cmd_reply_store_error(j, err);
+        } else {
+            resp_add_errorf(&j->reply, "ERR EXEC stored nothing: %s", err);
+        }
         return JOB_DONE;
     }
     store_send_check_t *c = store_send_check_new();
@@ -205,7 +217,7 @@ static job_result_t exec_exec(job_t *j, writer_t *w)
              * drop the batch (the commit then fails this turn's jobs, as a
              * failed write does, and the store is reopened), never write a
              * part of the transaction. */
-            char why[800];
+            char why[1100];
             resp_arg_t topic = cmd_send_topic(q);
             char b[MSG_MAX_NAME + 4];
             snprintf(why, sizeof why, "EXEC dropped the batch: SEND %zu (topic '%s') failed after its check passed: %s",

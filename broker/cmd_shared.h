@@ -59,10 +59,13 @@ void cmd_multi_free(cmd_multi_t *m);
  * store_send_check), else -1 with why in err — the AT check and the store's
  * refusals, nothing written. cmd_send_run: j's own exec at now, its reply in
  * j->reply; 0, or -1 when it was refused (its reply is "ERR <err>", err too).
- * cmd_send_topic: j's topic (j's copy, valid while j is). */
+ * cmd_send_topic: j's topic (j's copy, valid while j is); cmd_send_req:
+ * j's message as parsed (its sizes for store_send_run_bytes; an AT's delay
+ * is counted at exec time). */
 int cmd_send_check(job_t *j, writer_t *w, store_send_check_t *c, uint64_t now, char *err, size_t errlen);
 int cmd_send_run(job_t *j, writer_t *w, uint64_t now, char *err, size_t errlen);
 resp_arg_t cmd_send_topic(const job_t *j);
+const store_send_req_t *cmd_send_req(const job_t *j);
 
 /* COMMAND DOCS (cmd_docs.c): name's entry — its name, then the map of its
  * summary, since, group and arguments (parsed from syntax) — into out. */

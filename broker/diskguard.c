@@ -16,6 +16,11 @@
 
 #include "base/err.h"
 
+int diskguard_is_full_errno(int e)
+{
+    return e == ENOSPC || e == EFBIG || e == EDQUOT;
+}
+
 int diskguard_is_full_error(const char *msg)
 {
     return msg != NULL && (strstr(msg, strerror(ENOSPC)) != NULL || strstr(msg, strerror(EFBIG)) != NULL ||

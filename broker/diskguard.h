@@ -22,8 +22,13 @@
 
 #define DISKGUARD_BALLAST "BALLAST" /* the reserve file's name inside the data directory */
 
-/* 1 when a storage error message means the disk (or a file size or quota
- * limit) is full: ENOSPC, EFBIG, EDQUOT as LevelDB words them. */
+/* 1 when an errno means the disk (or a file size or quota limit) is full:
+ * ENOSPC, EFBIG, EDQUOT — how the commit log's refused writes are told
+ * (store_log_write_errno). */
+int diskguard_is_full_errno(int e);
+
+/* 1 when a storage error message means the disk is full: those errnos as
+ * LevelDB words them (its C API reports a message only). */
 int diskguard_is_full_error(const char *msg);
 
 /* Free bytes for an unprivileged writer on the file system of dir

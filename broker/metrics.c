@@ -395,6 +395,10 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_level_damage_events_total", "counter",
                     "Levels found damaged at their head by the due move (a failed retry of one is not counted again).",
                     st->level_damage_events);
+    prom_metric_u64(o, "hourglass_lane_full_hops_total", "counter",
+                    "Due hops put back on their level for another of its delay because the remainder lane was full "
+                    "(each message arrives that much late).",
+                    st->lane_full_hops);
     prom_metric_u64(o, "hourglass_group_queues_damaged", "gauge",
                     "Group queues (a retry queue, a topic log at a group's cursor) whose PULL fails at their head and "
                     "that the group's PULLs skip (tried again every 60 s).",

@@ -42,6 +42,8 @@ typedef struct storage_stats {
                                    * summed over the store's reopens) */
     uint64_t group_damage_events; /* group queues a PULL found damaged at their head (store_group_damage_events,
                                    * summed likewise) */
+    uint64_t lane_full_hops;      /* due hops put back on their level by a full remainder lane (store_lane_full_hops,
+                                   * summed likewise) */
     prom_hist_t lateness;         /* seconds: delivery time - due_ms */
     prom_hist_t batch_jobs;       /* jobs per group commit */
     prom_hist_t commit_seconds;   /* store_commit duration */

@@ -277,6 +277,7 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
         log_info("store %s reopened", w->opts->path);
     }
     w->level_damage_seen = 0; /* a new store: its levels are found damaged again */
+    w->lane_full_hops_seen = 0;
     w->group_damage_seen = 0; /* ...and its groups' queues */
     w->group_recoveries_seen = 0;
     memset(w->level_damage_logged, 0, sizeof w->level_damage_logged);
@@ -510,7 +511,10 @@ static void commit_pending(writer_t *w, job_list_t *done)
         for (job_t *j = done->head; j; j = j->next) {
             fail_job(j, err);
         }
-        if (diskguard_is_full_error(err) && !w->disk_full) {
+        /* the commit log's refusal by its errno (its message may be cut short: two paths and a cause in 512
+           bytes), LevelDB's by its message */
+        int full = diskguard_is_full_errno(store_log_write_errno(w->store)) || diskguard_is_full_error(err);
+        if (full && !w->disk_full) {
             uint64_t released = diskguard_ballast_release(w->opts->path);
             w->disk_full = 1;
             w->stats.disk_full = 1;
@@ -751,6 +755,11 @@ void *writer_main(void *arg)
                 sched_succeeded(w);
             }
             report_level_damage(w);
+            if (w->store != NULL) { /* hops put back by a full remainder lane (store_lane_full_hops) */
+                uint64_t put_back = store_lane_full_hops(w->store);
+                w->stats.lane_full_hops += put_back - w->lane_full_hops_seen;
+                w->lane_full_hops_seen = put_back;
+            }
             w->stats.moved += st.moved;
             w->stats.made_ready += st.ready;
             w->stats.lease_expiries += st.expired;

@@ -33,6 +33,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,27 @@ void clog_seg_insert(clog_t *c, seg_t s)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* A write system call of the owner failed (errno says why): its errno kept
+ * for clog_write_errno and the message "<what>: <strerror>" in err. -1. */
+static int write_failed(clog_t *c, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int write_failed(clog_t *c, char *err, size_t errlen, const char *fmt, ...)
+{
+    int e = errno;
+    char what[2 * PATH_MAX + 128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    c->write_errno = e;
+    return err_set(err, errlen, "%s: %s", what, strerror(e));
+}
+
+int clog_write_errno(const clog_t *c)
+{
+    return c->write_errno;
+}
+
 int clog_pwrite_all(int fd, const void *p, size_t n, uint64_t at)
 {
     const char *q = p;
@@ -92,6 +114,9 @@ int clog_pwrite_all(int fd, const void *p, size_t n, uint64_t at)
             continue;
         }
         if (k <= 0) {
+            if (k == 0) {
+                errno = EIO; /* no progress and no error: not a stale errno */
+            }
             return -1;
         }
         q += k;
@@ -160,7 +185,7 @@ int clog_header_write(clog_t *c, int fd, uint64_t base, uint64_t life, const cha
     char h[CLOG_SEGMENT_HEADER];
     clog_header_encode(h, base, life, c->size);
     if (clog_pwrite_all(fd, h, sizeof h, 0) != 0 || fdatasync(fd) != 0) {
-        return err_set(err, errlen, "cannot write the header of %s: %s", path, strerror(errno));
+        return write_failed(c, err, errlen, "cannot write the header of %s", path);
     }
     return 0;
 }
@@ -174,14 +199,14 @@ static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
     snprintf(tmp, sizeof tmp, "%s.new", path);
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        return err_set(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+        return write_failed(c, err, errlen, "cannot create %s", tmp);
     }
     char *zeros = xcalloc(1, PREWRITE_CHUNK);
     int rc = 0;
     for (uint64_t at = 0; at < c->size && rc == 0; at += PREWRITE_CHUNK) {
         size_t n = c->size - at < PREWRITE_CHUNK ? (size_t)(c->size - at) : PREWRITE_CHUNK;
         if (clog_pwrite_all(fd, zeros, n, at) != 0) {
-            rc = err_set(err, errlen, "cannot pre-write %s at byte %" PRIu64 ": %s", tmp, at, strerror(errno));
+            rc = write_failed(c, err, errlen, "cannot pre-write %s at byte %" PRIu64, tmp, at);
         }
     }
     free(zeros);
@@ -190,7 +215,7 @@ static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
         rc = clog_header_write(c, fd, base, life, tmp, err, errlen);
     }
     if (rc == 0 && rename(tmp, path) != 0) {
-        rc = err_set(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        rc = write_failed(c, err, errlen, "cannot rename %s to %s", tmp, path);
     }
     if (rc == 0) {
         rc = clog_sync_dir(c, err, errlen);
@@ -398,6 +423,7 @@ int clog_batch_room(clog_t *c, clog_batch_t *b, uint64_t bytes)
 
 int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t *offset, char *err, size_t errlen)
 {
+    c->write_errno = 0;
     uint64_t room = c->size - CLOG_SEGMENT_HEADER - COMMIT_FOOTPRINT - CLOG_RECORD_HEADER;
     if (n > room) {
         return err_set(err, errlen,
@@ -453,7 +479,7 @@ static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen)
         return NULL;
     }
     if (rename(from, to) != 0) {
-        err_set(err, errlen, "cannot rename %s to %s: %s", from, to, strerror(errno));
+        write_failed(c, err, errlen, "cannot rename %s to %s", from, to);
         return NULL;
     }
     if (clog_sync_dir(c, err, errlen) != 0) {
@@ -469,6 +495,7 @@ static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen)
 
 int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen)
 {
+    c->write_errno = 0;
     if (!b->begun || b->records == 0) {
         b->begun = 0;
         return 0;
@@ -514,8 +541,7 @@ int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen)
     if (clog_pwrite_all(s->fd, b->buf, b->len, b->first - base) != 0) {
         char path[PATH_MAX];
         clog_seg_path(c, base, path, sizeof path);
-        return err_set(err, errlen, "%s: offset %" PRIu64 ": cannot append %zu bytes: %s", path, b->first, b->len,
-                       strerror(errno));
+        return write_failed(c, err, errlen, "%s: offset %" PRIu64 ": cannot append %zu bytes", path, b->first, b->len);
     }
     if (s->spare) {
         pthread_mutex_lock(&c->lock); /* the syncer reads the flag */
@@ -690,6 +716,7 @@ static uint64_t past_every_segment(const clog_t *c)
 
 int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
 {
+    c->write_errno = 0;
     unsigned have = 0;
     for (size_t i = 0; i < c->nsegs; i++) {
         have += c->segs[i].spare && c->segs[i].base >= seg_base_of(c, c->end);

@@ -169,6 +169,14 @@ int clog_batch_room(clog_t *c, clog_batch_t *b, uint64_t bytes);
  * offsets change), the log usable. */
 int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen);
 
+/* Why the owner's last clog_batch_add, clog_append or clog_prepare failed,
+ * when a system call of its writes did (a segment's create, pre-write,
+ * header, rename; the batch's pwrite): that call's errno — ENOSPC, EDQUOT or
+ * EFBIG for a full disk, a quota or a file-size limit, EIO... — so a caller
+ * tells a full disk without reading the message; 0 when the last such call
+ * succeeded or failed for another reason. Owner thread. */
+int clog_write_errno(const clog_t *c);
+
 /* Make everything appended so far durable (fdatasync of every segment
  * written since the last sync); the syncer thread may call it while the
  * owner appends. Returns 0, or -1 with err naming the file (after a failed

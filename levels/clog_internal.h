@@ -41,6 +41,7 @@ struct clog {
     _Atomic uint64_t keep_from; /* clog_recycle refuses a segment not wholly below this (UINT64_MAX: no bound,
                                    clog_keep_from never called); set by any thread, read by the owner */
     _Atomic uint64_t written, durable;
+    int write_errno; /* clog_write_errno: the owner's last failed write system call (owner thread only) */
 };
 
 typedef struct hdr {

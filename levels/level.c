@@ -75,8 +75,18 @@ int store_send_validate(const store_options_t *o, const store_send_req_t *req, c
     return 0;
 }
 
-int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup, const map_t *planned_topics, char *err,
-                       size_t errlen)
+int store_send_waits_on_lane(const store_t *s, const store_send_req_t *req)
+{
+    const lvl_table_t *t = &s->opt.levels;
+    if (s->redo == NULL || s->lane == NULL || req->level != 0 || req->delay_ms == 0) {
+        return 0;
+    }
+    int first = lvl_next_hop(t, req->delay_ms);
+    return lvl_hop_ms(t, first, req->delay_ms) < t->delay_ms[first]; /* level_enqueue's remainder */
+}
+
+int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup, const map_t *planned_topics,
+                       uint64_t planned_lane, char *err, size_t errlen)
 {
     if (store_usable(s, err, errlen) != 0 || store_send_validate(&s->opt, req, err, errlen) != 0 ||
         store_topic_room_planned(s, planned_topics, req->topic, req->topic_len, err, errlen) != 0) {
@@ -84,6 +94,14 @@ int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup,
     }
     if (dedup && req->key_len == 0) {
         return err_set(err, errlen, "DEDUP needs a KEY");
+    }
+    char why[256];
+    if (store_send_waits_on_lane(s, req) && store_lane_room(s, planned_lane + 1, why, sizeof why) != 0) {
+        return err_set(
+            err, errlen, "a delay of %llu ms waits its last %llu ms on the remainder lane, and %s: retry later",
+            (unsigned long long)req->delay_ms,
+            (unsigned long long)lvl_hop_ms(&s->opt.levels, lvl_next_hop(&s->opt.levels, req->delay_ms), req->delay_ms),
+            why);
     }
     return 0;
 }
@@ -93,8 +111,9 @@ int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup,
  * in the run change (store_send_refusal's topic count; a DEDUP SEND's reads,
  * which a key sent earlier in the run spares). */
 struct store_send_check {
-    map_t topics; /* new topics (none exists in the store) */
-    map_t keys;   /* 'K' prefixes (topic, key) of the keyed SENDs that will store a message */
+    map_t topics;  /* new topics (none exists in the store) */
+    map_t keys;    /* 'K' prefixes (topic, key) of the keyed SENDs that will store a message */
+    uint64_t lane; /* remainder lane entries their first hops will push */
 };
 
 store_send_check_t *store_send_check_new(void)
@@ -115,7 +134,7 @@ void store_send_check_free(store_send_check_t *c)
 int store_send_check(store_t *s, store_send_check_t *c, const store_send_req_t *req, int dedup, char *err,
                      size_t errlen)
 {
-    if (store_send_refusal(s, req, dedup, &c->topics, err, errlen) != 0) {
+    if (store_send_refusal(s, req, dedup, &c->topics, c->lane, err, errlen) != 0) {
         return -1;
     }
     key_buf_t k;
@@ -142,6 +161,7 @@ int store_send_check(store_t *s, store_send_check_t *c, const store_send_req_t *
     if (req->key_len > 0) {
         map_put(&c->keys, k.b, k.n, (void *)1);
     }
+    c->lane += (uint64_t)store_send_waits_on_lane(s, req);
     return 0;
 }
 
@@ -421,7 +441,7 @@ static int send_take_id(store_t *s, msg_t *m, uint32_t *ordinal, char *err, size
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,
                size_t errlen)
 {
-    if (store_send_refusal(s, req, 0, NULL, err, errlen) != 0) {
+    if (store_send_refusal(s, req, 0, NULL, 0, err, errlen) != 0) {
         return -1;
     }
     uint64_t delay = req->level == 0 ? req->delay_ms : 0;
@@ -685,6 +705,11 @@ uint64_t store_level_damage_events(const store_t *s)
     return s->level_damage_events;
 }
 
+uint64_t store_lane_full_hops(const store_t *s)
+{
+    return s->lane_full_hops;
+}
+
 int store_level_info(const store_t *s, int level, store_level_info_t *out)
 {
     if (level < 1 || level > s->opt.levels.count) {
@@ -701,21 +726,49 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out)
     return 0;
 }
 
+/* Where m, leaving its level at hop_due, goes next: 1 when it hops, onto
+ * level *next at *next_due (after now_ms), *remainder when that hop waits a
+ * remainder (the lane's); 0 when it arrives (its journey's end). */
+static int next_hop(const lvl_table_t *t, const msg_t *m, uint64_t hop_due, uint64_t now_ms, int *next,
+                    uint64_t *next_due, int *remainder)
+{
+    while (m->due_ms > hop_due) {
+        *next = lvl_next_hop(t, m->due_ms - hop_due);
+        *next_due = hop_due + lvl_hop_ms(t, *next, m->due_ms - hop_due);
+        if (*next_due > now_ms) {
+            *remainder = *next_due - hop_due < t->delay_ms[*next];
+            return 1;
+        }
+        hop_due = *next_due; /* catching up (clock jump, downtime): that hop is due too */
+    }
+    return 0;
+}
+
 /* One due level-head message m (at hop_due, seq) leaves its level: next hop, topic
  * log or retry-ready. topic: msg_topic(m). Returns 1 when it became ready, 0 when it
- * hopped or was dropped, -1 on a read error (the index's, dropping a retry). */
-static int route_due(store_t *s, topic_state_t *topic, msg_t *m, uint64_t hop_due, uint64_t seq, uint64_t now_ms,
-                     idx_journey_t *j, char *err, size_t errlen)
+ * hopped or was dropped, -1 on a read error (the index's, dropping a retry).
+ * A next hop that waits a remainder on a full lane (j: a SEND journey) is not
+ * made: m goes back on its level for another of the level's delay (its
+ * entry in the level's due order, as a fresh enqueue), late but never lost,
+ * and tries again then; a level's head is never held back, so the lane's own
+ * remainders, which may lie behind it on the same level, keep leaving. */
+static int route_due(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t hop_due, uint64_t seq,
+                     uint64_t now_ms, idx_journey_t *j, char *err, size_t errlen)
 {
-    const lvl_table_t *t = &s->opt.levels;
-    while (m->due_ms > hop_due) {
-        int next = lvl_next_hop(t, m->due_ms - hop_due);
-        uint64_t next_due = hop_due + lvl_hop_ms(t, next, m->due_ms - hop_due);
-        if (next_due > now_ms) {
-            level_insert(s, topic, next, next_due, m, j, next_due - hop_due < t->delay_ms[next]);
+    int next, remainder;
+    uint64_t next_due;
+    char why[256];
+    if (next_hop(&s->opt.levels, m, hop_due, now_ms, &next, &next_due, &remainder)) {
+        if (j != NULL && remainder && store_lane_room(s, 1, why, sizeof why) != 0) {
+            level_state_t *ls = &s->levels[level];
+            uint64_t enq = now_ms > ls->last_enqueue_ms ? now_ms : ls->last_enqueue_ms;
+            ls->last_enqueue_ms = enq;
+            s->lane_full_hops++;
+            level_insert(s, topic, level, enq + s->opt.levels.delay_ms[level], m, j, 0);
             return 0;
         }
-        hop_due = next_due; /* catching up (clock jump, downtime): that hop is due too */
+        level_insert(s, topic, next, next_due, m, j, remainder);
+        return 0;
     }
     if (m->dest == MSG_DEST_TOPIC) {
         topic_append(s, topic, m, seq, now_ms, j);
@@ -830,7 +883,7 @@ static int serve_level_walk(store_t *s, int l, uint64_t bound, uint64_t now_ms, 
             cq_head_moved |= store_level_cq_done(s, l, journey.cq_index);
         }
         uint32_t left_queue = has_journey ? journey.queue : 0;
-        int ready = route_due(s, topic, &m, due, seq, now_ms, has_journey ? &journey : NULL, err, errlen);
+        int ready = route_due(s, topic, &m, l, due, seq, now_ms, has_journey ? &journey : NULL, err, errlen);
         if (ready >= 0 && left_queue == STORE_LANE_QUEUE && store_lane_left(s, m.id, err, errlen) != 0) {
             ready = -1;
         }

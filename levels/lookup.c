@@ -605,7 +605,7 @@ int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, u
                      int *dup, char *err, size_t errlen)
 {
     *dup = 0;
-    if (store_send_refusal(s, req, 1, NULL, err, errlen) != 0 || store_send_run_begin(s, err, errlen) != 0) {
+    if (store_send_refusal(s, req, 1, NULL, 0, err, errlen) != 0 || store_send_run_begin(s, 0, err, errlen) != 0) {
         return -1;
     }
     uint64_t due;
@@ -623,9 +623,10 @@ int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, u
     return store_send(s, req, now_ms, id_out, due_out, err, errlen);
 }
 
-int store_send_run_begin(store_t *s, char *err, size_t errlen)
+int store_send_run_begin(store_t *s, uint64_t run_bytes, char *err, size_t errlen)
 {
-    return s->pending == s->pending_sends ? store_usable(s, err, errlen) : store_read_begin(s, err, errlen);
+    int rc = s->pending == s->pending_sends ? store_usable(s, err, errlen) : store_read_begin(s, err, errlen);
+    return rc != 0 ? rc : store_log_run_room(s, run_bytes, err, errlen);
 }
 
 /* ---- PEEK ---------------------------------------------------------------------------------- */

@@ -76,6 +76,10 @@ static int validate_options(const store_options_t *o, char *err, size_t errlen)
         return err_set(err, errlen, "damage-retry %llu ms is outside %d..%d ms", (unsigned long long)o->damage_retry_ms,
                        STORE_MIN_DAMAGE_RETRY_MS, STORE_MAX_DAMAGE_RETRY_MS);
     }
+    if (o->lane_max_entries > STORE_LANE_MAX_ENTRIES) {
+        return err_set(err, errlen, "a remainder lane of %llu entries is over the limit of %llu",
+                       (unsigned long long)o->lane_max_entries, (unsigned long long)STORE_LANE_MAX_ENTRIES);
+    }
     if (o->checkpoint_bytes != 0 &&
         (o->checkpoint_bytes < STORE_CHECKPOINT_MIN_BYTES || o->checkpoint_bytes > STORE_CHECKPOINT_BYTES)) {
         return err_set(err, errlen, "commit-log checkpoint interval %llu bytes is not between %llu and %llu",

@@ -116,7 +116,18 @@ typedef struct store_options {
      * checkpoint, so this (plus the one apply that crossed it) bounds the room such an open needs — the broker
      * keeps it within its disk reserve (docs/operations.md, "Disk full runbook"). */
     uint64_t checkpoint_bytes;
+    /* The entries the remainder lane (design-commitlog.md §4) may hold, 1 .. STORE_LANE_MAX_ENTRIES; 0 is
+     * STORE_LANE_MAX_ENTRIES. A SEND whose first hop would wait a remainder on a full lane is refused ("the
+     * remainder lane holds N entries, its limit ..."), nothing written; a due move whose next hop would puts the
+     * message back on its level for another of the level's delay instead (late, never lost; the level's head is
+     * not held back, so the remainders behind it keep leaving the lane). Set below the default by tests only. */
+    uint64_t lane_max_entries;
 } store_options_t;
+
+/* What the remainder lane holds at most (24 bytes an entry in memory: far
+ * past the ~440 000 remainders of the smallest level's delay at the target
+ * rate). */
+#define STORE_LANE_MAX_ENTRIES (UINT64_C(1) << 26)
 
 /* damage_retry_ms: the default, and the bounds store_open accepts (not 0:
  * a damaged head read again at every call is what the skip exists to stop;
@@ -291,6 +302,14 @@ uint64_t store_next_seq(const store_t *s);
  * called) and the store must be reopened. */
 int store_broken(const store_t *s);
 
+/* When the store broke because the commit log refused a write (the batch's
+ * append, or the segment a SEND's record needs, could not be made) and a
+ * system call failed there: its errno — ENOSPC, EDQUOT, EFBIG on a full
+ * disk, a quota or a file-size limit — so the caller tells a full disk by
+ * its number; else 0 (not broken, broken otherwise, or LevelDB's failure,
+ * whose C API reports a message only). */
+int store_log_write_errno(const store_t *s);
+
 /* Does LevelDB still accept writes? It keeps the error of a background write
  * (a memtable flush or a compaction) that failed, on a full disk for one, and
  * refuses every later write with it for as long as it is open, though nothing
@@ -398,6 +417,11 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out);
  * level that recovers and fails again counts again): the owner compares it
  * with what it saw last to report a damaged level once (store_level_info). */
 uint64_t store_level_damage_events(const store_t *s);
+
+/* How many due hops since open found the remainder lane full and were put
+ * back on their level for another of its delay (store_options_t's
+ * lane_max_entries): each such message arrives that much late. */
+uint64_t store_lane_full_hops(const store_t *s);
 
 /* ---- groups and leases -------------------------------------------------- */
 
@@ -810,11 +834,24 @@ int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int c
 int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out,
                      int *dup, char *err, size_t errlen);
 
+/* The commit-log bytes one SEND of req's topic, key and payload sizes takes
+ * in a batch (its record, its derived writes, their reserves): a run's
+ * run_bytes for store_send_run_begin is the sum over its SENDs. Pure. */
+uint64_t store_send_run_bytes(const store_send_req_t *req);
+
 /* Before a run of SENDs that must land in one batch (MULTI/EXEC) and may
  * hold DEDUP SENDs: commit what is pending unless it holds only SENDs, so
- * no DEDUP SEND of the run commits the run's first half. A read's commit
- * (unsynced). 0, or -1 when the store is broken or that commit fails. */
-int store_send_run_begin(store_t *s, char *err, size_t errlen);
+ * no DEDUP SEND of the run commits the run's first half (a read's commit,
+ * unsynced); then, when run_bytes > 0 (the sum of store_send_run_bytes over
+ * the run's SENDs), ask for the whole run's room in the commit log's segment
+ * at once: when the rest of the pending batch's segment lacks it, the
+ * pending batch is committed (unsynced) and the run begins the next segment,
+ * so no SEND of the run commits the batch to make room and a crash keeps all
+ * of the run or none. A run that no segment holds is refused before anything
+ * of it is written, naming the bytes it needs, the segment size and what to
+ * set (the store stays usable). 0, or -1 with err when the store is broken,
+ * the run is refused or a commit fails. */
+int store_send_run_begin(store_t *s, uint64_t run_bytes, char *err, size_t errlen);
 
 /* A run of SENDs that must be stored all or none (MULTI/EXEC) is checked
  * first, SEND by SEND in the run's order, into one store_send_check_t, and

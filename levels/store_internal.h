@@ -233,8 +233,10 @@ struct store {
     struct seg_count *seg;     /* segcount.c */
     size_t n_seg, cap_seg, seg_last;
     int log_append_failed;         /* the store broke at a refused log append: log and LevelDB as they were */
+    int log_write_errno;           /* that append's failed system call's errno (clog_write_errno; 0: none) */
     int pending;                   /* operations in the batch */
     uint64_t level_damage_events;  /* levels found damaged by the due move (store_level_damage_events) */
+    uint64_t lane_full_hops;       /* due hops put back on their level by a full lane (store_lane_full_hops) */
     uint64_t group_damage_events;  /* group queues found damaged by a PULL (store_group_damage_events) */
     uint64_t group_queues_damaged; /* of those, damaged now (store_group_queues_damaged) */
     char group_damage_last[512];   /* the latest finding (store_group_damage_last) */
@@ -473,6 +475,10 @@ int store_lane_next_live(store_t *s, lane_check_fn check, void *ctx, lane_entry_
 void store_lane_pop(store_t *s);
 void store_lane_flush(store_t *s);
 int store_lane_record_decode(const char *v, size_t vlen, uint64_t *head, uint64_t *tail);
+/* Whether the lane takes `more` entries within opt.lane_max_entries: 0, or
+ * -1 with err ("the remainder lane holds N entries, its limit L ..."). A SEND
+ * and a due move ask it before anything is written (level.c). */
+int store_lane_room(const store_t *s, uint64_t more, char *err, size_t errlen);
 
 /* store_log.c: open the commit log and redo what it holds past the
  * checkpoint, its next batch at or above floor (after store_check_meta,
@@ -541,6 +547,15 @@ uint64_t store_log_unsynced_bytes(const store_t *s);
  * operation writes anything. 0, or -1 with err (a message no segment can hold,
  * or that commit's failure). */
 int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t *ordinal, char *err, size_t errlen);
+
+/* The room of a run of SENDs that must land in one batch (store_send_run_begin;
+ * run_bytes: the sum of store_send_run_bytes over the run): asked for at
+ * once in the pending batch's segment, the pending batch committed first
+ * (unsynced) when that segment's rest lacks it, so that no SEND of the run
+ * commits the batch to make room. A run no segment holds is refused naming
+ * the sizes and what to set, nothing written. 0 (also without a log or with
+ * run_bytes 0), or -1 with err. */
+int store_log_run_room(store_t *s, uint64_t run_bytes, char *err, size_t errlen);
 
 /* level.c: what a SEND of m adds to the batch's LevelDB writes besides its
  * record (its level or topic entry, which holds the message again, its index
@@ -911,10 +926,17 @@ uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int lev
 /* Every refusal of store_send (dedup 0) and store_send_dedup (dedup 1) that
  * does not read: the store broken, store_send_validate, max-topics (counting
  * the names in planned_topics as existing, see store_topic_room_planned; may
- * be NULL) and DEDUP's empty key. 0, or -1 with the error. The one copy of
- * these checks: the two SENDs and store_send_check all call it. */
-int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup, const map_t *planned_topics, char *err,
-                       size_t errlen);
+ * be NULL), DEDUP's empty key, and a first hop that waits a remainder on a
+ * remainder lane with no room (counting planned_lane entries the run's
+ * earlier SENDs will push; 0 outside a run). 0, or -1 with the error. The
+ * one copy of these checks: the two SENDs and store_send_check all call it. */
+int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup, const map_t *planned_topics,
+                       uint64_t planned_lane, char *err, size_t errlen);
+
+/* 1 when a SEND of req would put its first hop on the remainder lane (a
+ * delay whose first hop is shorter than its level's delay, with the log
+ * open), else 0. */
+int store_send_waits_on_lane(const store_t *s, const store_send_req_t *req);
 
 /* ---- index.c: the message, key and group-copy indexes (keys.h 'X' 'K' 'Y') ---- */
 

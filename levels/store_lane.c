@@ -28,11 +28,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-/* What a lane may hold before a push breaks the store (24 bytes an entry):
- * far past the ~440 000 remainders of the smallest level's delay at the
- * target rate. */
-#define STORE_LANE_MAX_ENTRIES ((size_t)1 << 26)
-
 /* The `M` "lane" record's value into head and tail (0 and 0 when v is NULL).
  * 0, or -1 when it is not 16 bytes. */
 int store_lane_record_decode(const char *v, size_t vlen, uint64_t *head, uint64_t *tail)
@@ -68,13 +63,13 @@ int store_lane_open(store_t *s, char *err, size_t errlen)
     s->lane_head_written = head;
     s->lane_loaded_tail = tail;
     if (head == tail) {
-        s->lane = lane_new(tail, STORE_LANE_MAX_ENTRIES);
+        s->lane = lane_new(tail, (size_t)STORE_LANE_MAX_ENTRIES);
         return 0;
     }
     cq_t *q = NULL;
     char why[512];
     if (cq_open(s->path, STORE_LANE_QUEUE, head, tail, &q, why, sizeof why) != 0 ||
-        lane_load(q, STORE_LANE_MAX_ENTRIES, &s->lane, why, sizeof why) != 0) {
+        lane_load(q, (size_t)STORE_LANE_MAX_ENTRIES, &s->lane, why, sizeof why) != 0) {
         (void)cq_close(q, NULL, 0);
         return err_set(err, errlen, "loading the remainder lane of %s: %s", s->path, why);
     }
@@ -95,12 +90,28 @@ void store_lane_abandon(store_t *s)
     }
     uint64_t tail = lane_tail(s->lane);
     lane_free(s->lane);
-    s->lane = lane_new(tail, STORE_LANE_MAX_ENTRIES);
+    s->lane = lane_new(tail, (size_t)STORE_LANE_MAX_ENTRIES);
     map_free(&s->lane_left, NULL);
     s->lane_live_known = 0;
     store_log_cq_head(s, STORE_LANE_QUEUE, tail);
     s->lane_head_written = tail;
     s->lane_dirty = 1;
+}
+
+int store_lane_room(const store_t *s, uint64_t more, char *err, size_t errlen)
+{
+    if (s->lane == NULL) {
+        return 0;
+    }
+    uint64_t limit = s->opt.lane_max_entries != 0 ? s->opt.lane_max_entries : STORE_LANE_MAX_ENTRIES;
+    uint64_t held = lane_size(s->lane);
+    if (held + more <= limit) {
+        return 0;
+    }
+    return err_set(err, errlen,
+                   "the remainder lane holds %" PRIu64 " entries, its limit %" PRIu64
+                   " (remainders leave it at their due, within the smallest level's delay)",
+                   held, limit);
 }
 
 void store_lane_push(store_t *s, const msg_t *m, uint64_t due, idx_journey_t *j)

@@ -420,6 +420,21 @@ static int write_beside_log(store_t *s, char *err, size_t errlen)
 
 static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t errlen);
 
+/* The log refused an append (a commit's batch, or the segment a message
+ * record needs) and wrote nothing: noted for the close
+ * (s->log_append_failed) with the errno of the write that failed, for
+ * store_log_write_errno. */
+static void note_refused_append(store_t *s)
+{
+    s->log_append_failed = 1;
+    s->log_write_errno = clog_write_errno(redo_log(s->redo));
+}
+
+int store_log_write_errno(const store_t *s)
+{
+    return s->broken && s->log_append_failed ? s->log_write_errno : 0;
+}
+
 int store_log_append(store_t *s, int durable, char *err, size_t errlen)
 {
     char why[512];
@@ -428,7 +443,7 @@ int store_log_append(store_t *s, int durable, char *err, size_t errlen)
     }
     if (!durable) {
         if (redo_commit(s->redo, &s->log_batch, NULL, why, sizeof why) != 0) {
-            s->log_append_failed = 1; /* nothing appended, nothing held (a segment not pre-written: a full disk) */
+            note_refused_append(s); /* nothing appended, nothing held (a segment not pre-written: a full disk) */
             return err_set(err, errlen, "commit log of %s: %s", s->path, why);
         }
         return 0;
@@ -437,7 +452,9 @@ int store_log_append(store_t *s, int durable, char *err, size_t errlen)
        "Overlay cost"). A failed sync or apply leaves it held, as store_log_make_durable's would. */
     uint64_t before = redo_applied(s->redo), end = 0;
     if (redo_commit_applied(s->redo, &s->log_batch, &end, why, sizeof why) != 0) {
-        s->log_append_failed = end == 0; /* end is set once the batch is appended */
+        if (end == 0) { /* end is set once the batch is appended */
+            note_refused_append(s);
+        }
         store_break(s, why);
         return err_set(err, errlen, "commit log of %s: %s", s->path, why);
     }
@@ -535,38 +552,48 @@ int store_log_make_durable(store_t *s, char *err, size_t errlen)
  * STORE_BATCH_MAX_BYTES. */
 #define STORE_LOG_BATCH_MARGIN (UINT64_C(64) << 10)
 
-/* The room asked for a message record of `record` bytes and its derived
- * writes, with batch_bytes already in the batch, in segments of segment_bytes:
- * theirs, and the rest of a batch of STORE_BATCH_MAX_BYTES (the writer and the
- * long operations cut their batches there, store.h; once the batch holds a
- * message it cannot move to another segment, and what later operations add
- * to it asks for no room), at most a quarter of a segment. */
-static uint64_t message_room_in(uint64_t segment_bytes, uint64_t batch_bytes, size_t record, uint64_t derived_bytes)
+/* What a batch that holds messages keeps free in its segment besides them,
+ * with batch_bytes already in the batch, in segments of segment_bytes: the
+ * rest of a batch of STORE_BATCH_MAX_BYTES (the writer and the long
+ * operations cut their batches there, store.h; once the batch holds a message
+ * it cannot move to another segment, and what later operations add to it asks
+ * for no room) and STORE_LOG_BATCH_MARGIN, at most a quarter of a segment. */
+static uint64_t batch_rest(uint64_t segment_bytes, uint64_t batch_bytes)
 {
     uint64_t rest = STORE_BATCH_MAX_BYTES > batch_bytes ? STORE_BATCH_MAX_BYTES - batch_bytes : 0;
     rest += STORE_LOG_BATCH_MARGIN;
-    if (rest > segment_bytes / 4) {
-        rest = segment_bytes / 4;
-    }
-    return CLOG_RECORD_HEADER + record + 8 + REDO_MESSAGE_RESERVE + derived_bytes + rest;
+    return rest > segment_bytes / 4 ? segment_bytes / 4 : rest;
+}
+
+/* The bytes a message record of `record` bytes and its derived writes take
+ * in a batch (without the batch's rest). */
+static uint64_t message_bytes(size_t record, uint64_t derived_bytes)
+{
+    return CLOG_RECORD_HEADER + record + 8 + REDO_MESSAGE_RESERVE + derived_bytes;
 }
 
 static uint64_t message_room(const store_t *s, size_t record, uint64_t derived_bytes)
 {
-    return message_room_in(s->opt.segment_bytes, s->batch_bytes, record, derived_bytes);
+    return message_bytes(record, derived_bytes) + batch_rest(s->opt.segment_bytes, s->batch_bytes);
 }
 
-/* The bytes of a segment of segment_bytes that a SEND of a payload of
- * `payload` bytes with the longest topic and key asks for in an empty batch. */
-static uint64_t send_segment_need(uint64_t segment_bytes, uint64_t payload)
+/* The bytes of a segment of segment_bytes that `bytes` of messages ask for in
+ * an empty batch: theirs and the batch's rest, with the batch's reserves. */
+static uint64_t segment_need(uint64_t segment_bytes, uint64_t bytes)
+{
+    return redo_batch_segment_bytes(bytes + batch_rest(segment_bytes, 0));
+}
+
+/* The message bytes (message_bytes) of a SEND of a payload of `payload` bytes
+ * with the longest topic and key. */
+static uint64_t largest_send_bytes(uint64_t payload)
 {
     msg_t m;
     memset(&m, 0, sizeof m);
     m.topic.len = MSG_MAX_NAME;
     m.key.len = MSG_MAX_KEY;
     m.payload.len = (uint32_t)payload;
-    return redo_batch_segment_bytes(
-        message_room_in(segment_bytes, 0, msg_record_size(&m), store_send_derived_bytes(&m)));
+    return message_bytes(msg_record_size(&m), store_send_derived_bytes(&m));
 }
 
 /* The largest payload a SEND (longest topic and key) can have in segments of
@@ -574,12 +601,12 @@ static uint64_t send_segment_need(uint64_t segment_bytes, uint64_t payload)
 static uint32_t store_segment_max_payload(uint64_t segment_bytes)
 {
     uint64_t lo = 0, hi = (uint64_t)MSG_HARD_MAX_PAYLOAD + 1;
-    if (send_segment_need(segment_bytes, 0) > segment_bytes) {
+    if (segment_need(segment_bytes, largest_send_bytes(0)) > segment_bytes) {
         return 0;
     }
     while (hi - lo > 1) { /* the need grows with the payload: the largest payload that fits */
         uint64_t mid = lo + (hi - lo) / 2;
-        if (send_segment_need(segment_bytes, mid) <= segment_bytes) {
+        if (segment_need(segment_bytes, largest_send_bytes(mid)) <= segment_bytes) {
             lo = mid;
         } else {
             hi = mid;
@@ -588,17 +615,17 @@ static uint32_t store_segment_max_payload(uint64_t segment_bytes)
     return (uint32_t)lo;
 }
 
-/* The smallest segment size (a multiple of 4096) whose segments take a SEND of
- * a payload of `payload` bytes: 0 when no segment size does. */
-static uint64_t store_payload_min_segment_bytes(uint32_t payload)
+/* The smallest segment size (a multiple of 4096) whose empty batch holds
+ * `bytes` of messages: 0 when no segment size does. */
+static uint64_t least_segment_bytes(uint64_t bytes)
 {
     uint64_t lo = CLOG_SEGMENT_MIN / 4096, hi = CLOG_SEGMENT_MAX / 4096; /* in 4 KiB pages */
-    if (send_segment_need(hi * 4096, payload) > hi * 4096) {
+    if (segment_need(hi * 4096, bytes) > hi * 4096) {
         return 0;
     }
     while (lo < hi) { /* the room left grows with the segment: the smallest that fits */
         uint64_t mid = lo + (hi - lo) / 2;
-        if (send_segment_need(mid * 4096, payload) <= mid * 4096) {
+        if (segment_need(mid * 4096, bytes) <= mid * 4096) {
             hi = mid;
         } else {
             lo = mid + 1;
@@ -607,9 +634,16 @@ static uint64_t store_payload_min_segment_bytes(uint32_t payload)
     return lo * 4096;
 }
 
+/* The smallest segment size whose segments take a SEND of a payload of
+ * `payload` bytes: 0 when no segment size does. */
+static uint64_t store_payload_min_segment_bytes(uint32_t payload)
+{
+    return least_segment_bytes(largest_send_bytes(payload));
+}
+
 int store_check_payload_room(uint64_t segment_bytes, uint32_t max_payload, char *err, size_t errlen)
 {
-    uint64_t need = send_segment_need(segment_bytes, max_payload);
+    uint64_t need = segment_need(segment_bytes, largest_send_bytes(max_payload));
     if (need <= segment_bytes) {
         return 0;
     }
@@ -628,7 +662,7 @@ int store_check_payload_room(uint64_t segment_bytes, uint32_t max_payload, char 
  * nothing is written and the store stays usable. */
 static int settle_message_segment(store_t *s, size_t record, uint64_t derived_bytes, char *err, size_t errlen)
 {
-    uint64_t alone = redo_batch_segment_bytes(message_room_in(s->opt.segment_bytes, 0, record, derived_bytes));
+    uint64_t alone = segment_need(s->opt.segment_bytes, message_bytes(record, derived_bytes));
     if (alone > s->opt.segment_bytes) {
         return err_set(err, errlen,
                        "message of %zu bytes refused: it needs %" PRIu64
@@ -653,6 +687,54 @@ static int settle_message_segment(store_t *s, size_t record, uint64_t derived_by
                            rc == REDO_BATCH_FULL ? "a batch of its own has no room for it" : why);
         }
         if (store_commit_durable(s, 0, err, errlen) != 0) {
+            return -1;
+        }
+    }
+}
+
+uint64_t store_send_run_bytes(const store_send_req_t *req)
+{
+    msg_t m;
+    memset(&m, 0, sizeof m);
+    m.dest = MSG_DEST_TOPIC;
+    m.topic.len = (uint32_t)req->topic_len;
+    m.key.len = (uint32_t)req->key_len;
+    m.payload.len = (uint32_t)req->payload_len;
+    /* and its CQ write and slot once more: each message already in the batch is kept that reserve again by every
+       later room asked (redo_batch_room), so the run's last SEND asks no more than the run's room left for it */
+    return message_bytes(msg_record_size(&m), store_send_derived_bytes(&m)) + REDO_MESSAGE_RESERVE;
+}
+
+int store_log_run_room(store_t *s, uint64_t run_bytes, char *err, size_t errlen)
+{
+    if (s->redo == NULL || run_bytes == 0) {
+        return 0;
+    }
+    uint64_t size = s->opt.segment_bytes, alone = segment_need(size, run_bytes);
+    if (alone > size) {
+        uint64_t least = least_segment_bytes(run_bytes);
+        char set[160] = "";
+        if (least != 0) {
+            snprintf(set, sizeof set,
+                     ", or set commitlog-segment-size to at least %" PRIu64 " for a new data directory", least);
+        }
+        return err_set(err, errlen,
+                       "a run of SENDs stored all or none needs %" PRIu64
+                       " bytes of one commit-log segment (their records, their level entries' copies and the rest of "
+                       "their batch) and the segments of %s are %" PRIu64 " bytes: send it as smaller transactions%s",
+                       alone, s->path, size, set);
+    }
+    char why[512];
+    for (int tries = 0;; tries++) {
+        int rc = redo_batch_room(s->redo, &s->log_batch, run_bytes + batch_rest(size, s->batch_bytes), why, sizeof why);
+        if (rc == 0) {
+            return 0;
+        }
+        if (rc != REDO_BATCH_FULL || tries > 0) {
+            return err_set(err, errlen, "a run of SENDs of %" PRIu64 " bytes in the commit log of %s: %s", run_bytes,
+                           s->path, rc == REDO_BATCH_FULL ? "a batch of its own has no room for it" : why);
+        }
+        if (store_commit_durable(s, 0, err, errlen) != 0) { /* the SENDs pending before the run: the run starts anew */
             return -1;
         }
     }
@@ -685,7 +767,7 @@ int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t
            full disk as it takes a commit's. */
         char msg[640];
         snprintf(msg, sizeof msg, "message of %zu bytes in the commit log of %s: %s", n, s->path, why);
-        s->log_append_failed = 1;
+        note_refused_append(s);
         store_break(s, msg);
         return err_set(err, errlen, "%s", msg);
     }

@@ -789,7 +789,8 @@ static void test_woken_budget(void)
                             "--max-query",
                             "25mb",
                             "--commitlog-segment-size",
-                            "64mb", /* a segment holds a 24 MiB message (store_check_payload_room) */
+                            "128mb", /* one segment holds the EXEC's 60 MB and their level copies: an EXEC is
+                                        one log batch (store_send_run_begin) */
                             NULL };
     char e[512], v[64];
     need_fds(WAITERS + 100);

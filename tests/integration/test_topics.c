@@ -626,6 +626,71 @@ static long long array_count(const char *what, resp_reply_t *r)
     return n;
 }
 
+/* The replies to a pipelined MULTI, `sends` SENDs of payload to topic and EXEC: the EXEC's reply (the caller frees
+ * it), every other reply checked (+OK, +QUEUED). */
+static resp_reply_t *exec_sends(const char *topic, const char *payload, int sends)
+{
+    char e[512];
+    rc_appendl(&bt_conn, "MULTI", NULL);
+    for (int i = 0; i < sends; i++)
+        rc_appendl(&bt_conn, "SEND", topic, payload, NULL);
+    rc_appendl(&bt_conn, "EXEC", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "MULTI: %s", bt_conn.err);
+    for (int i = 0; i <= sends; i++) {
+        resp_reply_t *r = rc_read(&bt_conn, 0);
+        BP_REQUIRE(r != NULL && rc_str_eq(r, i == 0 ? "OK" : "QUEUED"), "MULTI reply %d: %s", i,
+                   r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+    }
+    resp_reply_t *r = rc_read(&bt_conn, 0);
+    BP_REQUIRE(r != NULL, "EXEC: %s", bt_conn.err);
+    return r;
+}
+
+/* An EXEC is one batch of the commit log, so all or none of it survives a crash: with 1 MiB segments, an EXEC of
+ * 160 SENDs of 30 kB (no segment holds it) is refused naming the sizes and what to set, storing nothing; an EXEC of
+ * 8 such SENDs sent where less than its room is left in the segment lands whole in the next one (a message id is its
+ * record's offset: every id of the EXEC in one segment). */
+static void test_exec_one_segment(void)
+{
+    enum {
+        SEGMENT = 1 << 20
+    };
+    const char *flags[] = {
+        "--commitlog-segment-size", "1mb", "--max-query", "64kb", "--max-bulk", "32kb", "--max-payload", "32kb", NULL
+    };
+    bt_start(flags);
+    char e[512], id[32];
+    static char payload[30001];
+    memset(payload, 'p', sizeof payload - 1);
+    resp_reply_t *r = exec_sends("big", payload, 160);
+    BP_CHECK(r->type == RESP_REPLY_ERROR && strstr(r->str, "ERR EXEC stored nothing: ") == r->str &&
+                 strstr(r->str, "are 1048576 bytes") != NULL && strstr(r->str, "smaller transactions") != NULL &&
+                 strstr(r->str, "set commitlog-segment-size to at least ") != NULL,
+             "an EXEC of 160 SENDs of 30 kB in 1 MiB segments: %s, want a refusal naming the sizes",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(array_count("PEEK TOPIC big", rc_cmd(&bt_conn, "PEEK", "TOPIC", "big", NULL)) == 0,
+             "the refused EXEC stored messages");
+    for (int i = 0; i < 64; i++) { /* past the middle of a segment: less than the EXEC's room is left */
+        send_ok("fill", payload, NULL, NULL, id);
+        if (strtoull(id, NULL, 16) % SEGMENT >= SEGMENT / 2)
+            break;
+    }
+    r = exec_sends("whole", payload, 8);
+    BP_REQUIRE(r->type == RESP_REPLY_ARRAY && r->count == 8, "EXEC of 8 SENDs: %s", rc_describe(r, e, sizeof e));
+    uint64_t first = strtoull(r->elements[0].str, NULL, 16);
+    for (size_t i = 1; i < r->count; i++) {
+        uint64_t at = strtoull(r->elements[i].str, NULL, 16);
+        BP_CHECK(at / SEGMENT == first / SEGMENT,
+                 "SEND %zu of the EXEC is in segment %" PRIu64 ", its first in %" PRIu64 " (split in two batches)",
+                 i + 1, at / SEGMENT, first / SEGMENT);
+    }
+    resp_reply_free(r);
+    BP_CHECK(array_count("PEEK TOPIC whole", rc_cmd(&bt_conn, "PEEK", "TOPIC", "whole", "COUNT", "100", NULL)) == 8,
+             "PEEK TOPIC whole");
+}
+
 /* EXEC is all or nothing when a SEND is refused as it runs: with max-topics 2 and one topic left, a transaction
  * whose third SEND names a third topic answers one error naming that SEND (place, topic, reason), and none of its
  * SENDs — the keyed, the DEDUP and the delayed ones before it, the one after — is stored: TOPICS, PEEK, FIND and
@@ -714,6 +779,7 @@ static const tu_test_t tests[] = {
     { "TOPIC DEL … PURGE deletes the retained messages first, in steps", test_topic_purge },
     { "the consumed log is collected while the broker never idles", test_gc_while_busy },
     { "MULTI holds at most max-inflight-bytes of SENDs", test_multi_bytes },
+    { "EXEC lands in one commit-log segment, or is refused", test_exec_one_segment },
     { "EXEC stores all or nothing: a SEND refused as it runs fails the transaction", test_exec_all_or_nothing },
     { NULL, NULL },
 };

@@ -11,13 +11,16 @@
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -618,6 +621,61 @@ static void test_abandon(void)
     clog_close(c);
 }
 
+/* Lower this process's file-size limit to `bytes` (SIGXFSZ ignored, so a
+ * write past it fails with EFBIG, as a write on a full disk fails with
+ * ENOSPC), or restore *saved when bytes is 0. */
+static void file_size_limit(rlim_t bytes, struct rlimit *saved)
+{
+    fflush(NULL);
+    if (bytes == 0) {
+        TU_REQUIRE(setrlimit(RLIMIT_FSIZE, saved) == 0, "setrlimit back: %s", strerror(errno));
+        signal(SIGXFSZ, SIG_DFL);
+        return;
+    }
+    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, saved) == 0, "getrlimit: %s", strerror(errno));
+    struct rlimit low = *saved;
+    low.rlim_cur = bytes;
+    signal(SIGXFSZ, SIG_IGN);
+    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &low) == 0, "setrlimit: %s", strerror(errno));
+}
+
+/* A write the file system refuses keeps its errno (clog_write_errno), so a
+ * caller tells a full disk (ENOSPC, EDQUOT, EFBIG) without reading the
+ * message: a segment that cannot be pre-written under a 16 KiB file-size
+ * limit fails the add with EFBIG; once the limit is lifted the add and its
+ * append succeed and the errno is 0 again; a batch whose pwrite lies past the
+ * limit fails its append with EFBIG too. */
+static void test_write_errno(void)
+{
+    clog_t *c = open_log(0, NULL);
+    clog_batch_t b = { 0 };
+    uint64_t id;
+    struct rlimit saved;
+    file_size_limit(16 << 10, &saved);
+    int rc = clog_batch_add(c, &b, "abc", 3, &id, err, sizeof err);
+    file_size_limit(0, &saved);
+    TU_CHECK(rc == -1 && clog_write_errno(c) == EFBIG && strstr(err, "cannot pre-write") != NULL &&
+                 strstr(err, strerror(EFBIG)) != NULL,
+             "a segment past the file-size limit: rc %d, errno %d (%s), \"%s\" (want EFBIG)", rc, clog_write_errno(c),
+             strerror(clog_write_errno(c)), err);
+    clog_batch_free(&b);
+    clog_batch_t ok = { 0 };
+    rc = clog_batch_add(c, &ok, "abc", 3, &id, err, sizeof err);
+    TU_CHECK(rc == 0 && clog_write_errno(c) == 0, "the add without the limit: rc %d, errno %d: %s", rc,
+             clog_write_errno(c), err);
+    TU_CHECK(clog_append(c, &ok, err, sizeof err) == 0, "append: %s", err);
+    clog_batch_free(&ok);
+    clog_batch_t late = { 0 };
+    TU_REQUIRE(clog_batch_add(c, &late, "def", 3, &id, err, sizeof err) == 0, "add: %s", err);
+    file_size_limit(16, &saved); /* the batch lies past byte 16 of its segment */
+    rc = clog_append(c, &late, err, sizeof err);
+    file_size_limit(0, &saved);
+    TU_CHECK(rc == -1 && clog_write_errno(c) == EFBIG && strstr(err, "cannot append") != NULL,
+             "an append past the file-size limit: rc %d, errno %d, \"%s\" (want EFBIG)", rc, clog_write_errno(c), err);
+    clog_batch_free(&late);
+    clog_close(c);
+}
+
 static const tu_test_t clog_tests[] = {
     { "append, read, reopen", test_append_read_reopen },
     { "offsets raised to the floor", test_floor_raises_offsets },
@@ -631,6 +689,7 @@ static const tu_test_t clog_tests[] = {
     { "syncer thread", test_syncer_thread },
     { "abandon after a failed sync", test_abandon },
     { "bad inputs", test_bad_inputs },
+    { "a refused write keeps its errno", test_write_errno },
     { NULL, NULL },
 };
 

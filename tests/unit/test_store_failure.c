@@ -160,9 +160,13 @@ static void test_refused_append_closes_clean(void)
     TU_REQUIRE(
         rc == -1 && store_broken(s) && strstr(err, "cannot pre-write") != NULL && strstr(err, strerror(EFBIG)) != NULL,
         "a SEND whose record's segment cannot be written out: rc %d, broken %d, \"%s\"", rc, store_broken(s), err);
+    TU_CHECK(store_log_write_errno(s) == EFBIG,
+             "the break's errno: %d (%s), want EFBIG for the writer's full-disk test", store_log_write_errno(s),
+             strerror(store_log_write_errno(s)));
     rc = store_commit(s, err, sizeof err);
     TU_CHECK(rc == -1 && strstr(err, "cannot pre-write") != NULL && strstr(err, strerror(EFBIG)) != NULL,
              "the commit after it: rc %d, \"%s\" (want the break, naming the disk's error)", rc, err);
+    TU_CHECK(store_log_write_errno(s) == EFBIG, "the errno after the commit: %d", store_log_write_errno(s));
     unlimit_file_size(); /* the broker releases its disk reserve before the close */
     for (int i = 0; i < MAX_OPEN; i++)
         if (g_open[i] == s)

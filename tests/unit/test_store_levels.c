@@ -792,6 +792,67 @@ static void test_level_remainders_on_the_lane(void)
     CHECK_EQ_U64(tail2, tail);
 }
 
+/* A full remainder lane (lane_max_entries 4 here; 2^26 by default): a SEND
+ * whose first hop waits a remainder is refused naming the lane's count and
+ * limit, nothing written, and so is such a SEND's check in a run; a delay
+ * whose first hop is a whole level is taken. A due move whose next hop would
+ * wait on the full lane puts the message back on its level for another of the
+ * level's delay (late, never lost) without holding the level's head back: the
+ * lane's own remainders behind it on the same level leave at their due, and
+ * the message arrives a level's delay after it first came due. */
+static void test_level_lane_full(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.lane_max_entries = 4;
+    store_t *s = OPEN(&o);
+    uint64_t hop = SEND(s, "t", "hop", 0, 1500, T0, NULL); /* level 1 until +1000, then 500 ms on the lane */
+    for (int i = 0; i < 4; i++)
+        SEND(s, "t", "fill", 0, 600, T0 + 500, NULL); /* the lane at once, due +1100 */
+    int pending = store_pending(s);
+    char err[512] = "";
+    uint64_t id, due;
+    int rc = send_raw(s, "t", 1, "", 0, "late", 4, 0, 700, T0 + 500, &id, &due, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "the remainder lane holds 4 entries, its limit 4", "700 ms");
+    TU_CHECK(!store_broken(s) && store_pending(s) == pending, "the refusal broke the store (%d) or wrote (%d, was %d)",
+             store_broken(s), store_pending(s), pending);
+    store_send_req_t req = { .topic = "t", .topic_len = 1, .payload = "run", .payload_len = 3, .delay_ms = 700 };
+    store_send_check_t *c = store_send_check_new();
+    err[0] = '\0';
+    rc = store_send_check(s, c, &req, 0, err, sizeof err);
+    store_send_check_free(c);
+    CHECK_REFUSAL(rc, err, "the remainder lane holds 4 entries", "limit 4");
+    SEND(s, "t", "whole", 0, 1000, T0 + 500, NULL); /* level 1 exactly: no remainder, due +1500 */
+    COMMIT(s);
+    CHECK_STORE(s);
+
+    int ready = 0;
+    TU_CHECK(MOVE(s, T0 + 1000, 100, &ready) == 1 && ready == 0, "the hop at +1000: moved, not ready (%d)", ready);
+    COMMIT(s);
+    store_msg_view_t v;
+    REQUIRE_OK(store_msg_get(s, hop, 0, &v, err, sizeof err), err);
+    TU_CHECK(v.state == STORE_MSG_DELAYED && v.level == 1 && v.hop_due_ms == T0 + 2000 && v.msg.m.due_ms == T0 + 1500,
+             "the message whose hop found the lane full: state %d, level %d, hop due +%" PRIu64 ", due +%" PRIu64
+             " (want back on level 1 until +2000)",
+             (int)v.state, v.level, v.hop_due_ms - T0, v.msg.m.due_ms - T0);
+    store_msg_view_free(&v);
+    CHECK_EQ_U64(store_lane_full_hops(s), 1);
+    CHECK_STORE(s);
+    TU_CHECK(MOVE(s, T0 + 1100, 100, &ready) == 4 && ready == 4, "the lane's remainders at +1100: %d ready", ready);
+    TU_CHECK(MOVE(s, T0 + 1999, 100, &ready) == 1 && ready == 1, "'whole' at +1500: %d ready", ready);
+    TU_CHECK(MOVE(s, T0 + 2000, 100, &ready) == 1 && ready == 1, "the put-back message at +2000: %d ready", ready);
+    COMMIT(s);
+    GROUP_CREATE(s, "g", "t", 1, T0 + 2000);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 2000, m);
+    TU_CHECK(n == 6 && m[5].m.id == hop, "leased %d, the last %" PRIx64 " (want 6, the put-back one last)", n,
+             n > 0 ? m[n - 1].m.id : 0);
+    free_msgs(m, n);
+    SEND(s, "t", "again", 0, 600, T0 + 2000, NULL); /* the lane has room again */
+    COMMIT(s);
+    CHECK_STORE(s);
+}
+
 /* 1 when the data directory holds the commit-log segment at base. */
 static int segment_present(uint64_t base)
 {
@@ -853,6 +914,7 @@ static const tu_test_t level_tests[] = {
     { "a damaged level is skipped, the others move", test_level_damaged_skipped },
     { "each level's CQ equals its L range", test_level_cq_equals_l_range },
     { "remainders wait on the lane", test_level_remainders_on_the_lane },
+    { "a full remainder lane refuses the SEND and puts a due hop back", test_level_lane_full },
     { "a segment is kept while a message of it is delayed", test_level_segment_kept_while_delayed },
     { NULL, NULL },
 };

@@ -19,10 +19,14 @@
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void test_send_topic_names(void)
 {
@@ -375,7 +379,7 @@ static void test_send_check_run_dedup(void)
     uint64_t id, due;
     REQUIRE_OK(store_send(s, &live, T0, &id, &due, err, sizeof err), err);
     COMMIT(s);
-    REQUIRE_OK(store_send_run_begin(s, err, sizeof err), err);
+    REQUIRE_OK(store_send_run_begin(s, 0, err, sizeof err), err);
     store_send_check_t *c = store_send_check_new();
     store_send_req_t b = { .topic = "b", .topic_len = 1, .key = "j", .key_len = 1, .payload = "p", .payload_len = 1 };
     REQUIRE_OK(store_send_check(s, c, &b, 0, err, sizeof err), err);    /* new topic b: the 2nd */
@@ -569,6 +573,153 @@ static void test_send_larger_than_segment(void)
     CHECK_STORE(s);
 }
 
+/* ---- a run of SENDs lands in one batch (MULTI/EXEC) ---- */
+
+enum {
+    RUN_SEGMENT = 1 << 20,
+    RUN_PAYLOAD = 32 << 10,
+    RUN_SENDS = 8 /* 256 KiB of payload: with the level copies and a quarter segment, ~800 KiB of one segment */
+};
+
+static char run_payload[RUN_PAYLOAD];
+
+static void run_options(store_options_t *o)
+{
+    opts_default(o);
+    o->segment_bytes = RUN_SEGMENT;
+}
+
+/* Committed SENDs of topic "fill" until the log is past the middle of a
+ * segment: less room is left there than the run takes. 0, or -1 with err. */
+static int fill_past_half_segment(store_t *s, char *err, size_t errlen)
+{
+    memset(run_payload, 'r', sizeof run_payload);
+    for (int i = 0; i < 64; i++) {
+        uint64_t id, due;
+        if (send_raw(s, "fill", 4, "", 0, run_payload, RUN_PAYLOAD, 0, 0, T0, &id, &due, err, errlen) != 0 ||
+            store_commit(s, err, errlen) != 0) {
+            return -1;
+        }
+        if (id % RUN_SEGMENT >= RUN_SEGMENT / 2) {
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "64 SENDs did not pass the middle of a segment");
+    return -1;
+}
+
+/* The run: store_send_run_begin with its bytes, then RUN_SENDS SENDs of
+ * topic "run", ids into ids (may be NULL). 0, or -1 with err. */
+static int send_run(store_t *s, uint64_t *ids, char *err, size_t errlen)
+{
+    store_send_req_t r = {
+        .topic = "run", .topic_len = 3, .key = "", .key_len = 0, .payload = run_payload, .payload_len = RUN_PAYLOAD
+    };
+    uint64_t bytes = 0;
+    for (int i = 0; i < RUN_SENDS; i++)
+        bytes += store_send_run_bytes(&r);
+    if (store_send_run_begin(s, bytes, err, errlen) != 0)
+        return -1;
+    for (int i = 0; i < RUN_SENDS; i++) {
+        uint64_t id, due;
+        if (store_send(s, &r, T0, &id, &due, err, errlen) != 0)
+            return -1;
+        if (ids != NULL)
+            ids[i] = id;
+    }
+    return 0;
+}
+
+/* The messages of topic "run" the store holds (its log's appended count). */
+static uint64_t run_stored(store_t *s)
+{
+    store_topic_info_t ti;
+    return store_topic_info(s, "run", 3, &ti) == 1 ? ti.appended : 0;
+}
+
+/* A run of SENDs that must be stored all or none (MULTI/EXEC), begun past
+ * the middle of a 1 MiB segment whose rest cannot hold it, asks for its whole
+ * room at store_send_run_begin and lands in the next segment as one batch: a
+ * process killed after the run's SENDs and before their commit leaves none of
+ * them (with each SEND asking its own room, the first three or four filled
+ * the segment's rest, the next committed them to make room, and the kill kept
+ * those); a run committed the same way after a reopen keeps all of them, every
+ * id in one segment. */
+static void test_send_run_one_segment(void)
+{
+    store_options_t o;
+    run_options(&o);
+    fflush(NULL);
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        char err[512] = "";
+        store_t *c = NULL;
+        if (store_open(&o, T0, &c, err, sizeof err) != 0 || fill_past_half_segment(c, err, sizeof err) != 0 ||
+            send_run(c, NULL, err, sizeof err) != 0) {
+            fprintf(stderr, "crash child: %s\n", err);
+            _exit(3);
+        }
+        kill(getpid(), SIGKILL); /* after the run's SENDs, before their commit */
+        _exit(4);
+    }
+    int status = 0;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+    TU_REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child failed (status %d)", status);
+    store_t *s = OPEN(&o);
+    uint64_t kept = run_stored(s);
+    TU_CHECK(kept == 0, "a kill after the run's SENDs kept %" PRIu64 " of its %d messages (all or none)", kept,
+             RUN_SENDS);
+    char err[512] = "";
+    uint64_t ids[RUN_SENDS];
+    REQUIRE_OK(fill_past_half_segment(s, err, sizeof err), err);
+    REQUIRE_OK(send_run(s, ids, err, sizeof err), err);
+    COMMIT(s);
+    for (int i = 1; i < RUN_SENDS; i++)
+        TU_CHECK(ids[i] / RUN_SEGMENT == ids[0] / RUN_SEGMENT,
+                 "SEND %d of the run is in segment %" PRIu64 ", the first in %" PRIu64, i + 1, ids[i] / RUN_SEGMENT,
+                 ids[0] / RUN_SEGMENT);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN(&o);
+    kept = run_stored(s);
+    TU_CHECK(kept == RUN_SENDS, "the committed run: %" PRIu64 " of %d messages stored", kept, RUN_SENDS);
+    CHECK_STORE(s);
+}
+
+/* A run no segment holds (5 MiB of SENDs, 1 MiB segments) is refused at
+ * store_send_run_begin naming the bytes it needs, the segment size and the
+ * segment size to set; nothing is written and the store stays usable. */
+static void test_send_run_larger_than_segment(void)
+{
+    store_options_t o;
+    run_options(&o);
+    store_t *s = OPEN(&o);
+    char err[768] = "";
+    SEND(s, "before", "x", 0, 0, T0, NULL);
+    int pending = store_pending(s);
+    store_send_req_t r = {
+        .topic = "big", .topic_len = 3, .key = "", .key_len = 0, .payload = run_payload, .payload_len = RUN_PAYLOAD
+    };
+    uint64_t bytes = 0;
+    for (int i = 0; i < 160; i++)
+        bytes += store_send_run_bytes(&r);
+    int rc = store_send_run_begin(s, bytes, err, sizeof err);
+    char size[64];
+    snprintf(size, sizeof size, "are %d bytes", RUN_SEGMENT);
+    TU_CHECK(rc == -1 && strstr(err, size) != NULL && strstr(err, "commit-log segment") != NULL &&
+                 strstr(err, "set commitlog-segment-size to at least ") != NULL,
+             "a run of 160 SENDs of %d bytes into %d-byte segments: rc %d, \"%s\" (want the sizes and what to set)",
+             RUN_PAYLOAD, RUN_SEGMENT, rc, err);
+    TU_CHECK(!store_broken(s) && store_pending(s) == pending, "the refusal broke the store (%d) or wrote (%d, was %d)",
+             store_broken(s), store_pending(s), pending);
+    COMMIT(s);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "big", 3, &ti) == 0, "the refused run made its topic");
+    TU_CHECK(store_topic_info(s, "before", 6, &ti) == 1 && ti.appended == 1, "the SEND before the run was lost");
+    CHECK_STORE(s);
+}
+
 static const tu_test_t send_tests[] = {
     { "topic names", test_send_topic_names },
     { "key limit", test_send_key_limit },
@@ -583,6 +734,8 @@ static const tu_test_t send_tests[] = {
     { "store_break drops the pending batch", test_send_break_drops_batch },
     { "a message's id is its record's offset in the commit log", test_send_ids_are_records },
     { "a message larger than a segment holds is refused naming the sizes", test_send_larger_than_segment },
+    { "a run of SENDs near a segment's end lands whole in the next", test_send_run_one_segment },
+    { "a run of SENDs no segment holds is refused naming the sizes", test_send_run_larger_than_segment },
     { NULL, NULL },
 };
 
