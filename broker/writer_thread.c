@@ -255,7 +255,9 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
         }
         w->reopen_quiet = 0; /* the reopen that succeeds after this says so */
         set_broken(w, err);
-        if (diskguard_is_full_error(err)) {
+        /* No store to ask: store_open's text is whole here (a long data
+         * directory is shortened in it, so the cause fits this buffer). */
+        if (store_failure_text_full(err)) {
             w->reopen_failed_free = free_bytes == UINT64_MAX ? 1 : free_bytes + 1;
         }
         return;
@@ -500,7 +502,8 @@ static void commit_pending(writer_t *w, job_list_t *done)
         for (job_t *j = done->head; j; j = j->next) {
             fail_job(j, err);
         }
-        if (diskguard_is_full_error(err) && !w->disk_full) {
+        /* the store's fact, decided on LevelDB's whole error: this text may be cut */
+        if (store_last_failure_full(w->store) && !w->disk_full) {
             uint64_t released = diskguard_ballast_release(w->opts->path);
             w->disk_full = 1;
             w->stats.disk_full = 1;

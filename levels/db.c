@@ -156,7 +156,7 @@ static void flush_records(store_t *s)
     }
 }
 
-int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
+int store_write_batch(store_t *s, int sync, int *full, char *dberr, size_t dberrlen)
 {
     flush_records(s);
     char *e = NULL;
@@ -166,7 +166,10 @@ int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
     }
     leveldb_write(s->db, sync ? s->wopt_sync : s->wopt_nosync, s->batch, &e);
     if (e != NULL) {
-        err_set(dberr, dberrlen, "%s", e);
+        if (full != NULL) {
+            *full = store_failure_text_full(e); /* on the whole text: no buffer cut it yet */
+        }
+        store_failure_text(e, s->path, dberr, dberrlen);
         leveldb_free(e);
         return -1;
     }
@@ -181,6 +184,16 @@ int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
     s->persisted_seq = s->next_seq;
     idx_batch_written(s);
     return 0;
+}
+
+/* A write LevelDB refused (dberr: its error, path shortened; full: it said
+ * no room): the store is broken, and err says why. */
+static int write_failed(store_t *s, int full, const char *dberr, char *err, size_t errlen)
+{
+    char why[sizeof s->broken_err];
+    snprintf(why, sizeof why, "write to %s failed: %s", s->path_shown, dberr);
+    store_break_as(s, full, why);
+    return err_set(err, errlen, "%s", s->broken_err);
 }
 
 int store_commit(store_t *s, char *err, size_t errlen)
@@ -202,11 +215,10 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen)
          * synced write of one small record syncs the whole log. */
         put_seq(s);
     }
-    char dberr[256];
-    if (store_write_batch(s, sync, dberr, sizeof dberr) != 0) {
-        s->broken = 1;
-        snprintf(s->broken_err, sizeof s->broken_err, "write to %s failed: %s", s->path, dberr);
-        return err_set(err, errlen, "%s", s->broken_err);
+    char dberr[384];
+    int full = 0;
+    if (store_write_batch(s, sync, &full, dberr, sizeof dberr) != 0) {
+        return write_failed(s, full, dberr, err, errlen);
     }
     s->unsynced = s->opt.sync && !sync;
     return 0;
@@ -227,10 +239,11 @@ int store_check_writable(store_t *s, char *err, size_t errlen)
     leveldb_write(s->db, s->wopt_nosync, empty, &e);
     leveldb_writebatch_destroy(empty);
     if (e != NULL) {
-        s->broken = 1;
-        snprintf(s->broken_err, sizeof s->broken_err, "write to %s failed: %s", s->path, e);
+        char dberr[384];
+        int full = store_failure_text_full(e);
+        store_failure_text(e, s->path, dberr, sizeof dberr);
         leveldb_free(e);
-        return err_set(err, errlen, "%s", s->broken_err);
+        return write_failed(s, full, dberr, err, errlen);
     }
     return 0;
 }
@@ -279,11 +292,22 @@ int store_broken(const store_t *s)
 
 void store_break(store_t *s, const char *why)
 {
+    store_break_as(s, 0, why);
+}
+
+void store_break_as(store_t *s, int full, const char *why)
+{
     if (s->broken) {
         return;
     }
     s->broken = 1;
+    s->broken_full = full;
     snprintf(s->broken_err, sizeof s->broken_err, "%s", why);
+}
+
+int store_last_failure_full(const store_t *s)
+{
+    return s->broken && s->broken_full;
 }
 
 int store_fail_half_way(store_t *s, int pending_before, const char *what, char *err, size_t errlen)
@@ -308,9 +332,10 @@ int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *er
     char *e = NULL;
     *val = leveldb_get(s->db, s->ropt, k->b, k->n, vlen, &e);
     if (e != NULL) {
-        err_set(err, errlen, "read from %s failed: %s", s->path, e);
+        char dberr[384];
+        store_failure_text(e, s->path, dberr, sizeof dberr);
         leveldb_free(e);
-        return -1;
+        return err_set(err, errlen, "read from %s failed: %s", s->path_shown, dberr);
     }
     return *val != NULL;
 }
