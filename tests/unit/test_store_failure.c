@@ -1,7 +1,8 @@
 /*
  * tests/unit/test_store_failure.c — CUnit suites "failure", "logsync" of the
  * store package behind levels/store.h (DESIGN §1–3), through its public calls:
- * a commit that fails (the store refuses all after), torn writes at the log's
+ * a commit that fails (the store refuses all after; a full disk's failure
+ * known as such, however long the directory's path), torn writes at the log's
  * end cut on open and damage inside it refused; the log-sync thread
  * (levels/logsync.h).
  *
@@ -297,12 +298,127 @@ static void test_open_refuses_damaged_log_middle(void)
         store_close(s, NULL, 0);
 }
 
+/* Make dir (inside g_dir) a chain of nested directories at least min bytes
+ * long, each created; the last component ("data") is left for the store. */
+static void long_data_dir(char *dir, size_t len, size_t min)
+{
+    size_t n = (size_t)snprintf(dir, len, "%s", g_dir);
+    for (int depth = 0; n < min; depth++) {
+        n += (size_t)snprintf(dir + n, len - n, "/nested directory to make the path long %02d", depth);
+        TU_REQUIRE(n < len && mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+    }
+    snprintf(dir + n, len - n, "/data");
+}
+
+/* A commit past the file size limit (EFBIG: "File too large", the kind of
+ * failure a full disk is) in a data directory whose path is over 300 bytes,
+ * with blanks in it: the store remembers the failure as a full disk's
+ * (store_last_failure_full), and its error keeps the cause, the directory
+ * shown shortened (one word, starting as the directory does). Before, the
+ * 256-byte buffer that received LevelDB's "IO error: <dir>/000005.log: File
+ * too large" cut it inside the path, and the writer, which read the cause
+ * from that text, did not see a full disk. */
+static void test_full_failure_long_dir(void)
+{
+    char dir[800];
+    long_data_dir(dir, sizeof dir, 300);
+    store_options_t o;
+    opts_default(&o);
+    o.path = dir;
+    store_t *s = OPEN(&o);
+    SEND(s, "t", "committed", 0, 0, T0, NULL);
+    COMMIT(s);
+    TU_CHECK(!store_last_failure_full(s), "a store that never failed says its last failure was a full disk's");
+
+    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
+    struct rlimit lim = g_fsize_saved;
+    lim.rlim_cur = 1 << 20; /* the log holds a few KiB: the next 1 MiB write passes the limit */
+    signal(SIGXFSZ, SIG_IGN);
+    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    g_fsize_set = 1;
+    static char big[1 << 20];
+    memset(big, 'b', sizeof big);
+    char err[512] = "";
+    uint64_t id, due;
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, big, sizeof big, 0, 0, T0 + 1, &id, &due, err, sizeof err), err);
+    int rc = store_commit(s, err, sizeof err);
+    setrlimit(RLIMIT_FSIZE, &g_fsize_saved);
+    g_fsize_set = 0;
+    signal(SIGXFSZ, SIG_DFL);
+    TU_CHECK(rc == -1 && store_broken(s), "commit past the file size limit: rc %d broken %d", rc, store_broken(s));
+    TU_CHECK(store_last_failure_full(s), "a commit refused with EFBIG in a %zu-byte directory is not a full disk's: %s",
+             strlen(dir), err);
+    TU_CHECK(strstr(err, strerror(EFBIG)) != NULL, "the commit's error lost its cause: \"%s\"", err);
+    char shown[STORE_PATH_SHOWN_MAX + 1];
+    store_path_shown(dir, shown, sizeof shown);
+    TU_CHECK(strstr(err, shown) != NULL && strstr(err, dir) == NULL,
+             "the commit's error does not show the directory shortened (%s): \"%s\"", shown, err);
+    /* later refusals carry the break's text, and the fact stays */
+    err[0] = '\0';
+    CHECK_REFUSAL(store_commit(s, err, sizeof err), err, "reopen", strerror(EFBIG));
+    TU_CHECK(store_last_failure_full(s), "the fact went with a later refusal");
+    CLOSE_BROKEN(&s, "reopen");
+
+    /* a break for another reason is not a full disk's */
+    s = OPEN(&o);
+    store_break(s, "a run of SENDs failed half-way");
+    TU_CHECK(store_broken(s) && !store_last_failure_full(s), "store_break is taken for a full disk");
+    CLOSE_BROKEN(&s, "half-way");
+}
+
+/* Which errnos and texts mean no room, and how a long path is shown. */
+static void test_failure_kind_and_text(void)
+{
+    TU_CHECK(store_failure_errno_full(ENOSPC) && store_failure_errno_full(EFBIG) && store_failure_errno_full(EDQUOT),
+             "ENOSPC, EFBIG or EDQUOT is not a full disk");
+    TU_CHECK(!store_failure_errno_full(EIO) && !store_failure_errno_full(EACCES) && !store_failure_errno_full(0),
+             "EIO, EACCES or 0 taken for a full disk");
+    char text[256];
+    snprintf(text, sizeof text, "IO error: /d/000005.log: %s", strerror(ENOSPC));
+    TU_CHECK(store_failure_text_full(text), "\"%s\" is not a full disk", text);
+    snprintf(text, sizeof text, "IO error: /d/000005.log: %s", strerror(EDQUOT));
+    TU_CHECK(store_failure_text_full(text), "\"%s\" is not a full disk", text);
+    TU_CHECK(!store_failure_text_full("IO error: /d/000005.log: Input/output error") && !store_failure_text_full(NULL),
+             "EIO's text or NULL taken for a full disk");
+
+    /* a short path is shown whole, and a text naming it is unchanged */
+    char out[512], shown[STORE_PATH_SHOWN_MAX + 1];
+    TU_CHECK(strcmp(store_path_shown("/var/lib/hourglass", shown, sizeof shown), "/var/lib/hourglass") == 0,
+             "a short path shown as %s", shown);
+    store_failure_text("IO error: /var/lib/hourglass/LOCK: busy", "/var/lib/hourglass", out, sizeof out);
+    TU_CHECK(strcmp(out, "IO error: /var/lib/hourglass/LOCK: busy") == 0, "a short path's text became \"%s\"", out);
+
+    /* a 4000-byte path: head and tail around "...", one word, each occurrence replaced, the cause kept */
+    static char path[4001], longtext[8200];
+    memset(path, 'p', 4000);
+    path[0] = '/';
+    path[1000] = ' ';
+    memcpy(path + 3990, "/last-part", 10);
+    path[4000] = '\0';
+    store_path_shown(path, shown, sizeof shown);
+    TU_CHECK(strlen(shown) <= STORE_PATH_SHOWN_MAX && shown[0] == '/' && strstr(shown, "...") != NULL &&
+                 strstr(shown, "/last-part") != NULL && strchr(shown, ' ') == NULL,
+             "a 4000-byte path shown as \"%s\"", shown);
+    snprintf(longtext, sizeof longtext, "IO error: %s/000005.log and %s/LOCK: %s", path, path, strerror(ENOSPC));
+    store_failure_text(longtext, path, out, sizeof out);
+    char want[512];
+    snprintf(want, sizeof want, "IO error: %s/000005.log and %s/LOCK: %s", shown, shown, strerror(ENOSPC));
+    TU_CHECK(strcmp(out, want) == 0, "the text became \"%s\", want \"%s\"", out, want);
+    TU_CHECK(store_failure_text_full(out), "the shortened text lost its cause: \"%s\"", out);
+    /* a buffer too small for the text still ends it */
+    char tiny[16];
+    store_failure_text(longtext, path, tiny, sizeof tiny);
+    TU_CHECK(strlen(tiny) == sizeof tiny - 1 && strncmp(tiny, "IO error: /", 11) == 0, "a 16-byte cut: \"%s\"", tiny);
+}
+
 static const tu_test_t failure_tests[] = {
     { "commit failure breaks the store", test_commit_failure_breaks_store },
     { "a torn write at the log's end is cut", test_open_cuts_torn_log_end },
     { "a torn write before an empty newer log is cut", test_open_cuts_torn_end_before_empty_log },
     { "damage inside the log is refused, not cut", test_open_refuses_damaged_log_middle },
     { "a torn record in fragments is cut, not one with a whole record after it", test_open_torn_fragments },
+    { "a full disk is a fact, however long the directory's path", test_full_failure_long_dir },
+    { "which failures are a full disk's; a long path shown short", test_failure_kind_and_text },
     { NULL, NULL },
 };
 
