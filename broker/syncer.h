@@ -55,6 +55,10 @@ uint64_t syncer_synced_mark(syncer_t *sy);
 /* 1 and the cause when a sync failed since the last reset. */
 int syncer_failed(syncer_t *sy, char *why, size_t whylen);
 
+/* 1 when the failed sync (syncer_failed) failed for want of space: ENOSPC,
+ * EFBIG or EDQUOT from fdatasync (logsync_failed_full). */
+int syncer_failed_full(syncer_t *sy);
+
 /* After the store was reopened: sync normally again. */
 void syncer_reset(syncer_t *sy);
 
