@@ -22,9 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <dirent.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* =========================================================== suite: failure */
@@ -41,12 +39,7 @@ static void test_commit_failure_breaks_store(void)
 
     long long biggest = file_bytes(g_data, "", 1);
     TU_REQUIRE(biggest >= 0, "cannot list %s", g_data);
-    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
-    struct rlimit lim = g_fsize_saved;
-    lim.rlim_cur = (rlim_t)biggest + 4096;
-    signal(SIGXFSZ, SIG_IGN); /* get EFBIG instead of a core dump */
-    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
-    g_fsize_set = 1;
+    disk_full_at((rlim_t)biggest + 4096);
 
     static char big[1 << 20];
     memset(big, 'b', sizeof big);
@@ -60,9 +53,7 @@ static void test_commit_failure_breaks_store(void)
     char first_err[512];
     snprintf(first_err, sizeof first_err, "%s", err);
 
-    setrlimit(RLIMIT_FSIZE, &g_fsize_saved); /* the disk has room again: still broken */
-    g_fsize_set = 0;
-    signal(SIGXFSZ, SIG_DFL);
+    disk_room_again(); /* the disk has room again: still broken */
     err[0] = '\0';
     CHECK_REFUSAL(send_raw(s, "t", 1, "", 0, "x", 1, 0, 0, T0 + 2, &id, &due, err, sizeof err), err, "reopen", NULL);
     msg_owned_t m[4];
@@ -330,21 +321,14 @@ static void test_full_failure_long_dir(void)
     COMMIT(s);
     TU_CHECK(!store_last_failure_full(s), "a store that never failed says its last failure was a full disk's");
 
-    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
-    struct rlimit lim = g_fsize_saved;
-    lim.rlim_cur = 1 << 20; /* the log holds a few KiB: the next 1 MiB write passes the limit */
-    signal(SIGXFSZ, SIG_IGN);
-    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
-    g_fsize_set = 1;
+    disk_full_at(1 << 20); /* the log holds a few KiB: the next 1 MiB write passes the limit */
     static char big[1 << 20];
     memset(big, 'b', sizeof big);
     char err[512] = "";
     uint64_t id, due;
     REQUIRE_OK(send_raw(s, "t", 1, "", 0, big, sizeof big, 0, 0, T0 + 1, &id, &due, err, sizeof err), err);
     int rc = store_commit(s, err, sizeof err);
-    setrlimit(RLIMIT_FSIZE, &g_fsize_saved);
-    g_fsize_set = 0;
-    signal(SIGXFSZ, SIG_DFL);
+    disk_room_again();
     TU_CHECK(rc == -1 && store_broken(s), "commit past the file size limit: rc %d broken %d", rc, store_broken(s));
     TU_CHECK(store_last_failure_full(s), "a commit refused with EFBIG in a %zu-byte directory is not a full disk's: %s",
              strlen(dir), err);
