@@ -1,6 +1,6 @@
 /*
- * broker/diskguard.c — the reserve file, free space, and the disk-full test
- * of a storage error (see diskguard.h for why).
+ * broker/diskguard.c — the reserve file and free space (see diskguard.h for
+ * why).
  *
  * Thread: the storage thread (and main before it starts).
  */
@@ -15,17 +15,6 @@
 #include <unistd.h>
 
 #include "base/err.h"
-
-int diskguard_is_full_errno(int e)
-{
-    return e == ENOSPC || e == EFBIG || e == EDQUOT;
-}
-
-int diskguard_is_full_error(const char *msg)
-{
-    return msg != NULL && (strstr(msg, strerror(ENOSPC)) != NULL || strstr(msg, strerror(EFBIG)) != NULL ||
-                           strstr(msg, strerror(EDQUOT)) != NULL);
-}
 
 uint64_t diskguard_free_bytes(const char *dir)
 {

@@ -1,7 +1,8 @@
 /*
  * broker/diskguard.h — the data directory's disk: a reserve ("ballast") file
- * that a full disk can be given back, free space, and telling a full disk
- * from other write failures.
+ * that a full disk can be given back, and free space. (Which failures mean a
+ * full disk the store says: store_last_failure_full, store_failure_text_full
+ * in levels/store.h.)
  *
  * Why: when the disk fills, LevelDB's write fails and the store must be
  * reopened (its in-memory state may be ahead of the disk); reopening needs a
@@ -21,15 +22,6 @@
 #include <stdint.h>
 
 #define DISKGUARD_BALLAST "BALLAST" /* the reserve file's name inside the data directory */
-
-/* 1 when an errno means the disk (or a file size or quota limit) is full:
- * ENOSPC, EFBIG, EDQUOT — how the commit log's refused writes are told
- * (store_log_write_errno). */
-int diskguard_is_full_errno(int e);
-
-/* 1 when a storage error message means the disk is full: those errnos as
- * LevelDB words them (its C API reports a message only). */
-int diskguard_is_full_error(const char *msg);
 
 /* Free bytes for an unprivileged writer on the file system of dir
  * (statvfs f_bavail); UINT64_MAX when it cannot be read. */

@@ -39,6 +39,7 @@ struct syncer {
     uint64_t queued_mark; /* the largest mark queued */
     int stop;
     int failed;
+    int failed_full; /* that failure was for want of space (syncer_failed_full) */
     char failed_msg[512];
 
     prom_hist_t fsync_seconds; /* under mu: each fdatasync's duration */
@@ -115,10 +116,19 @@ int syncer_failed(syncer_t *sy, char *why, size_t whylen)
     return failed;
 }
 
+int syncer_failed_full(syncer_t *sy)
+{
+    pthread_mutex_lock(&sy->mu);
+    int full = sy->failed && sy->failed_full;
+    pthread_mutex_unlock(&sy->mu);
+    return full;
+}
+
 void syncer_reset(syncer_t *sy)
 {
     pthread_mutex_lock(&sy->mu);
     sy->failed = 0;
+    sy->failed_full = 0;
     pthread_mutex_unlock(&sy->mu);
 }
 
@@ -168,9 +178,11 @@ static void *syncer_main(void *arg)
         if (!failed) {
             uint64_t t0 = clock_mono_us();
             char err[512];
-            if (sy->sync(sy->sync_ctx, err, sizeof err) != 0) {
+            int full = 0;
+            if (sy->sync(sy->sync_ctx, &full, err, sizeof err) != 0) {
                 pthread_mutex_lock(&sy->mu);
                 sy->failed = 1;
+                sy->failed_full = full;
                 snprintf(sy->failed_msg, sizeof sy->failed_msg, "%s", err);
                 pthread_mutex_unlock(&sy->mu);
                 failed = 1;

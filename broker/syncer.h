@@ -41,8 +41,9 @@ typedef struct syncer syncer_t;
 typedef void (*syncer_post_fn)(void *ctx, job_t *head, job_t *tail, size_t n);
 
 /* Make everything written so far durable (the store's commit log:
- * store_log_sync). Runs on the syncer thread. 0, or -1 with err. */
-typedef int (*syncer_sync_fn)(void *ctx, char *err, size_t errlen);
+ * store_log_sync). Runs on the syncer thread. 0, or -1 with err and *full
+ * set to 1 when the failure was for want of space (syncer_failed_full). */
+typedef int (*syncer_sync_fn)(void *ctx, int *full, char *err, size_t errlen);
 
 /* A syncer that makes writes durable with sync(sync_ctx). Never fails (aborts on OOM). */
 syncer_t *syncer_new(syncer_sync_fn sync, void *sync_ctx, syncer_post_fn post, void *ctx);
@@ -60,6 +61,10 @@ uint64_t syncer_synced_mark(syncer_t *sy);
 
 /* 1 and the cause when a sync failed since the last reset. */
 int syncer_failed(syncer_t *sy, char *why, size_t whylen);
+
+/* 1 when the failed sync (syncer_failed) failed for want of space: ENOSPC,
+ * EFBIG or EDQUOT from fdatasync (logsync_failed_full). */
+int syncer_failed_full(syncer_t *sy);
 
 /* After the store was reopened: sync normally again. */
 void syncer_reset(syncer_t *sy);

@@ -17,8 +17,10 @@
 #include "broker/writer.h"
 #include "broker/writer_internal.h"
 #include "base/alloc.h"
+#include "base/err.h"
 #include "base/map.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -111,13 +113,17 @@ void writer_set_synced_store(writer_t *w, store_t *store, int log_synced)
 
 /* The syncer's sync function (syncer thread): the commit log of the store
  * open now. The lock keeps the storage thread from closing it meanwhile. */
-static int sync_store_log(void *ctx, char *err, size_t errlen)
+static int sync_store_log(void *ctx, int *full, char *err, size_t errlen)
 {
     writer_t *w = ctx;
     pthread_mutex_lock(&w->store_mu);
-    int rc = w->synced_store != NULL ? store_log_sync(w->synced_store, err, errlen)
-             : w->closed_synced      ? 0 /* the storage thread synced it before it closed it */
-                                     : (snprintf(err, errlen, "the store is closed (being reopened)"), -1);
+    int rc = 0;
+    if (w->synced_store != NULL) {
+        rc = store_log_sync(w->synced_store, err, errlen);
+        *full = rc != 0 && store_failure_errno_full(errno); /* the fdatasync's errno (store_log_sync's contract) */
+    } else if (!w->closed_synced) { /* closed_synced: the storage thread synced it before it closed it */
+        rc = err_set(err, errlen, "the store is closed (being reopened)");
+    }
     pthread_mutex_unlock(&w->store_mu);
     return rc;
 }

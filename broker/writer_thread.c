@@ -259,7 +259,9 @@ static void reopen_store(writer_t *w, const char *why, int sync_failed)
         }
         w->reopen_quiet = 0; /* the reopen that succeeds after this says so */
         set_broken(w, err);
-        if (diskguard_is_full_error(err)) {
+        /* No store to ask: store_open's text is whole here (a long data
+         * directory is shortened in it, so the cause fits this buffer). */
+        if (store_failure_text_full(err)) {
             w->reopen_failed_free = free_bytes == UINT64_MAX ? 1 : free_bytes + 1;
         }
         return;
@@ -480,6 +482,24 @@ static void hand_to_syncer(writer_t *w, job_list_t *done)
     }
 }
 
+/* A write failed for want of space (why: its error): give the disk reserve
+ * back, so that the store can reopen, and refuse writes until check_disk
+ * finds the space back. Once per episode: a no-op while the disk is full. */
+static void disk_full_begin(writer_t *w, const char *why)
+{
+    if (w->disk_full) {
+        return;
+    }
+    uint64_t released = diskguard_ballast_release(w->opts->path);
+    w->disk_full = 1;
+    w->stats.disk_full = 1;
+    w->stats.disk_full_events++;
+    w->next_disk_check_mono = clock_mono_ms() + DISK_CHECK_MS;
+    log_error("disk full: %s; writes are refused until %llu bytes are free (released the %llu-byte disk reserve so "
+              "that the store can reopen)",
+              why, (unsigned long long)writer_disk_resume_bytes(w), (unsigned long long)released);
+}
+
 /* Commit what is pending (timed) — fsynced when a job of this batch made a
  * promise (CMD_DURABLE), else written without fsync; with a syncer always
  * written without fsync here, the syncer syncs; on failure answer every
@@ -511,18 +531,9 @@ static void commit_pending(writer_t *w, job_list_t *done)
         for (job_t *j = done->head; j; j = j->next) {
             fail_job(j, err);
         }
-        /* the commit log's refusal by its errno (its message may be cut short: two paths and a cause in 512
-           bytes), LevelDB's by its message */
-        int full = diskguard_is_full_errno(store_log_write_errno(w->store)) || diskguard_is_full_error(err);
-        if (full && !w->disk_full) {
-            uint64_t released = diskguard_ballast_release(w->opts->path);
-            w->disk_full = 1;
-            w->stats.disk_full = 1;
-            w->stats.disk_full_events++;
-            w->next_disk_check_mono = clock_mono_ms() + DISK_CHECK_MS;
-            log_error("disk full: %s; writes are refused until %llu bytes are free (released the %llu-byte disk "
-                      "reserve so that the store can reopen)",
-                      err, (unsigned long long)writer_disk_resume_bytes(w), (unsigned long long)released);
+        /* the store's fact, decided on LevelDB's whole error: this text may be cut */
+        if (store_last_failure_full(w->store)) {
+            disk_full_begin(w, err);
         }
         reopen_store(w, err, 0);
     }
@@ -715,6 +726,9 @@ void *writer_main(void *arg)
         char why[512];
         if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
             w->stats.commit_failures++;
+            if (syncer_failed_full(w->syncer)) { /* its errno, not its text */
+                disk_full_begin(w, why);
+            }
             reopen_store(w, why, 1); /* an fsync failed: what the kernel holds is suspect */
         }
         if (w->store == NULL) {

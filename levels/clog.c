@@ -572,13 +572,13 @@ int clog_sync(clog_t *c, char *err, size_t errlen)
         }
     }
     pthread_mutex_unlock(&c->lock);
-    int rc = 0;
+    int rc = 0, e = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (fdatasync(fds[i]) != 0) {
+            e = errno;
             char path[PATH_MAX];
             clog_seg_path(c, bases[i], path, sizeof path);
-            rc =
-                err_set(err, errlen, "%s: cannot fdatasync (the segment must be abandoned): %s", path, strerror(errno));
+            rc = err_set(err, errlen, "%s: cannot fdatasync (the segment must be abandoned): %s", path, strerror(e));
         }
     }
     free(fds);
@@ -588,6 +588,7 @@ int clog_sync(clog_t *c, char *err, size_t errlen)
         while (cur < w && !atomic_compare_exchange_weak(&c->durable, &cur, w)) {
         }
     }
+    errno = rc != 0 ? e : errno; /* the failed fdatasync's: ENOSPC tells a full disk (contract) */
     return rc;
 }
 

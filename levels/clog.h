@@ -179,8 +179,9 @@ int clog_write_errno(const clog_t *c);
 
 /* Make everything appended so far durable (fdatasync of every segment
  * written since the last sync); the syncer thread may call it while the
- * owner appends. Returns 0, or -1 with err naming the file (after a failed
- * fdatasync the segment must be abandoned, design §3). */
+ * owner appends. Returns 0, or -1 with err naming the file and errno the
+ * failed fdatasync's (ENOSPC, EDQUOT: a full disk; after a failed fdatasync
+ * the segment must be abandoned, design §3). */
 int clog_sync(clog_t *c, char *err, size_t errlen);
 
 /* After a failed clog_sync (design §3 "fsyncgate": the kernel may have

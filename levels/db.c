@@ -182,7 +182,7 @@ static void flush_records(store_t *s)
 }
 
 /* Before the redo opens (a new directory's meta records): the batch straight into LevelDB. */
-static int write_leveldb_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
+static int write_leveldb_batch(store_t *s, int sync, int *full, char *dberr, size_t dberrlen)
 {
     char *e = NULL;
     if (s->key_it != NULL) { /* it would not see this write */
@@ -191,7 +191,10 @@ static int write_leveldb_batch(store_t *s, int sync, char *dberr, size_t dberrle
     }
     leveldb_write(s->db, sync ? s->wopt_sync : s->wopt_nosync, s->batch, &e);
     if (e != NULL) {
-        err_set(dberr, dberrlen, "%s", e);
+        if (full != NULL) {
+            *full = store_failure_text_full(e); /* on the whole text: no buffer cut it yet */
+        }
+        store_failure_text(e, s->path, dberr, dberrlen);
         leveldb_free(e);
         return -1;
     }
@@ -207,25 +210,32 @@ static int write_leveldb_batch(store_t *s, int sync, char *dberr, size_t dberrle
 /* Through the log: appended, its LevelDB writes held; synced and applied in
  * the same call when sync asks it (store_log_append), or right after when the
  * unsynced log reaches STORE_HELD_MAX_BYTES (held batches are memory). */
-static int write_log_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
+static int write_log_batch(store_t *s, int sync, int *full, char *dberr, size_t dberrlen)
 {
     if (store_log_append(s, sync, dberr, dberrlen) != 0) {
+        if (full != NULL) {
+            *full = store_log_failure_full(s, dberr);
+        }
         return -1;
     }
     if (s->batch_bytes > STORE_BATCH_KEEP_BYTES) { /* its buffer keeps its capacity, as LevelDB's does */
         clog_batch_free(&s->log_batch.log);
     }
-    if (!sync && store_log_unsynced_bytes(s) >= STORE_HELD_MAX_BYTES) {
-        return store_log_make_durable(s, dberr, dberrlen);
+    if (!sync && store_log_unsynced_bytes(s) >= STORE_HELD_MAX_BYTES &&
+        store_log_make_durable(s, dberr, dberrlen) != 0) {
+        if (full != NULL) {
+            *full = store_log_failure_full(s, dberr);
+        }
+        return -1;
     }
     return 0;
 }
 
-int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
+int store_write_batch(store_t *s, int sync, int *full, char *dberr, size_t dberrlen)
 {
     flush_records(s);
-    int rc =
-        s->redo != NULL ? write_log_batch(s, sync, dberr, dberrlen) : write_leveldb_batch(s, sync, dberr, dberrlen);
+    int rc = s->redo != NULL ? write_log_batch(s, sync, full, dberr, dberrlen)
+                             : write_leveldb_batch(s, sync, full, dberr, dberrlen);
     if (rc != 0) {
         return -1;
     }
@@ -234,6 +244,16 @@ int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
     s->persisted_seq = s->next_seq;
     idx_batch_written(s);
     return 0;
+}
+
+/* A write LevelDB refused (dberr: its error, path shortened; full: it said
+ * no room): the store is broken, and err says why. */
+static int write_failed(store_t *s, int full, const char *dberr, char *err, size_t errlen)
+{
+    char why[sizeof s->broken_err];
+    snprintf(why, sizeof why, "write to %s failed: %s", s->path_shown, dberr);
+    store_break_as(s, full, why);
+    return err_set(err, errlen, "%s", s->broken_err);
 }
 
 int store_commit(store_t *s, char *err, size_t errlen)
@@ -262,11 +282,10 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen)
          * synced write of one small record syncs the whole log. */
         put_seq(s);
     }
-    char dberr[256];
-    if (store_write_batch(s, sync, dberr, sizeof dberr) != 0) {
-        s->broken = 1;
-        snprintf(s->broken_err, sizeof s->broken_err, "write to %s failed: %s", s->path, dberr);
-        return err_set(err, errlen, "%s", s->broken_err);
+    char dberr[384];
+    int full = 0;
+    if (store_write_batch(s, sync, &full, dberr, sizeof dberr) != 0) {
+        return write_failed(s, full, dberr, err, errlen);
     }
     s->unsynced = s->opt.sync && !sync;
     return 0;
@@ -287,10 +306,11 @@ int store_check_writable(store_t *s, char *err, size_t errlen)
     leveldb_write(s->db, s->wopt_nosync, empty, &e);
     leveldb_writebatch_destroy(empty);
     if (e != NULL) {
-        s->broken = 1;
-        snprintf(s->broken_err, sizeof s->broken_err, "write to %s failed: %s", s->path, e);
+        char dberr[384];
+        int full = store_failure_text_full(e);
+        store_failure_text(e, s->path, dberr, sizeof dberr);
         leveldb_free(e);
-        return err_set(err, errlen, "%s", s->broken_err);
+        return write_failed(s, full, dberr, err, errlen);
     }
     return 0;
 }
@@ -356,11 +376,22 @@ int store_broken(const store_t *s)
 
 void store_break(store_t *s, const char *why)
 {
+    store_break_as(s, 0, why);
+}
+
+void store_break_as(store_t *s, int full, const char *why)
+{
     if (s->broken) {
         return;
     }
     s->broken = 1;
+    s->broken_full = full;
     snprintf(s->broken_err, sizeof s->broken_err, "%s", why);
+}
+
+int store_last_failure_full(const store_t *s)
+{
+    return s->broken && s->broken_full;
 }
 
 int store_fail_half_way(store_t *s, int pending_before, const char *what, char *err, size_t errlen)
@@ -397,9 +428,10 @@ int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *er
     char *e = NULL;
     *val = leveldb_get(s->db, s->ropt, k->b, k->n, vlen, &e);
     if (e != NULL) {
-        err_set(err, errlen, "read from %s failed: %s", s->path, e);
+        char dberr[384];
+        store_failure_text(e, s->path, dberr, sizeof dberr);
         leveldb_free(e);
-        return -1;
+        return err_set(err, errlen, "read from %s failed: %s", s->path_shown, dberr);
     }
     return *val != NULL;
 }

@@ -1062,7 +1062,7 @@ static int move_journey_on(store_t *s, int l, const cq_entry_t *e, msg_t *m, idx
     store_mark_level(s, l);
     topic_state_t *topic = msg_topic(s, m);
     topic_delayed_add(s, topic, -1);
-    return route_due(s, topic, m, e->due, STORE_JOURNEY_SEQ | m->id, now_ms, j, err, errlen);
+    return route_due(s, topic, m, l, e->due, STORE_JOURNEY_SEQ | m->id, now_ms, j, err, errlen);
 }
 
 /* Level l's retries (without on_l): walk `L` from the retry head up to bound,
@@ -1120,7 +1120,7 @@ static int serve_retries(store_t *s, int l, uint64_t bound, uint64_t now_ms, int
         store_mark_level(s, l);
         topic_state_t *topic = msg_topic(s, &m);
         topic_delayed_add(s, topic, -1);
-        int ready = route_due(s, topic, &m, due, seq, now_ms, NULL, err, errlen);
+        int ready = route_due(s, topic, &m, l, due, seq, now_ms, NULL, err, errlen);
         if (ready < 0) {
             rc = -1;
             break;

@@ -22,6 +22,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "levels/store.h"
 
 #define LOGSYNC_MAX_FILES 8 /* logs tracked at once; LevelDB keeps one or two */
 
@@ -33,14 +34,17 @@ typedef struct log_fd {
 
 struct logsync {
     char *path;
+    char shown[STORE_PATH_SHOWN_MAX + 1]; /* path as errors show it */
     log_fd_t files[LOGSYNC_MAX_FILES];
     int nfiles;
+    int failed_full; /* the last run's fdatasync failed for want of space */
 };
 
 logsync_t *logsync_new(const char *path)
 {
     logsync_t *ls = xcalloc(1, sizeof *ls);
     ls->path = xstrdup(path);
+    store_path_shown(path, ls->shown, sizeof ls->shown);
     return ls;
 }
 
@@ -82,7 +86,7 @@ static int track(logsync_t *ls, unsigned long long number, char *err, size_t err
         }
     }
     if (ls->nfiles == LOGSYNC_MAX_FILES) {
-        return err_set(err, errlen, "more than %d write-ahead logs in %s", LOGSYNC_MAX_FILES, ls->path);
+        return err_set(err, errlen, "more than %d write-ahead logs in %s", LOGSYNC_MAX_FILES, ls->shown);
     }
     char file[4096];
     snprintf(file, sizeof file, "%s/%06llu.log", ls->path, number);
@@ -91,7 +95,7 @@ static int track(logsync_t *ls, unsigned long long number, char *err, size_t err
         if (errno == ENOENT) {
             return 0; /* deleted since the listing: compacted, nothing to sync */
         }
-        return err_set(err, errlen, "cannot open %s: %s", file, strerror(errno));
+        return err_set(err, errlen, "cannot open %s/%06llu.log: %s", ls->shown, number, strerror(errno));
     }
     ls->files[ls->nfiles++] = (log_fd_t){ .number = number, .fd = fd, .seen = 1 };
     return 0;
@@ -99,9 +103,10 @@ static int track(logsync_t *ls, unsigned long long number, char *err, size_t err
 
 int logsync_run(logsync_t *ls, char *err, size_t errlen)
 {
+    ls->failed_full = 0;
     DIR *d = opendir(ls->path);
     if (d == NULL) {
-        return err_set(err, errlen, "cannot list %s: %s", ls->path, strerror(errno));
+        return err_set(err, errlen, "cannot list %s: %s", ls->shown, strerror(errno));
     }
     for (int i = 0; i < ls->nfiles; i++) {
         ls->files[i].seen = 0;
@@ -129,7 +134,7 @@ int logsync_run(logsync_t *ls, char *err, size_t errlen)
     }
     ls->nfiles = kept;
     if (kept == 0) {
-        return err_set(err, errlen, "no write-ahead log in %s", ls->path);
+        return err_set(err, errlen, "no write-ahead log in %s", ls->shown);
     }
     for (int pass = 0; pass < kept; pass++) {
         int oldest = -1;
@@ -140,9 +145,16 @@ int logsync_run(logsync_t *ls, char *err, size_t errlen)
         }
         ls->files[oldest].seen = 0;
         if (fdatasync(ls->files[oldest].fd) != 0) {
-            return err_set(err, errlen, "fdatasync of %s/%06llu.log failed: %s", ls->path, ls->files[oldest].number,
-                           strerror(errno));
+            int sync_errno = errno;
+            ls->failed_full = store_failure_errno_full(sync_errno);
+            return err_set(err, errlen, "fdatasync of %s/%06llu.log failed: %s", ls->shown, ls->files[oldest].number,
+                           strerror(sync_errno));
         }
     }
     return 0;
+}
+
+int logsync_failed_full(const logsync_t *ls)
+{
+    return ls->failed_full;
 }

@@ -16,7 +16,9 @@
  * Threading: a logsync_t is used by one thread (the syncer); it never touches
  * the store_t, only the directory.
  *
- * Errors: 0 / -1 with the cause in err[errlen], naming the file.
+ * Errors: 0 / -1 with the cause in err[errlen], naming the file (a long
+ * directory shortened: store_path_shown), and whether it was a full disk's
+ * (logsync_failed_full).
  */
 #ifndef HG_LEVELS_LOGSYNC_H
 #define HG_LEVELS_LOGSYNC_H
@@ -37,6 +39,10 @@ void logsync_free(logsync_t *ls);
  * cannot be read, holds no log file, or a sync fails (then nothing written
  * since the last successful call may be assumed durable). */
 int logsync_run(logsync_t *ls, char *err, size_t errlen);
+
+/* 1 when the last logsync_run failed for want of space (its fdatasync's
+ * errno: store_failure_errno_full, levels/store.h), else 0. */
+int logsync_failed_full(const logsync_t *ls);
 
 /* 1 and *number when name is a write-ahead log's, "digits.log" (NNNNNN.log);
  * else 0. Pure, any thread. */

@@ -215,6 +215,7 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     store_t *s = xcalloc(1, sizeof *s);
     s->opt = *o;
     s->path = xstrdup(o->path);
+    store_path_shown(s->path, s->path_shown, sizeof s->path_shown);
     s->opt.path = s->path;
     s->created = is_new;
     if (unmarked) {

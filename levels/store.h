@@ -271,8 +271,9 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen);
  * than the owner's, at the same time as the owner's calls (the broker's
  * syncer, broker/syncer.h); the store must stay open meanwhile. After it, the
  * owner's store_apply_durable writes those batches to LevelDB. 0, or -1 with
- * err naming the segment (the store must then be closed with
- * store_close_unsynced). */
+ * err naming the segment and errno the failed fdatasync's (ENOSPC, EDQUOT,
+ * EFBIG: a full disk, store_failure_errno_full; the store must then be
+ * closed with store_close_unsynced). */
 int store_log_sync(store_t *s, char *err, size_t errlen);
 
 /* Owner thread: write to LevelDB (unsynced) the commits the log's last sync
@@ -324,6 +325,45 @@ int store_check_writable(store_t *s, char *err, size_t errlen);
  * operation fails naming why, and the store must be reopened (the in-memory
  * state is rebuilt from disk). A store already broken keeps its first cause. */
 void store_break(store_t *s, const char *why);
+
+/* ---- Storage failures (store_failure.c) ---------------------------------------------
+ *
+ * A full disk is told from other failures where the failure's whole evidence
+ * is at hand — LevelDB's error string as it is received, an errno as a system
+ * call set it — and kept as a fact, because the texts built from it (which
+ * name the data directory, up to 4 KiB long, before the cause) may be cut by
+ * the buffers they pass through. The broker's writer asks the fact
+ * (store_last_failure_full) to release its disk reserve and refuse writes
+ * until space returns (broker/diskguard.h). A later source of write failures
+ * (a commit log reporting an errno) feeds the same fact through
+ * store_failure_errno_full. */
+
+/* 1 when the failure that broke s (its first: store_broken) was the disk's,
+ * or a file size or quota limit's: ENOSPC, EFBIG, EDQUOT, however long the
+ * data directory's path. 0 when s is not broken or broke for another reason. */
+int store_last_failure_full(const store_t *s);
+
+/* 1 when errno value e means no room: ENOSPC, EFBIG, EDQUOT. */
+int store_failure_errno_full(int e);
+
+/* 1 when an error text holds the wording of ENOSPC, EFBIG or EDQUOT (as
+ * LevelDB words them: strerror). Reliable on a whole text only: for one that
+ * a buffer may have cut, ask store_last_failure_full. */
+int store_failure_text_full(const char *text);
+
+/* The longest path a store's error text shows whole; a longer one is shown
+ * as its first and last (STORE_PATH_SHOWN_MAX - 3) / 2 bytes around "...". */
+#define STORE_PATH_SHOWN_MAX 96
+
+/* path as error texts show it (see STORE_PATH_SHOWN_MAX; blanks and quotes
+ * of a shortened one become '_', so it stays one word), into buf[len];
+ * returns buf. */
+const char *store_path_shown(const char *path, char *buf, size_t len);
+
+/* text (LevelDB's error, say) into out[outlen] with every occurrence of path
+ * shown as store_path_shown shows it: the cause after a long directory
+ * survives a small buffer. */
+void store_failure_text(const char *text, const char *path, char *out, size_t outlen);
 
 /* The topics that may have gained messages ready for a group since the last
  * call — an append, a retry made ready (due, NACK, DLQ REQUEUE), a group

@@ -305,22 +305,25 @@ static const char *io_error_hint(const char *dberr)
  * read-only file system) is about the directory, not another broker. */
 int store_map_open_error(const char *path, const char *dberr, int log_cut, char *err, size_t errlen)
 {
+    char path_shown[STORE_PATH_SHOWN_MAX + 1], dberr_shown[384]; /* a long path shortened: the cause stays */
+    store_path_shown(path, path_shown, sizeof path_shown);
+    store_failure_text(dberr, path, dberr_shown, sizeof dberr_shown);
     if (strstr(dberr, "error: lock ") != NULL) {
         err_set(err, errlen,
                 "data directory %s is in use: another broker (or process) holds its LOCK file (one broker per "
                 "data directory; LevelDB: %s)",
-                path, dberr);
+                path_shown, dberr_shown);
         return STORE_OPEN_IN_USE;
     }
     if (store_error_is_damage(dberr, path)) {
         err_set(err, errlen,
                 "data directory %s is damaged (LevelDB: %s); %s: restore it from a backup (docs/operations.md, \"A "
                 "damaged data directory\")",
-                path, dberr,
+                path_shown, dberr_shown,
                 log_cut ? "its log's torn end was cut, which did not help (see below)" : "nothing was changed");
         return STORE_OPEN_DAMAGED;
     }
-    return err_set(err, errlen, "cannot open data directory %s: %s%s", path, dberr, io_error_hint(dberr));
+    return err_set(err, errlen, "cannot open data directory %s: %s%s", path_shown, dberr_shown, io_error_hint(dberr));
 }
 
 int store_dir_in_use(const char *path)

@@ -246,7 +246,9 @@ struct store {
     uint64_t npend;                /* leases not written yet, over all groups (lease_pend.c) */
     uint64_t batch_bytes;          /* about what the batch holds (keys, values, framing) */
     int broken;
+    int broken_full; /* the break was a full disk's (store_last_failure_full); set where the cause was whole */
     char broken_err[512];
+    char path_shown[STORE_PATH_SHOWN_MAX + 1]; /* path as error texts show it (store_path_shown) */
     char open_note[1280]; /* what store_open repaired on its way ("" when nothing): store_open_note */
     int created;          /* store_open made a new store (store_created) */
     char open_info[768];  /* a whole copy opened, a format upgraded ("" when neither): store_open_info */
@@ -329,6 +331,12 @@ int store_unmark_whole_copy(const char *path, int *unmarked, char *err, size_t e
 /* store_dir.c: 1 when the error e about the directory at path says its data
  * is damaged (the path itself is not searched), else 0. */
 int store_error_is_damage(const char *e, const char *path);
+
+/* db.c: break s (see store_break) as a failure whose kind is full
+ * (store_last_failure_full: 1 for no room, decided where the cause was whole
+ * — LevelDB's error as received, an errno — by store_failure_text_full or
+ * store_failure_errno_full). A store already broken keeps its first cause. */
+void store_break_as(store_t *s, int full, const char *why);
 
 /* store_dir.c: leveldb_open's error dberr as store_open's: -1,
  * STORE_OPEN_DAMAGED or STORE_OPEN_IN_USE, with err (log_cut: a torn log end
@@ -533,6 +541,9 @@ int store_log_append(store_t *s, int durable, char *err, size_t errlen);
 /* Make every batch appended so far durable (clog_sync when the log's durable
  * end lags its end) and apply it (store_apply_durable). 0, or -1 with err. */
 int store_log_make_durable(store_t *s, char *err, size_t errlen);
+/* 1 when the log's failure (why: its text) was for want of room: the
+ * refused write's errno (ENOSPC, EDQUOT, EFBIG), or the text's cause. */
+int store_log_failure_full(const store_t *s, const char *why);
 
 /* Bytes appended to the log and not yet synced (0 without a log). */
 uint64_t store_log_unsynced_bytes(const store_t *s);
@@ -612,8 +623,10 @@ void store_mark_woken(store_t *s, topic_state_t *t);
 /* Write the batch (with the dirty records and the sequence counter) using
  * sync or not, then empty it (store_commit_durable's core; also the first,
  * always synced write of a new directory). 0, or -1 with LevelDB's message in
- * dberr[dberrlen]; the store's state is the caller's to mark. */
-int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen);
+ * dberr[dberrlen] (a long data directory shortened: store_failure_text) and
+ * *full (when not NULL) 1 when LevelDB's whole error says no room
+ * (store_failure_text_full); the store's state is the caller's to mark. */
+int store_write_batch(store_t *s, int sync, int *full, char *dberr, size_t dberrlen);
 
 /* A long operation (GROUP DEL, DLQ REQUEUE/DROP ALL, the lease-index fold at
  * open) commits unsynced whenever its batch holds STORE_BATCH_MAX_BYTES or

@@ -41,6 +41,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static void break_log(store_t *s, const char *why);
+static int log_failed(const store_t *s, char *err, size_t errlen, const char *before, const char *after,
+                      const char *why);
+
 /* The lane CQ's head and tail from its `M` record in LevelDB (the applied state). */
 static int lane_bounds(store_t *s, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
 {
@@ -141,7 +145,7 @@ static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
     char why[512];
     for (size_t i = 0; i < n; i++) { /* a later checkpoint takes any beyond the first 64 */
         if (clog_recycle(redo_log(s->redo), below[i], why, sizeof why) != 0) {
-            return err_set(err, errlen, "recycling a commit-log segment of %s: %s", s->path, why);
+            return log_failed(s, err, errlen, "recycling a commit-log segment of ", "", why);
         }
     }
     return 0;
@@ -258,7 +262,7 @@ static int settle_ordinals(store_t *s, char *err, size_t errlen)
     if (access(path, F_OK) == 0) {
         slot_file_t *f = NULL;
         if (slot_file_open(s->path, base, 0, &f, why, sizeof why) != 0) {
-            return err_set(err, errlen, "the where-slots of the commit log's last segment in %s: %s", s->path, why);
+            return log_failed(s, err, errlen, "the where-slots of the commit log's last segment in ", "", why);
         }
         n = slot_count(f);
         (void)slot_file_close(f, NULL, 0);
@@ -298,7 +302,7 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
         return STORE_OPEN_DAMAGED;
     }
     if (rc != 0) {
-        return err_set(err, errlen, "cannot open the commit log of %s: %s", s->path, why);
+        return log_failed(s, err, errlen, "cannot open the commit log of ", "", why);
     }
     s->checkpoint_mono_ms = clock_mono_ms(); /* the open took one */
     if (settle_ordinals(s, why, sizeof why) != 0) {
@@ -324,7 +328,7 @@ int store_log_close_after_failed_append(store_t *s, char *err, size_t errlen)
     char why[512];
     if (redo_checkpoint(s->redo, why, sizeof why) != 0) {
         store_log_free(s);
-        return err_set(err, errlen, "checkpoint of the commit log of %s after a failed append: %s", s->path, why);
+        return log_failed(s, err, errlen, "checkpoint of the commit log of ", " after a failed append", why);
     }
     return store_log_close(s, err, errlen);
 }
@@ -334,7 +338,7 @@ int store_log_sync_failed(store_t *s, char *err, size_t errlen)
     redo_failure_t f;
     char why[512];
     if (redo_sync_failed(s->redo, &f, why, sizeof why) != 0) {
-        return err_set(err, errlen, "commit log of %s after a failed sync: %s", s->path, why);
+        return log_failed(s, err, errlen, "commit log of ", " after a failed sync", why);
     }
     return 0;
 }
@@ -355,7 +359,7 @@ int store_log_close(store_t *s, char *err, size_t errlen)
     }
     char why[512];
     if (redo_close(r, why, sizeof why) != 0) {
-        return err_set(err, errlen, "closing the commit log of %s: %s", s->path, why);
+        return log_failed(s, err, errlen, "closing the commit log of ", "", why);
     }
     return 0;
 }
@@ -377,8 +381,8 @@ static int write_beside_log(store_t *s, char *err, size_t errlen)
         return -1;
     }
     if (redo_checkpoint(s->redo, why, sizeof why) != 0) {
-        store_break(s, why);
-        return err_set(err, errlen, "checkpoint of the commit log of %s: %s", s->path, why);
+        break_log(s, why);
+        return log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
     }
     s->checkpoint_mono_ms = clock_mono_ms();
     redo_batch_t *b = &s->log_batch;
@@ -411,8 +415,8 @@ static int write_beside_log(store_t *s, char *err, size_t errlen)
     /* A checkpoint mark after it (B unchanged): the write is in no commit-log batch, so a hole in it must read as
        damage below a checkpoint (store_open_past_hole), never as unsynced writes the redo would rewrite. */
     if (redo_checkpoint(s->redo, why, sizeof why) != 0) {
-        store_break(s, why);
-        return err_set(err, errlen, "checkpoint of the commit log of %s: %s", s->path, why);
+        break_log(s, why);
+        return log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
     }
     s->checkpoint_mono_ms = clock_mono_ms();
     return 0;
@@ -435,6 +439,32 @@ int store_log_write_errno(const store_t *s)
     return s->broken && s->log_append_failed ? s->log_write_errno : 0;
 }
 
+int store_log_failure_full(const store_t *s, const char *why)
+{
+    return (s->log_append_failed && store_failure_errno_full(s->log_write_errno)) || store_failure_text_full(why);
+}
+
+/* The store breaks at a failure of its log (why): a full disk's when the
+ * refused write's errno, or the failure's text, says no room
+ * (store_last_failure_full, which the writer asks). */
+static void break_log(store_t *s, const char *why)
+{
+    char shown[512];
+    store_failure_text(why, s->path, shown, sizeof shown); /* a long directory shortened: the cause kept */
+    store_break_as(s, store_log_failure_full(s, why), shown);
+}
+
+/* err = "<before><the directory, shortened><after>: <why, its paths
+ * shortened>": a failure of the log named so that its cause survives a long
+ * data directory (levels/store_failure.c). -1. */
+static int log_failed(const store_t *s, char *err, size_t errlen, const char *before, const char *after,
+                      const char *why)
+{
+    char shown[512];
+    store_failure_text(why, s->path, shown, sizeof shown);
+    return err_set(err, errlen, "%s%s%s: %s", before, s->path_shown, after, shown);
+}
+
 int store_log_append(store_t *s, int durable, char *err, size_t errlen)
 {
     char why[512];
@@ -444,7 +474,7 @@ int store_log_append(store_t *s, int durable, char *err, size_t errlen)
     if (!durable) {
         if (redo_commit(s->redo, &s->log_batch, NULL, why, sizeof why) != 0) {
             note_refused_append(s); /* nothing appended, nothing held (a segment not pre-written: a full disk) */
-            return err_set(err, errlen, "commit log of %s: %s", s->path, why);
+            return log_failed(s, err, errlen, "commit log of ", "", why);
         }
         return 0;
     }
@@ -455,8 +485,8 @@ int store_log_append(store_t *s, int durable, char *err, size_t errlen)
         if (end == 0) { /* end is set once the batch is appended */
             note_refused_append(s);
         }
-        store_break(s, why);
-        return err_set(err, errlen, "commit log of %s: %s", s->path, why);
+        break_log(s, why);
+        return log_failed(s, err, errlen, "commit log of ", "", why);
     }
     return after_apply(s, before, err, errlen);
 }
@@ -474,7 +504,10 @@ int store_log_sync(store_t *s, char *err, size_t errlen)
 {
     char why[512];
     if (clog_sync(redo_log(s->redo), why, sizeof why) != 0) {
-        return err_set(err, errlen, "commit log of %s: %s", s->path, why);
+        int e = errno; /* the fdatasync's: the contract passes it on */
+        log_failed(s, err, errlen, "commit log of ", "", why);
+        errno = e;
+        return -1;
     }
     return 0;
 }
@@ -499,8 +532,8 @@ int store_apply_durable(store_t *s, char *err, size_t errlen)
     uint64_t before = redo_applied(s->redo);
     char why[512];
     if (redo_apply_durable(s->redo, why, sizeof why) != 0) {
-        store_break(s, why);
-        return err_set(err, errlen, "applying the commit log of %s: %s", s->path, why);
+        break_log(s, why);
+        return log_failed(s, err, errlen, "applying the commit log of ", "", why);
     }
     return after_apply(s, before, err, errlen);
 }
@@ -518,12 +551,12 @@ static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t er
     }
     if (checkpoint_due(s)) {
         if (redo_checkpoint(s->redo, why, sizeof why) != 0) {
-            store_break(s, why);
-            return err_set(err, errlen, "checkpoint of the commit log of %s: %s", s->path, why);
+            break_log(s, why);
+            return log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
         }
         s->checkpoint_mono_ms = clock_mono_ms();
         if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
-            store_break(s, why);
+            break_log(s, why);
             return err_set(err, errlen, "%s", why);
         }
     }
@@ -538,7 +571,7 @@ int store_log_make_durable(store_t *s, char *err, size_t errlen)
     if (store_log_unsynced_bytes(s) > 0) {
         char why[512];
         if (store_log_sync(s, why, sizeof why) != 0) {
-            store_break(s, why);
+            break_log(s, why);
             return err_set(err, errlen, "%s", why);
         }
     }
@@ -766,9 +799,11 @@ int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t
            commit (store_log_append): its close closes the log clean, and the writer takes the break for a
            full disk as it takes a commit's. */
         char msg[640];
-        snprintf(msg, sizeof msg, "message of %zu bytes in the commit log of %s: %s", n, s->path, why);
+        char why_shown[512];
+        store_failure_text(why, s->path, why_shown, sizeof why_shown);
+        snprintf(msg, sizeof msg, "message of %zu bytes in the commit log of %s: %s", n, s->path_shown, why_shown);
         note_refused_append(s);
-        store_break(s, msg);
+        break_log(s, msg);
         return err_set(err, errlen, "%s", msg);
     }
     if (rc != 0 || offset < base || offset >= base + s->opt.segment_bytes) {

@@ -50,9 +50,9 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
     s->persisted_seq = 0;
     /* Always synced, even in a store that does not sync: the marker decides
      * whether the directory is ours. */
-    char dberr[256];
-    if (store_write_batch(s, 1, dberr, sizeof dberr) != 0) {
-        return err_set(err, errlen, "cannot initialise data directory %s: %s", s->path, dberr);
+    char dberr[384];
+    if (store_write_batch(s, 1, NULL, dberr, sizeof dberr) != 0) {
+        return err_set(err, errlen, "cannot initialise data directory %s: %s", s->path_shown, dberr);
     }
     return 0;
 }
@@ -71,10 +71,10 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
 static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
 {
     put_format(s);
-    char dberr[256];
-    if (store_write_batch(s, 1, dberr, sizeof dberr) != 0) {
-        return err_set(err, errlen, "cannot upgrade data directory %s from format version %u to %d: %s", s->path, from,
-                       STORE_FORMAT_VERSION, dberr);
+    char dberr[384];
+    if (store_write_batch(s, 1, NULL, dberr, sizeof dberr) != 0) {
+        return err_set(err, errlen, "cannot upgrade data directory %s from format version %u to %d: %s", s->path_shown,
+                       from, STORE_FORMAT_VERSION, dberr);
     }
     size_t n = strlen(s->open_info);
     snprintf(s->open_info + n, sizeof s->open_info - n,

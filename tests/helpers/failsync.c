@@ -14,6 +14,9 @@
  * after it syncs (close(2) is wrapped to forget a closed one). Every call on a
  * ".log" is appended to $HG_FAILSYNC_RECORD (when set) as one line
  * "ok|EIO PATH", so a test can see which log a later successful sync was of.
+ * With $HG_FAILSYNC_ERRNO=ENOSPC the failure is ENOSPC instead (an fdatasync
+ * that finds no room for the pages it writes back: delayed allocation, a
+ * thin volume, NFS), recorded as "ENOSPC PATH".
  * With $HG_FAILSYNC_DELAY_MS set, the trigger makes that sync wait so many
  * milliseconds and then sync, instead of failing: a batch held in flight, as a
  * slow disk holds it (test_broker_restart's stop with unread input).
@@ -142,7 +145,7 @@ int close(int fd)
     return real(fd);
 }
 
-/* -1 (EIO) when this sync of a log must fail, else the real call's result
+/* -1 (EIO, or ENOSPC: see above) when this sync of a log must fail, else the real call's result
  * (after the delay, in delay mode). */
 static int sync_or_fail(int fd, const char *name)
 {
@@ -159,8 +162,10 @@ static int sync_or_fail(int fd, const char *name)
         }
         record("delayed", path);
     } else if (must_fail(path, fd)) {
-        record("EIO", path);
-        errno = EIO;
+        const char *as = getenv("HG_FAILSYNC_ERRNO");
+        int no_room = as != NULL && strcmp(as, "ENOSPC") == 0;
+        record(no_room ? "ENOSPC" : "EIO", path);
+        errno = no_room ? ENOSPC : EIO;
         return -1;
     }
     int rc = real(fd);

@@ -63,6 +63,27 @@ store_t *g_open[MAX_OPEN];
 struct rlimit g_fsize_saved; /* restored by teardown when g_fsize_set */
 int g_fsize_set;
 
+void disk_full_at(rlim_t bytes)
+{
+    if (!g_fsize_set) { /* lowered again: the limit to give back is still the first one */
+        TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
+    }
+    struct rlimit lim = g_fsize_saved;
+    lim.rlim_cur = bytes;
+    signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a core dump */
+    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    g_fsize_set = 1;
+}
+
+void disk_room_again(void)
+{
+    if (g_fsize_set) {
+        setrlimit(RLIMIT_FSIZE, &g_fsize_saved);
+        g_fsize_set = 0;
+    }
+    signal(SIGXFSZ, SIG_DFL);
+}
+
 void store_fixture_setup(void)
 {
     if (tu_mkdtemp("store", g_dir, sizeof g_dir) != 0) {
@@ -75,8 +96,7 @@ void store_fixture_setup(void)
 void store_fixture_teardown(void)
 {
     if (g_fsize_set) {
-        setrlimit(RLIMIT_FSIZE, &g_fsize_saved);
-        g_fsize_set = 0;
+        disk_room_again();
     }
     for (int i = 0; i < MAX_OPEN; i++) {
         if (g_open[i] != NULL) {

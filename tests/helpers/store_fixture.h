@@ -73,6 +73,13 @@ extern store_t *g_open[MAX_OPEN];
 extern struct rlimit g_fsize_saved;
 extern int g_fsize_set;
 
+/* A "full disk" for this process: RLIMIT_FSIZE lowered to bytes (the old
+ * limit saved in g_fsize_saved), SIGXFSZ ignored, so a write past it fails
+ * with EFBIG (lowered again, the first saved limit is kept); disk_room_again
+ * gives both back (teardown does when a test stops before it). */
+void disk_full_at(rlim_t bytes);
+void disk_room_again(void);
+
 /* Per test: a fresh temp directory (a failure shows up as the first open's). */
 void store_fixture_setup(void);
 

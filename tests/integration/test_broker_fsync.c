@@ -19,6 +19,11 @@
  *    open before the error) and the reopen does not replay it;
  *  - SENDs are acknowledged again after the reopen, and after a kill -9 and
  *    a restart every acknowledged SEND is there (--check-data ok);
+ *  - an fsync that fails with ENOSPC (no room for the pages it writes back)
+ *    is a full disk: told by its errno (not its text, which names the data
+ *    directory first and a fixed buffer may cut), the disk reserve is given
+ *    back, one disk-full event is counted, writes resume once the space is
+ *    there, the reserve written again;
  *  - a reopen that fails (CURRENT moved away) is retried every second but
  *    logged once, SENDs meanwhile are refused "store unavailable", and the
  *    broker reopens by itself once the cause is gone.
@@ -43,6 +48,7 @@ static char g_dir[512], g_trigger[600], g_record[600];
  * adds: a record of every sync of a log, and the failure sticky. */
 static void preload_shim(void)
 {
+    unsetenv("HG_FAILSYNC_ERRNO"); /* EIO unless the case asks otherwise, also after a case that stopped early */
     bt_preload_failsync(g_dir, sizeof g_dir, g_trigger, sizeof g_trigger);
     snprintf(g_record, sizeof g_record, "%s/record", g_dir);
     setenv("HG_FAILSYNC_RECORD", g_record, 1);
@@ -55,6 +61,7 @@ static void unload_shim(void)
     unsetenv("HG_FAILSYNC_TRIGGER");
     unsetenv("HG_FAILSYNC_RECORD");
     unsetenv("HG_FAILSYNC_STICKY");
+    unsetenv("HG_FAILSYNC_ERRNO");
     if (g_dir[0] != '\0')
         tu_rmtree(g_dir);
     g_dir[0] = '\0';
@@ -196,6 +203,82 @@ static void test_fsync_eio(void)
     unload_shim();
 }
 
+/* Is the disk reserve in the broker's data directory (1) or not (0)? */
+static int ballast_is(int want)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/BALLAST", bt_broker.data_dir);
+    struct stat st;
+    return (stat(path, &st) == 0) == want;
+}
+
+static long long info_ll(const char *field)
+{
+    char v[64], e[256];
+    return bp_info_field(&bt_conn, field, v, sizeof v, e, sizeof e) == 0 ? atoll(v) : -1;
+}
+
+static int disk_full_logged(void *arg)
+{
+    (void)arg;
+    return bt_log_count("disk full: commit log of ") >= 1 && bt_log_count("cannot fdatasync") >= 1;
+}
+
+/* An fsync of the log fails with ENOSPC: the broker's syncer (fsync always)
+ * keeps the errno, and the storage thread treats it as the disk full —
+ * releases the reserve, counts one disk-full event, refuses writes "disk
+ * full" (for the second until its next free-space check: not asserted,
+ * that window is the machine's timing) — then, finding the space there
+ * (nothing is full here), writes the reserve again and takes SENDs. Before, only a LevelDB write's error text
+ * was looked at: this failure reopened the store and kept the reserve, and
+ * a disk that was really full then had no room for the reopen. */
+static void test_fsync_enospc(void)
+{
+    static acked_t acked;
+    memset(&acked, 0, sizeof acked);
+    char e[2048], id[32];
+    preload_shim();
+    setenv("HG_FAILSYNC_ERRNO", "ENOSPC", 1);
+    const char *extra[] = { "--disk-reserve", "4mb", NULL }; /* the least the commit log's checkpoints allow */
+    bt_start(extra);                                         /* fsync always: the syncer syncs */
+    for (int i = 0; i < 5; i++)
+        send_acked(&acked, "before");
+    BP_REQUIRE(ballast_is(1), "no disk reserve at start");
+
+    TU_REQUIRE(tu_write_file(g_trigger, "") == 0, "write %s", g_trigger);
+    int rc = bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "doomed", NULL);
+    BP_CHECK(rc != 0 && strstr(e, "fdatasync") != NULL && strstr(e, strerror(ENOSPC)) != NULL,
+             "the SEND whose fsync failed: rc %d, '%s' (want the fsync's error, never an id)", rc, rc ? e : id);
+    BP_CHECK(tu_poll_until(trigger_gone, g_trigger, 10000, 20) == 0, "the shim never failed a sync");
+    BP_CHECK(tu_poll_until(disk_full_logged, NULL, 10000, 20) == 0,
+             "the log has no 'disk full: commit log of …: cannot fdatasync' line");
+    BP_CHECK(info_ll("disk_full_events") == 1, "disk_full_events %lld after an fsync failed with ENOSPC",
+             info_ll("disk_full_events"));
+
+    /* the space is there: writes resume by themselves, the reserve is written again */
+    retry_ctx_t r = { .a = &acked };
+    BP_REQUIRE(tu_poll_until(send_succeeds, &r, 30000, 100) == 0, "no SEND acknowledged again in 30 s: %s", r.err);
+    BP_CHECK(info_ll("disk_full") == 0 && ballast_is(1), "after writes resumed: disk_full %lld, reserve there %d",
+             info_ll("disk_full"), ballast_is(1));
+    BP_CHECK(bt_log_count("writes resume") == 1, "the log does not say writes resume");
+    for (int i = 0; i < 5; i++)
+        send_acked(&acked, "after");
+    resp_reply_t *rep = bp_pull(&bt_conn, e, sizeof e, "g", "t", "COUNT", "100", NULL);
+    BP_REQUIRE(rep != NULL, "PULL: %s", e);
+    int found = 0;
+    for (size_t i = 0; i < rep->count; i++) {
+        rc_msg_t m;
+        BP_REQUIRE(rc_msg_at(rep, i, &m, e, sizeof e) == 0, "%s", e);
+        for (int k = 0; k < acked.n; k++)
+            found += strcmp(m.id, acked.id[k]) == 0;
+    }
+    resp_reply_free(rep);
+    BP_CHECK(found == acked.n, "%d of %d acknowledged SENDs delivered", found, acked.n);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    unload_shim();
+}
+
 static int reopen_failure_logged(void *arg)
 {
     return bt_log_count("cannot reopen the store") >= 1;
@@ -243,6 +326,7 @@ static void test_reopen_failing(void)
 
 static const tu_test_t fsync_tests[] = {
     { "a failed fsync: refused, reopened, no claim on that log, nothing acknowledged lost", test_fsync_eio },
+    { "an fsync that fails with ENOSPC is a full disk: reserve released, one event, writes resume", test_fsync_enospc },
     { "a reopen that keeps failing: logged once, not every second; reopens once the cause is gone",
       test_reopen_failing },
     { NULL, NULL },

@@ -49,6 +49,9 @@
  *    up while full, a restart in place on the full disk works; the filler is
  *    deleted: writes resume by themselves, and every SEND that was
  *    acknowledged is delivered.
+ *  - disk_full_long_dir: the same episode in a data directory whose path is
+ *    over 300 bytes: SENDs refused as "disk full", the reserve released and
+ *    written again, writes resume, every acknowledged SEND delivered;
  *  - burst_memory: 50 SENDs of 4 MiB pipelined: once the broker is idle its
  *    RSS comes back within 40 MiB of where it started (the allocator's free
  *    memory is given back);
@@ -80,6 +83,7 @@
 #include <dirent.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1052,6 +1056,63 @@ static int writes_resumed(void *ctx)
     return send_small(r->acked, r->i++, r->err, sizeof r->err) == 0;
 }
 
+
+/* 100 SENDs acknowledged, then a filler takes every free byte beside the data
+ * directory: SENDs go on until one is refused as the disk being full, and the
+ * next is answered with the documented refusal (e holds it). */
+static void fill_until_refused(sent_t *acked, const char *filler, char *e, size_t elen)
+{
+    char v[64];
+    for (int i = 0; i < 100; i++)
+        BP_REQUIRE(send_small(acked, i, e, elen) == 0, "SEND %d before the disk filled: %s", i, e);
+    fill_disk(filler);
+    int refused = 0;
+    for (int i = 100; i < 3000 && !refused; i++) {
+        if (send_small(acked, i, e, elen) != 0) {
+            refused = 1;
+            BP_CHECK(strstr(e, "disk full") != NULL || strstr(e, "No space") != NULL,
+                     "the first refused SEND says '%s'", e);
+        }
+    }
+    BP_REQUIRE(refused, "SENDs kept succeeding on a full disk");
+    BP_REQUIRE(bp_send(&bt_conn, v, sizeof v, e, elen, "fill", "x", NULL) != 0 &&
+                   strstr(e, "ERR disk full: writes are refused until space returns") != NULL,
+               "a SEND on the full disk: '%s'", e);
+}
+
+/* Every acknowledged SEND of acked is delivered to a new group (what names the
+ * test in its figures line). */
+static void check_all_delivered(const sent_t *acked, const char *what)
+{
+    char e[1024];
+    int found = 0;
+    static char seen[4096];
+    memset(seen, 0, sizeof seen);
+    for (int round = 0; round < 400 && found < acked->n; round++) {
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "check", "fill", "COUNT", "1000", NULL);
+        BP_REQUIRE(r != NULL, "PULL: %s", e);
+        if (r->count == 0) {
+            resp_reply_free(r);
+            break;
+        }
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "PULL reply: %s", e);
+            for (int k = 0; k < acked->n; k++) {
+                if (!seen[k] && strcmp(acked->ids[k], m.id) == 0) {
+                    seen[k] = 1;
+                    found++;
+                    break;
+                }
+            }
+        }
+        resp_reply_free(r);
+    }
+    BP_CHECK(found == acked->n, "%d of %d acknowledged SENDs delivered after the disk-full episode", found, acked->n);
+    printf("%s: %d SENDs acknowledged (%d before the disk filled), all delivered; refusals %lld\n", what, acked->n, 100,
+           info_ll("disk_full_refusals"));
+}
+
 /* Is the copy whole: its CURRENT file there, and no copy running? */
 static int backup_whole(void *ctx)
 {
@@ -1061,7 +1122,7 @@ static int backup_whole(void *ctx)
 static void test_disk_full(void)
 {
     static sent_t acked;
-    char e[1024], v[64], data[700], filler[700];
+    char e[1024], data[700], filler[700];
     memset(&acked, 0, sizeof acked);
     mount_tmpfs();
     snprintf(data, sizeof data, "%s/data", g_mnt);
@@ -1073,21 +1134,7 @@ static void test_disk_full(void)
     bt_start(extra);
     BP_REQUIRE(info_ll("disk_full") == 0, "disk_full at start");
 
-    for (int i = 0; i < 100; i++)
-        BP_REQUIRE(send_small(&acked, i, e, sizeof e) == 0, "SEND %d before the disk filled: %s", i, e);
-    fill_disk(filler);
-    int refused = 0;
-    for (int i = 100; i < 3000 && !refused; i++) {
-        if (send_small(&acked, i, e, sizeof e) != 0) {
-            refused = 1;
-            BP_CHECK(strstr(e, "disk full") != NULL || strstr(e, "No space") != NULL,
-                     "the first refused SEND says '%s'", e);
-        }
-    }
-    BP_REQUIRE(refused, "SENDs kept succeeding on a full disk");
-    BP_REQUIRE(bp_send(&bt_conn, v, sizeof v, e, sizeof e, "fill", "x", NULL) != 0 &&
-                   strstr(e, "ERR disk full: writes are refused until space returns") != NULL,
-               "a SEND on the full disk: '%s'", e);
+    fill_until_refused(&acked, filler, e, sizeof e);
     /* No users file: every client has every role, so the refusal names the directory (docs/security.md). */
     BP_CHECK(strstr(e, data) != NULL && strstr(e, "path hidden") == NULL, "a SEND on the full disk: '%s', want %s", e,
              data);
@@ -1135,37 +1182,66 @@ static void test_disk_full(void)
     BP_CHECK(info_ll("disk_full") == 0, "INFO disk_full after space returned");
     BP_CHECK(count_logs(data) <= 3, "%d *.log files after recovery", count_logs(data));
 
-    /* nothing acknowledged is lost */
-    int found = 0;
-    static char seen[4096];
-    memset(seen, 0, sizeof seen);
-    for (int round = 0; round < 400 && found < acked.n; round++) {
-        r = bp_pull(&bt_conn, e, sizeof e, "check", "fill", "COUNT", "1000", NULL);
-        BP_REQUIRE(r != NULL, "PULL: %s", e);
-        if (r->count == 0) {
-            resp_reply_free(r);
-            break;
-        }
-        for (size_t i = 0; i < r->count; i++) {
-            rc_msg_t m;
-            BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "PULL reply: %s", e);
-            for (int k = 0; k < acked.n; k++) {
-                if (!seen[k] && strcmp(acked.ids[k], m.id) == 0) {
-                    seen[k] = 1;
-                    found++;
-                    break;
-                }
-            }
-        }
-        resp_reply_free(r);
-    }
-    BP_CHECK(found == acked.n, "%d of %d acknowledged SENDs delivered after the disk-full episode", found, acked.n);
-    printf("disk_full: %d SENDs acknowledged (%d before the disk filled), all delivered; refusals %lld\n", acked.n, 100,
-           info_ll("disk_full_refusals"));
+    check_all_delivered(&acked, "disk_full");
     rc_close(&bt_conn);
     BP_CHECK(bp_destroy(&bt_broker) == 0, "the broker did not end cleanly");
     unmount_tmpfs();
     tu_rmtree(bk);
+}
+
+/* test_disk_full_long_dir: is the disk reserve in dir (1) or not (0)? */
+static int ballast_is(const char *dir, int want)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/BALLAST", dir);
+    return (access(path, F_OK) == 0) == want;
+}
+
+/* The disk-full episode of test_disk_full with a data directory whose path is
+ * over 300 bytes (nested inside the tmpfs). LevelDB's "IO error:
+ * <dir>/000005.log: No space left on device" names the directory before its
+ * cause, and the store's and writer's error buffers (256 to 640 bytes) cut
+ * it there: the writer did not see a full disk, kept its reserve, could not
+ * reopen on the full disk and answered "storage failure" to every SEND. */
+static void test_disk_full_long_dir(void)
+{
+    static sent_t acked;
+    char e[1024], data[700], filler[700];
+    memset(&acked, 0, sizeof acked);
+    mount_tmpfs();
+    size_t n = (size_t)snprintf(data, sizeof data, "%s", g_mnt);
+    for (int depth = 0; n < 300; depth++) {
+        n += (size_t)snprintf(data + n, sizeof data - n, "/a-directory-nested-to-make-the-path-long-%02d", depth);
+        BP_REQUIRE(mkdir(data, 0700) == 0, "mkdir %s: %s", data, strerror(errno));
+    }
+    n += (size_t)snprintf(data + n, sizeof data - n, "/data");
+    BP_REQUIRE(n >= 300 && n < sizeof data, "a %zu-byte data directory", n);
+    snprintf(filler, sizeof filler, "%s/filler", g_mnt);
+    const char *extra[] = { "--dir", data, "--disk-reserve", "4mb", "--write-buffer-size", "1mb", NULL };
+    bt_start(extra);
+    BP_REQUIRE(info_ll("disk_full") == 0, "disk_full at start");
+    BP_REQUIRE(ballast_is(data, 1), "no disk reserve in %s at start", data);
+
+    fill_until_refused(&acked, filler, e, sizeof e);
+    BP_CHECK(strstr(e, data) != NULL, "the refusal '%s' does not name the %zu-byte data directory", e, n);
+    BP_CHECK(info_ll("disk_full") == 1, "INFO disk_full is not 1 with a %zu-byte data directory", n);
+    BP_CHECK(info_ll("disk_full_events") == 1, "disk_full_events %lld", info_ll("disk_full_events"));
+    BP_CHECK(ballast_is(data, 0), "the disk reserve was not released on the full disk");
+    BP_CHECK(bp_log_contains(&bt_broker, "disk full: "), "the broker's log has no 'disk full: ' line");
+    BP_CHECK(bp_log_contains(&bt_broker, "No space left on device"),
+             "the broker's log does not name the cause 'No space left on device' (cut after the long path?)");
+
+    /* space returns: writes resume by themselves, the reserve is written again */
+    BP_REQUIRE(unlink(filler) == 0, "rm filler: %s", strerror(errno));
+    resumed_t rs = { .acked = &acked, .i = 5000 };
+    BP_CHECK(tu_poll_until(writes_resumed, &rs, 30000, 200) == 0, "writes did not resume within 30 s: %s", rs.err);
+    BP_CHECK(info_ll("disk_full") == 0, "INFO disk_full after space returned");
+    BP_CHECK(ballast_is(data, 1), "no disk reserve after space returned");
+
+    check_all_delivered(&acked, "disk_full_long_dir");
+    rc_close(&bt_conn);
+    BP_CHECK(bp_destroy(&bt_broker) == 0, "the broker did not end cleanly");
+    unmount_tmpfs();
 }
 
 typedef struct disk_state {
@@ -1567,6 +1643,7 @@ int main(int argc, char **argv)
         { "blocked_pulls", test_blocked_pulls },
         { "unread_held", test_unread_held },
         { "disk_full", test_disk_full },
+        { "disk_full_long_dir", test_disk_full_long_dir },
         { "disk_back", test_disk_back },
         { "disk_reserve_warning", test_disk_reserve_warning },
         { "segment_payload_rule", test_segment_payload_rule },

@@ -1,7 +1,8 @@
 /*
  * tests/unit/test_store_failure.c — CUnit suites "failure", "logsync" of the
  * store package behind levels/store.h (DESIGN §1–3), through its public calls:
- * a commit that fails (the store refuses all after), torn writes at the log's
+ * a commit that fails (the store refuses all after; a full disk's failure
+ * known as such, however long the directory's path), torn writes at the log's
  * end cut on open and damage inside it refused; the log-sync thread
  * (levels/logsync.h).
  *
@@ -21,9 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <dirent.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* =========================================================== suite: failure */
@@ -40,12 +39,7 @@ static void test_commit_failure_breaks_store(void)
 
     long long biggest = tu_store_bytes_used(g_data);
     TU_REQUIRE(biggest >= 0, "cannot list %s", g_data);
-    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
-    struct rlimit lim = g_fsize_saved;
-    lim.rlim_cur = (rlim_t)biggest + 4096;
-    signal(SIGXFSZ, SIG_IGN); /* get EFBIG instead of a core dump */
-    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
-    g_fsize_set = 1;
+    disk_full_at((rlim_t)biggest + 4096);
 
     static char big[1 << 20];
     memset(big, 'b', sizeof big);
@@ -59,9 +53,7 @@ static void test_commit_failure_breaks_store(void)
     char first_err[512];
     snprintf(first_err, sizeof first_err, "%s", err);
 
-    setrlimit(RLIMIT_FSIZE, &g_fsize_saved); /* the disk has room again: still broken */
-    g_fsize_set = 0;
-    signal(SIGXFSZ, SIG_DFL);
+    disk_room_again(); /* the disk has room again: still broken */
     err[0] = '\0';
     CHECK_REFUSAL(send_raw(s, "t", 1, "", 0, "x", 1, 0, 0, T0 + 2, &id, &due, err, sizeof err), err, "reopen", NULL);
     msg_owned_t m[4];
@@ -100,27 +92,6 @@ static void test_commit_failure_breaks_store(void)
     CHECK_STORE(s);
 }
 
-/* RLIMIT_FSIZE at bytes (EFBIG instead of SIGXFSZ past it): a "full disk"
- * for every file written past that offset. Teardown restores it. */
-static void limit_file_size(rlim_t bytes)
-{
-    if (!g_fsize_set) {
-        TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
-    }
-    struct rlimit lim = g_fsize_saved;
-    lim.rlim_cur = bytes;
-    signal(SIGXFSZ, SIG_IGN);
-    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
-    g_fsize_set = 1;
-}
-
-static void unlimit_file_size(void)
-{
-    setrlimit(RLIMIT_FSIZE, &g_fsize_saved);
-    g_fsize_set = 0;
-    signal(SIGXFSZ, SIG_DFL);
-}
-
 /* A message record the commit log refuses for want of room (the segment it
  * needs cannot be written out: the disk is "full") breaks the store as any
  * failed commit, but nothing was appended: the SEND is refused naming the
@@ -154,7 +125,7 @@ static void test_refused_append_closes_clean(void)
         REQUIRE_OK(store_commit(s, err, sizeof err), err);
     }
 
-    limit_file_size(ROOM); /* the next segment cannot be written out */
+    disk_full_at(ROOM); /* the next segment cannot be written out */
     memset(payload, 'z', sizeof payload);
     int rc = send_raw(s, "t", 1, "", 0, payload, sizeof payload, 0, 0, T0 + 1, &id, &due, err, sizeof err);
     TU_REQUIRE(
@@ -167,7 +138,7 @@ static void test_refused_append_closes_clean(void)
     TU_CHECK(rc == -1 && strstr(err, "cannot pre-write") != NULL && strstr(err, strerror(EFBIG)) != NULL,
              "the commit after it: rc %d, \"%s\" (want the break, naming the disk's error)", rc, err);
     TU_CHECK(store_log_write_errno(s) == EFBIG, "the errno after the commit: %d", store_log_write_errno(s));
-    unlimit_file_size(); /* the broker releases its disk reserve before the close */
+    disk_room_again(); /* the broker releases its disk reserve before the close */
     for (int i = 0; i < MAX_OPEN; i++)
         if (g_open[i] == s)
             g_open[i] = NULL;
@@ -175,10 +146,10 @@ static void test_refused_append_closes_clean(void)
     rc = store_close(s, err, sizeof err);
     TU_CHECK(rc == -1 && strstr(err, "reopen") != NULL, "store_close of the broken store: %d (\"%s\")", rc, err);
 
-    limit_file_size(ROOM); /* the reopen on the full disk */
+    disk_full_at(ROOM); /* the reopen on the full disk */
     s = NULL;
     rc = store_open(&o, T0 + 2, &s, err, sizeof err);
-    unlimit_file_size();
+    disk_room_again();
     TU_REQUIRE(rc == 0 && s != NULL, "the reopen with no file growing past %d bytes: %s", ROOM, err);
     for (int i = 0; i < MAX_OPEN; i++) {
         if (g_open[i] == NULL) {
@@ -423,6 +394,112 @@ static void test_open_replays_past_log_hole(void)
     store_close(s, NULL, 0);
 }
 
+/* Make dir (inside g_dir) a chain of nested directories at least min bytes
+ * long, each created; the last component ("data") is left for the store. */
+static void long_data_dir(char *dir, size_t len, size_t min)
+{
+    size_t n = (size_t)snprintf(dir, len, "%s", g_dir);
+    for (int depth = 0; n < min; depth++) {
+        n += (size_t)snprintf(dir + n, len - n, "/nested directory to make the path long %02d", depth);
+        TU_REQUIRE(n < len && mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+    }
+    snprintf(dir + n, len - n, "/data");
+}
+
+/* A commit past the file size limit (EFBIG: "File too large", the kind of
+ * failure a full disk is) in a data directory whose path is over 300 bytes,
+ * with blanks in it: the store remembers the failure as a full disk's
+ * (store_last_failure_full), and its error keeps the cause, the directory
+ * shown shortened (one word, starting as the directory does). Before, the
+ * 256-byte buffer that received LevelDB's "IO error: <dir>/000005.log: File
+ * too large" cut it inside the path, and the writer, which read the cause
+ * from that text, did not see a full disk. */
+static void test_full_failure_long_dir(void)
+{
+    char dir[800];
+    long_data_dir(dir, sizeof dir, 300);
+    store_options_t o;
+    opts_default(&o);
+    o.path = dir;
+    store_t *s = OPEN(&o);
+    SEND(s, "t", "committed", 0, 0, T0, NULL);
+    COMMIT(s);
+    TU_CHECK(!store_last_failure_full(s), "a store that never failed says its last failure was a full disk's");
+
+    disk_full_at(1 << 20); /* the log holds a few KiB: the next 1 MiB write passes the limit */
+    static char big[1 << 20];
+    memset(big, 'b', sizeof big);
+    char err[512] = "";
+    uint64_t id, due;
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, big, sizeof big, 0, 0, T0 + 1, &id, &due, err, sizeof err), err);
+    int rc = store_commit(s, err, sizeof err);
+    disk_room_again();
+    TU_CHECK(rc == -1 && store_broken(s), "commit past the file size limit: rc %d broken %d", rc, store_broken(s));
+    TU_CHECK(store_last_failure_full(s), "a commit refused with EFBIG in a %zu-byte directory is not a full disk's: %s",
+             strlen(dir), err);
+    TU_CHECK(strstr(err, strerror(EFBIG)) != NULL, "the commit's error lost its cause: \"%s\"", err);
+    char shown[STORE_PATH_SHOWN_MAX + 1];
+    store_path_shown(dir, shown, sizeof shown);
+    TU_CHECK(strstr(err, shown) != NULL && strstr(err, dir) == NULL,
+             "the commit's error does not show the directory shortened (%s): \"%s\"", shown, err);
+    /* later refusals carry the break's text, and the fact stays */
+    err[0] = '\0';
+    CHECK_REFUSAL(store_commit(s, err, sizeof err), err, "reopen", strerror(EFBIG));
+    TU_CHECK(store_last_failure_full(s), "the fact went with a later refusal");
+    CLOSE_BROKEN(&s, "reopen");
+
+    /* a break for another reason is not a full disk's */
+    s = OPEN(&o);
+    store_break(s, "a run of SENDs failed half-way");
+    TU_CHECK(store_broken(s) && !store_last_failure_full(s), "store_break is taken for a full disk");
+    CLOSE_BROKEN(&s, "half-way");
+}
+
+/* Which errnos and texts mean no room, and how a long path is shown. */
+static void test_failure_kind_and_text(void)
+{
+    TU_CHECK(store_failure_errno_full(ENOSPC) && store_failure_errno_full(EFBIG) && store_failure_errno_full(EDQUOT),
+             "ENOSPC, EFBIG or EDQUOT is not a full disk");
+    TU_CHECK(!store_failure_errno_full(EIO) && !store_failure_errno_full(EACCES) && !store_failure_errno_full(0),
+             "EIO, EACCES or 0 taken for a full disk");
+    char text[256];
+    snprintf(text, sizeof text, "IO error: /d/000005.log: %s", strerror(ENOSPC));
+    TU_CHECK(store_failure_text_full(text), "\"%s\" is not a full disk", text);
+    snprintf(text, sizeof text, "IO error: /d/000005.log: %s", strerror(EDQUOT));
+    TU_CHECK(store_failure_text_full(text), "\"%s\" is not a full disk", text);
+    TU_CHECK(!store_failure_text_full("IO error: /d/000005.log: Input/output error") && !store_failure_text_full(NULL),
+             "EIO's text or NULL taken for a full disk");
+
+    /* a short path is shown whole, and a text naming it is unchanged */
+    char out[512], shown[STORE_PATH_SHOWN_MAX + 1];
+    TU_CHECK(strcmp(store_path_shown("/var/lib/hourglass", shown, sizeof shown), "/var/lib/hourglass") == 0,
+             "a short path shown as %s", shown);
+    store_failure_text("IO error: /var/lib/hourglass/LOCK: busy", "/var/lib/hourglass", out, sizeof out);
+    TU_CHECK(strcmp(out, "IO error: /var/lib/hourglass/LOCK: busy") == 0, "a short path's text became \"%s\"", out);
+
+    /* a 4000-byte path: head and tail around "...", one word, each occurrence replaced, the cause kept */
+    static char path[4001], longtext[8200];
+    memset(path, 'p', 4000);
+    path[0] = '/';
+    path[1000] = ' ';
+    memcpy(path + 3990, "/last-part", 10);
+    path[4000] = '\0';
+    store_path_shown(path, shown, sizeof shown);
+    TU_CHECK(strlen(shown) <= STORE_PATH_SHOWN_MAX && shown[0] == '/' && strstr(shown, "...") != NULL &&
+                 strstr(shown, "/last-part") != NULL && strchr(shown, ' ') == NULL,
+             "a 4000-byte path shown as \"%s\"", shown);
+    snprintf(longtext, sizeof longtext, "IO error: %s/000005.log and %s/LOCK: %s", path, path, strerror(ENOSPC));
+    store_failure_text(longtext, path, out, sizeof out);
+    char want[512];
+    snprintf(want, sizeof want, "IO error: %s/000005.log and %s/LOCK: %s", shown, shown, strerror(ENOSPC));
+    TU_CHECK(strcmp(out, want) == 0, "the text became \"%s\", want \"%s\"", out, want);
+    TU_CHECK(store_failure_text_full(out), "the shortened text lost its cause: \"%s\"", out);
+    /* a buffer too small for the text still ends it */
+    char tiny[16];
+    store_failure_text(longtext, path, tiny, sizeof tiny);
+    TU_CHECK(strlen(tiny) == sizeof tiny - 1 && strncmp(tiny, "IO error: /", 11) == 0, "a 16-byte cut: \"%s\"", tiny);
+}
+
 static const tu_test_t failure_tests[] = {
     { "commit failure breaks the store", test_commit_failure_breaks_store },
     { "a refused log append closes the log clean: the reopen writes nothing", test_refused_append_closes_clean },
@@ -430,6 +507,8 @@ static const tu_test_t failure_tests[] = {
     { "a torn write before an empty newer log is cut", test_open_cuts_torn_end_before_empty_log },
     { "damage inside the log past the checkpoint is replayed past, not cut", test_open_replays_past_log_hole },
     { "a torn record in fragments is cut, one with a whole record after it replayed past", test_open_torn_fragments },
+    { "a full disk is a fact, however long the directory's path", test_full_failure_long_dir },
+    { "which failures are a full disk's; a long path shown short", test_failure_kind_and_text },
     { NULL, NULL },
 };
 

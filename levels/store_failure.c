@@ -1,0 +1,105 @@
+/*
+ * levels/store_failure.c — what a storage failure is (a full disk or not) and
+ * how its text names a long data directory (store.h, "Storage failures").
+ *
+ * Why here: a full disk must be told from other write failures where the
+ * failure's whole evidence is at hand — LevelDB's error string as it comes
+ * back, an errno as the system call set it — not later from a message that
+ * a fixed buffer may have cut. LevelDB's "IO error: <dir>/000005.log: No
+ * space left on device" names the directory before its cause, and a
+ * directory may be 4 KiB long: a 512-byte message holding it once or twice
+ * loses the cause. So the store classifies when it receives the error and
+ * keeps the answer as a fact (store_last_failure_full), and every text it
+ * builds from such an error shows a long directory shortened (its head and
+ * tail), so the cause survives any buffer and an operator still reads it.
+ *
+ * The shortened form starts as the path does ('/' for an absolute one) and
+ * holds no blank or quote, so broker/redact.h still sees one path word and
+ * hides all of it from a client that may not read paths.
+ *
+ * Pure functions, any thread.
+ */
+#include "levels/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+int store_failure_errno_full(int e)
+{
+    return e == ENOSPC || e == EFBIG || e == EDQUOT;
+}
+
+int store_failure_text_full(const char *text)
+{
+    return text != NULL && (strstr(text, strerror(ENOSPC)) != NULL || strstr(text, strerror(EFBIG)) != NULL ||
+                            strstr(text, strerror(EDQUOT)) != NULL);
+}
+
+/* A character that would end a path word for broker/redact.c, or split it. */
+static char word_safe(char c)
+{
+    return c == ' ' || c == '\t' || c == '"' || c == '\'' ? '_' : c;
+}
+
+const char *store_path_shown(const char *path, char *buf, size_t len)
+{
+    size_t n = strlen(path);
+    if (len == 0) {
+        return "";
+    }
+    if (n <= STORE_PATH_SHOWN_MAX) {
+        snprintf(buf, len, "%s", path);
+        return buf;
+    }
+    enum {
+        PART = (STORE_PATH_SHOWN_MAX - 3) / 2 /* bytes of the head, and of the tail, around "..." */
+    };
+    char shown[STORE_PATH_SHOWN_MAX + 1];
+    size_t o = 0;
+    for (size_t i = 0; i < PART; i++) {
+        shown[o++] = word_safe(path[i]);
+    }
+    memcpy(shown + o, "...", 3);
+    o += 3;
+    for (size_t i = n - PART; i < n; i++) {
+        shown[o++] = word_safe(path[i]);
+    }
+    shown[o] = '\0';
+    snprintf(buf, len, "%s", shown);
+    return buf;
+}
+
+void store_failure_text(const char *text, const char *path, char *out, size_t outlen)
+{
+    if (outlen == 0) {
+        return;
+    }
+    size_t plen = path != NULL ? strlen(path) : 0;
+    if (plen <= STORE_PATH_SHOWN_MAX) {
+        snprintf(out, outlen, "%s", text);
+        return;
+    }
+    char shown[STORE_PATH_SHOWN_MAX + 1];
+    store_path_shown(path, shown, sizeof shown);
+    size_t shown_len = strlen(shown), o = 0;
+    out[0] = '\0';
+    for (const char *p = text; *p != '\0' && o + 1 < outlen;) {
+        const char *at = strstr(p, path);
+        size_t copy = at != NULL ? (size_t)(at - p) : strlen(p);
+        size_t room = outlen - 1 - o;
+        if (copy > room) {
+            copy = room;
+        }
+        memcpy(out + o, p, copy);
+        o += copy;
+        if (at == NULL || o + 1 >= outlen) {
+            break;
+        }
+        size_t put = shown_len < outlen - 1 - o ? shown_len : outlen - 1 - o;
+        memcpy(out + o, shown, put);
+        o += put;
+        p = at + plen;
+    }
+    out[o] = '\0';
+}
