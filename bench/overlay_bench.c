@@ -10,12 +10,13 @@
  * part): per message one CQ entry (4 queues, indices in order), two
  * where-slots (ordinals in order), three puts (keys of 20, 24 and 32 bytes)
  * and three deletes (of keys put 30, 31 and 40 batches before: made, as
- * nearly all the cycle's are). The timed part, `overlay_step` (noinline, so
- * `valgrind --tool=callgrind --toggle-collect=overlay_step overlay-bench`
- * counts its instructions alone): overlay_add of the batch, then as many CQ
- * and slot lookups as it has messages — one in two hundred of a held place,
- * the rest of places made a while ago — then overlay_drop of the oldest batch
- * once HELD are held. Prints ns per written place and per lookup. Exits 0
+ * nearly all the cycle's are). The timed parts (each a noinline function, so
+ * `valgrind --tool=callgrind --toggle-collect='step_*' overlay-bench` counts
+ * their instructions alone): step_add, overlay_add of the batch; step_lookups,
+ * as many CQ and slot lookups as it has messages — one in two hundred of a
+ * held place, the rest of places made a while ago; step_drop, overlay_drop of
+ * the oldest batch once HELD are held. Prints ns per written place (all
+ * parts), per place added and dropped, and per lookup. Exits 0
  * unless a lookup returns a wrong value (then it says which).
  * Usage: overlay-bench [--quick] (--quick: 68 batches, not 680).
  */
@@ -82,14 +83,18 @@ static void build_batch(redo_batch_t *b, uint64_t batch)
 
 static uint64_t lookups, held_found;
 
-/* The timed part of one batch (see the head). */
-static __attribute__((noinline)) void overlay_step(clog_overlay_t *o, held_batch_t *ring, uint64_t batch)
+/* The timed parts of one batch (see the head): the add, the lookups, the drop. */
+static __attribute__((noinline)) void step_add(clog_overlay_t *o, const held_batch_t *h)
 {
-    held_batch_t *h = &ring[batch % (HELD + 1)];
     overlay_add(o, h->end, h->b.derived, h->b.len);
+}
+
+static __attribute__((noinline)) void step_lookups(const clog_overlay_t *o, uint64_t batch)
+{
     for (uint64_t i = 0; i < MESSAGES; i++) {
         uint64_t m = batch * MESSAGES + i;
-        /* one in 200 of this batch's places, the rest of messages made HELD + 2 batches ago (never written, early on) */
+        /* one in 200 of this batch's places, the rest of messages made HELD + 2 batches ago (never written, early
+         * on) */
         uint64_t r = i % 200 == 0 ? m : (m > (HELD + 2) * MESSAGES ? m - (HELD + 2) * MESSAGES : m + 100000000);
         int in_held = r == m;
         cq_entry_t e;
@@ -103,10 +108,11 @@ static __attribute__((noinline)) void overlay_step(clog_overlay_t *o, held_batch
         held_found += (uint64_t)in_held * 2;
         lookups += 2;
     }
-    if (batch >= HELD - 1) {
-        held_batch_t *old = &ring[(batch + 1) % (HELD + 1)];
-        overlay_drop(o, old->end, old->b.derived, old->b.len);
-    }
+}
+
+static __attribute__((noinline)) void step_drop(clog_overlay_t *o, const held_batch_t *old)
+{
+    overlay_drop(o, old->end, old->b.derived, old->b.len);
 }
 
 static double now_ns(void)
@@ -125,21 +131,32 @@ int main(int argc, char **argv)
     clog_overlay_t *o = overlay_new();
     held_batch_t ring[HELD + 1] = { 0 };
     uint64_t places = 0;
-    double ns = 0;
+    double ns_add = 0, ns_look = 0, ns_drop = 0;
     for (uint64_t batch = 0; batch < batches; batch++) {
         held_batch_t *h = &ring[batch % (HELD + 1)];
         build_batch(&h->b, batch);
         h->end = (batch + 1) * 4096;
         places += h->b.ops;
         double t0 = now_ns();
-        overlay_step(o, ring, batch);
-        ns += now_ns() - t0;
+        step_add(o, h);
+        double t1 = now_ns();
+        step_lookups(o, batch);
+        double t2 = now_ns();
+        if (batch >= HELD - 1) {
+            step_drop(o, &ring[(batch + 1) % (HELD + 1)]);
+        }
+        double t3 = now_ns();
+        ns_add += t1 - t0;
+        ns_look += t2 - t1;
+        ns_drop += t3 - t2;
     }
     printf("overlay-bench: %" PRIu64 " batches, %" PRIu64 " places written, %" PRIu64 " lookups (%" PRIu64
            " held), %zu places held at the end\n",
            batches, places, lookups, held_found, overlay_count(o));
     printf("overlay-bench: %.1f ns a written place (its add, its drop and the lookups shared out), %.2f ms in all\n",
-           ns / (double)places, ns / 1e6);
+           (ns_add + ns_look + ns_drop) / (double)places, (ns_add + ns_look + ns_drop) / 1e6);
+    printf("overlay-bench: add %.1f ns a place, drop %.1f ns a place, lookup %.1f ns\n", ns_add / (double)places,
+           ns_drop / (double)places, ns_look / (double)lookups);
     for (size_t i = 0; i < HELD + 1; i++) {
         redo_batch_free(&ring[i].b);
     }

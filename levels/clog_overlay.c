@@ -16,17 +16,20 @@
  * stands when a later held batch writes it again.
  *
  * The table is sized before an add for every place the batch could bring
- * (at most half full after it), so one probe finds a place or the cell a new
- * one goes in, and the table grows only when more is held than ever before.
+ * (at most 3/8 full after it: probe runs and the backward shift stay short),
+ * so one probe finds a place or the cell a new one goes in, and the table
+ * grows only when more is held than ever before. An add decodes a few ops
+ * ahead of the one it writes and prefetches their cells; a drop prefetches
+ * the places of its list further ahead and their cells nearer, so the cache
+ * misses of a batch's places overlap instead of coming one after another.
+ *
  * Each added batch keeps the indices of the places it wrote (a FIFO in add
  * order), so overlay_drop walks that list — the record is decoded once, at
  * add — and removes a place only when its end is still the dropped batch's
  * (a later held batch's write stays). A place dropped twice by one batch's
  * list (the batch wrote it twice) is seen free (end 0) the second time,
  * never reused meanwhile; batch ends are never 0 and grow in add order (they
- * are log offsets), which is what makes "end still mine" sound. The drop
- * reads its places a few ahead of the one it removes (prefetch): the list
- * gives their indices, so their cache misses overlap.
+ * are log offsets), which is what makes "end still mine" sound.
  */
 #include "levels/clog_overlay.h"
 #include "base/alloc.h"
@@ -39,7 +42,8 @@
 #define NO_PLACE       0    /* a cell's place while the cell is empty (cells hold index + 1) */
 #define PLACES_MIN     1024 /* the place array's first size */
 #define TABLE_MIN      1024 /* the table's first size (a power of two) */
-#define DROP_LOOKAHEAD 8    /* places a drop reads ahead of the one it removes */
+#define ADD_LOOKAHEAD  8    /* an add decodes ops this far ahead of the one it writes */
+#define DROP_LOOKAHEAD 8    /* a drop reads cells this far ahead of the place it removes, places twice as far */
 
 typedef struct place {
     uint64_t end;  /* the held batch that wrote it last; PLACE_FREE: in the pool */
@@ -73,7 +77,7 @@ typedef struct batch_places {
 
 struct clog_overlay {
     cell_t *table;
-    size_t cap, used; /* cap a power of two, used at most half of it */
+    size_t cap, used; /* cap a power of two, used at most 3/8 of it after an add's reserve */
     place_t *places;
     size_t nplaces;          /* places[0..nplaces) handed out at least once */
     size_t places_cap;       /* the array's size */
@@ -152,8 +156,8 @@ static int place_is(const place_t *p, char tag, uint64_t a, uint64_t b, const ch
 
 /* The cell holding the place (tag, a, b or key) of hash h, or the empty cell
  * ending its probe (where it would go). The table must have an empty cell. */
-static size_t table_seek(const clog_overlay_t *o, uint64_t h, char tag, uint64_t a, uint64_t b, const char *key,
-                         size_t klen)
+static inline size_t table_seek(const clog_overlay_t *o, uint64_t h, char tag, uint64_t a, uint64_t b, const char *key,
+                                size_t klen)
 {
     size_t mask = o->cap - 1;
     uint32_t h32 = (uint32_t)h;
@@ -183,12 +187,12 @@ static void cell_put_known_absent(cell_t *table, size_t cap, cell_t c)
     table[i] = c;
 }
 
-/* Make room for `more` places beyond those held: the table at most half
+/* Make room for `more` places beyond those held: the table at most 3/8
  * full after them. */
 static void table_reserve(clog_overlay_t *o, size_t more)
 {
     size_t cap = o->cap ? o->cap : TABLE_MIN;
-    while ((o->used + more) * 2 > cap) {
+    while ((o->used + more) * 8 > cap * 3) {
         cap *= 2;
     }
     if (cap == o->cap) {
@@ -205,21 +209,20 @@ static void table_reserve(clog_overlay_t *o, size_t more)
     o->cap = cap;
 }
 
-/* Empty cell i and close the gap by shifting its run back. */
+/* Empty cell i and close the gap by shifting its run back: a cell after
+ * the gap moves into it when the gap lies between its home and it (it is at
+ * least as far from its home as from the gap). */
 static void table_remove_at(clog_overlay_t *o, size_t i)
 {
     size_t mask = o->cap - 1;
-    o->table[i].place = NO_PLACE;
-    for (size_t j = (i + 1) & mask; o->table[j].place != NO_PLACE; j = (j + 1) & mask) {
-        size_t home = o->table[j].hash & mask;
-        /* the cell at j stays when its home lies cyclically in (i, j] */
-        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (!stays) {
-            o->table[i] = o->table[j];
-            o->table[j].place = NO_PLACE;
+    cell_t *t = o->table;
+    for (size_t j = (i + 1) & mask; t[j].place != NO_PLACE; j = (j + 1) & mask) {
+        if (((j - t[j].hash) & mask) >= ((j - i) & mask)) {
+            t[i] = t[j];
             i = j;
         }
     }
+    t[i].place = NO_PLACE;
     o->used--;
 }
 
@@ -243,6 +246,9 @@ static uint32_t place_take(clog_overlay_t *o)
         return idx;
     }
     if (o->nplaces == o->places_cap) {
+        if (o->places_cap >= UINT32_MAX / 2) {
+            abort(); /* cells name places by a 32-bit index: as out of memory (256 GiB of places) */
+        }
         o->places_cap = o->places_cap ? o->places_cap * 2 : PLACES_MIN;
         o->places = xrealloc(o->places, o->places_cap * sizeof *o->places);
     }
@@ -294,6 +300,47 @@ static batch_places_t *batch_push(clog_overlay_t *o, uint64_t end, size_t places
     return bp;
 }
 
+/* An op decoded by overlay_add, its place's cell prefetched, not yet written. */
+typedef struct pending {
+    derived_op_t op;
+    char tag; /* the place's: 'Q', 'S' or 'K' */
+    uint64_t a, b, hash;
+} pending_t;
+
+/* Write w's place (find it or give it a cell) as batch end's, and list it in bp. */
+static inline void add_place(clog_overlay_t *o, batch_places_t *bp, uint64_t end, const pending_t *w)
+{
+    const derived_op_t *op = &w->op;
+    size_t c = table_seek(o, w->hash, w->tag, w->a, w->b, op->key, op->klen);
+    uint32_t idx;
+    if (o->table[c].place == NO_PLACE) {
+        idx = place_take(o);
+        o->table[c] = (cell_t){ (uint32_t)w->hash, idx + 1 };
+        o->used++;
+        place_t *p = &o->places[idx];
+        p->hash = (uint32_t)w->hash;
+        p->tag = w->tag;
+        p->a = w->a;
+        p->b = w->b;
+        p->klen = op->klen;
+    } else {
+        idx = o->table[c].place - 1;
+    }
+    place_t *p = &o->places[idx];
+    p->end = end;
+    if (w->tag == 'Q') {
+        p->u.entry = op->entry;
+    } else if (w->tag == 'S') {
+        p->u.slot = op->slot;
+    } else {
+        p->u.kv.key = op->key; /* this record's copy: the record of batch `end` */
+        p->u.kv.val = op->val;
+        p->vlen = op->vlen;
+        p->deleted = op->tag == 'D';
+    }
+    bp->p[bp->n++] = idx;
+}
+
 void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
 {
     int64_t ops = derived_ops(rec, len);
@@ -304,46 +351,31 @@ void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
     size_t most = (size_t)ops < len / 5 ? (size_t)ops : len / 5;
     batch_places_t *bp = batch_push(o, end, most);
     table_reserve(o, most);
-    size_t at = DERIVED_HEAD;
+    size_t mask = o->cap - 1, at = DERIVED_HEAD;
+    /* ops are written in record order, each ADD_LOOKAHEAD decodes after its cell was prefetched */
+    pending_t ring[ADD_LOOKAHEAD];
+    size_t queued = 0, written = 0;
     for (size_t i = 0; i < most; i++) {
-        derived_op_t op;
-        if (!derived_next(rec, len, &at, &op)) {
-            return;
+        if (queued - written == ADD_LOOKAHEAD) {
+            add_place(o, bp, end, &ring[written++ % ADD_LOOKAHEAD]);
         }
-        if (op.tag == 'H') {
+        pending_t *w = &ring[queued % ADD_LOOKAHEAD];
+        if (!derived_next(rec, len, &at, &w->op)) {
+            break; /* what decoded before the damage is written */
+        }
+        if (w->op.tag == 'H') {
             continue; /* head moves are the caller's records */
         }
-        char tag = op.tag == 'Q' || op.tag == 'S' ? op.tag : 'K';
-        uint64_t a = op.tag == 'Q' ? op.queue : op.base, b = op.tag == 'Q' ? op.index : op.ordinal;
-        uint64_t hash = tag == 'K' ? hash_key(op.key, op.klen) : hash_fields(tag, a, b);
-        size_t c = table_seek(o, hash, tag, a, b, op.key, op.klen);
-        uint32_t idx;
-        if (o->table[c].place == NO_PLACE) {
-            idx = place_take(o);
-            o->table[c] = (cell_t){ (uint32_t)hash, idx + 1 };
-            o->used++;
-            place_t *p = &o->places[idx];
-            p->hash = (uint32_t)hash;
-            p->tag = tag;
-            p->a = a;
-            p->b = b;
-            p->klen = op.klen;
-        } else {
-            idx = o->table[c].place - 1;
-        }
-        place_t *p = &o->places[idx];
-        p->end = end;
-        if (tag == 'Q') {
-            p->u.entry = op.entry;
-        } else if (tag == 'S') {
-            p->u.slot = op.slot;
-        } else {
-            p->u.kv.key = op.key; /* this record's copy: the record of batch `end` */
-            p->u.kv.val = op.val;
-            p->vlen = op.vlen;
-            p->deleted = op.tag == 'D';
-        }
-        bp->p[bp->n++] = idx;
+        const derived_op_t *op = &w->op;
+        w->tag = op->tag == 'Q' || op->tag == 'S' ? op->tag : 'K';
+        w->a = op->tag == 'Q' ? op->queue : op->base;
+        w->b = op->tag == 'Q' ? op->index : op->ordinal;
+        w->hash = w->tag == 'K' ? hash_key(op->key, op->klen) : hash_fields(w->tag, w->a, w->b);
+        __builtin_prefetch(&o->table[w->hash & mask]);
+        queued++;
+    }
+    while (written < queued) {
+        add_place(o, bp, end, &ring[written++ % ADD_LOOKAHEAD]);
     }
 }
 
@@ -358,9 +390,14 @@ void overlay_drop(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
         return; /* no held batch ends there (any more) */
     }
     batch_places_t *bp = &o->batches[i];
+    size_t mask = o->cap - 1;
     for (size_t k = 0; k < bp->n; k++) {
+        /* the place two lookaheads on, the cell of the one a lookahead on (its place read by now) */
+        if (k + 2 * DROP_LOOKAHEAD < bp->n) {
+            __builtin_prefetch(&o->places[bp->p[k + 2 * DROP_LOOKAHEAD]]);
+        }
         if (k + DROP_LOOKAHEAD < bp->n) {
-            __builtin_prefetch(&o->places[bp->p[k + DROP_LOOKAHEAD]]);
+            __builtin_prefetch(&o->table[o->places[bp->p[k + DROP_LOOKAHEAD]].hash & mask]);
         }
         uint32_t idx = bp->p[k];
         if (o->places[idx].end == end) {
