@@ -171,8 +171,8 @@ static inline size_t table_seek(const clog_overlay_t *o, uint64_t h, char tag, u
 }
 
 /* The held place, or NULL (the caller has checked that something is held). */
-static const place_t *table_find(const clog_overlay_t *o, uint64_t h, char tag, uint64_t a, uint64_t b, const char *key,
-                                 size_t klen)
+static inline const place_t *table_find(const clog_overlay_t *o, uint64_t h, char tag, uint64_t a, uint64_t b,
+                                        const char *key, size_t klen)
 {
     const cell_t *c = &o->table[table_seek(o, h, tag, a, b, key, klen)];
     return c->place == NO_PLACE ? NULL : &o->places[c->place - 1];
