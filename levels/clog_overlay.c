@@ -71,7 +71,7 @@ typedef struct cell {
 /* The places one added batch wrote, in its record's order (repeats kept). */
 typedef struct batch_places {
     uint64_t end;
-    uint32_t *p; /* place indices */
+    uint32_t *p; /* place indices, then 2 * DROP_LOOKAHEAD zeros */
     size_t n;
 } batch_places_t;
 
@@ -296,7 +296,8 @@ static batch_places_t *batch_push(clog_overlay_t *o, uint64_t end, size_t places
         }
     }
     batch_places_t *bp = &o->batches[o->nbatches++];
-    *bp = (batch_places_t){ end, places ? xmalloc(places * sizeof *bp->p) : NULL, 0 };
+    /* room past the places for the drop's lookahead (overlay_add fills it) */
+    *bp = (batch_places_t){ end, xmalloc((places + 2 * DROP_LOOKAHEAD) * sizeof *bp->p), 0 };
     return bp;
 }
 
@@ -377,6 +378,9 @@ void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
     while (written < queued) {
         add_place(o, bp, end, &ring[written++ % ADD_LOOKAHEAD]);
     }
+    for (size_t k = 0; k < 2 * DROP_LOOKAHEAD; k++) {
+        bp->p[bp->n + k] = 0; /* the drop reads ahead without a bound: place 0 is there when any place is */
+    }
 }
 
 void overlay_drop(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
@@ -393,12 +397,8 @@ void overlay_drop(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
     size_t mask = o->cap - 1;
     for (size_t k = 0; k < bp->n; k++) {
         /* the place two lookaheads on, the cell of the one a lookahead on (its place read by now) */
-        if (k + 2 * DROP_LOOKAHEAD < bp->n) {
-            __builtin_prefetch(&o->places[bp->p[k + 2 * DROP_LOOKAHEAD]]);
-        }
-        if (k + DROP_LOOKAHEAD < bp->n) {
-            __builtin_prefetch(&o->table[o->places[bp->p[k + DROP_LOOKAHEAD]].hash & mask]);
-        }
+        __builtin_prefetch(&o->places[bp->p[k + 2 * DROP_LOOKAHEAD]]);
+        __builtin_prefetch(&o->table[o->places[bp->p[k + DROP_LOOKAHEAD]].hash & mask]);
         uint32_t idx = bp->p[k];
         if (o->places[idx].end == end) {
             table_remove(o, idx);
