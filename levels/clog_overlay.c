@@ -161,7 +161,7 @@ static inline size_t table_seek(const clog_overlay_t *o, uint64_t h, char tag, u
 {
     size_t mask = o->cap - 1;
     uint32_t h32 = (uint32_t)h;
-    size_t i = h & mask;
+    size_t i = h32 & mask; /* the home the cell's bits give (the backward shift reads it there) */
     for (; o->table[i].place != NO_PLACE; i = (i + 1) & mask) {
         if (o->table[i].hash == h32 && place_is(&o->places[o->table[i].place - 1], tag, a, b, key, klen)) {
             break;
@@ -372,7 +372,7 @@ void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
         w->a = op->tag == 'Q' ? op->queue : op->base;
         w->b = op->tag == 'Q' ? op->index : op->ordinal;
         w->hash = w->tag == 'K' ? hash_key(op->key, op->klen) : hash_fields(w->tag, w->a, w->b);
-        __builtin_prefetch(&o->table[w->hash & mask]);
+        __builtin_prefetch(&o->table[(uint32_t)w->hash & mask]);
         queued++;
     }
     while (written < queued) {
