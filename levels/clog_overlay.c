@@ -3,21 +3,33 @@
  * levels/clog_overlay.h).
  *
  * Every written place (a CQ entry, a where-slot, a LevelDB key) is one
- * place_t in an open-addressing table of its own (linear probing, deletion
- * by backward shift, so no tombstones), keyed by its tag and fields — a
- * LevelDB key by the bytes of the record that wrote it last. A place
- * remembers the end of that batch and points into its record for the key
- * and a put's value, so nothing is copied and the place is updated where it
+ * place_t (64 bytes, one cache line) in a growing array, found through an
+ * open-addressing table of 8-byte cells (linear probing, deletion by
+ * backward shift, so no tombstones): a cell holds the low 32 bits of the
+ * place's hash and its index in the array. A probe compares those bits in
+ * the cell and opens the place only when they match, so a lookup of a place
+ * not held (nearly every read in a flood) reads one or two cells and no
+ * place; the cell's bits are also its home for the backward shift. A LevelDB
+ * key is kept by the bytes of the record that wrote it last. A place
+ * remembers the end of that batch and points into its record for the key and
+ * a put's value, so nothing is copied and the place is updated where it
  * stands when a later held batch writes it again.
  *
- * Each added batch keeps the list of places it wrote (a FIFO in add order),
- * so overlay_drop walks that list — the record is decoded once, at add —
- * and removes a place only when its end is still the dropped batch's (a
- * later held batch's write stays). Places come from a pool of slabs: a
- * place dropped twice by one batch's list (the batch wrote it twice) is
- * seen free (end 0) the second time, never reused meanwhile; batch ends are
- * never 0 and grow in add order (they are log offsets), which is what makes
- * "end still mine" sound.
+ * The table is sized before an add for every place the batch could bring
+ * (at most 3/8 full after it: probe runs and the backward shift stay short),
+ * so one probe finds a place or the cell a new one goes in, and the table
+ * grows only when more is held than ever before. An add decodes a few ops
+ * ahead of the one it writes and prefetches their cells; a drop prefetches
+ * the places of its list further ahead and their cells nearer, so the cache
+ * misses of a batch's places overlap instead of coming one after another.
+ *
+ * Each added batch keeps the indices of the places it wrote (a FIFO in add
+ * order), so overlay_drop walks that list — the record is decoded once, at
+ * add — and removes a place only when its end is still the dropped batch's
+ * (a later held batch's write stays). A place dropped twice by one batch's
+ * list (the batch wrote it twice) is seen free (end 0) the second time,
+ * never reused meanwhile; batch ends are never 0 and grow in add order (they
+ * are log offsets), which is what makes "end still mine" sound.
  */
 #include "levels/clog_overlay.h"
 #include "base/alloc.h"
@@ -26,41 +38,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLACE_FREE  0    /* a place's end while it waits in the pool */
-#define SLAB_PLACES 256  /* places allocated at a time */
-#define TABLE_MIN   1024 /* the table's first size (a power of two) */
+#define PLACE_FREE     0    /* a place's end while it waits in the pool */
+#define NO_PLACE       0    /* a cell's place while the cell is empty (cells hold index + 1) */
+#define PLACES_MIN     1024 /* the place array's first size */
+#define TABLE_MIN      1024 /* the table's first size (a power of two) */
+#define ADD_LOOKAHEAD  8    /* an add decodes ops this far ahead of the one it writes */
+#define DROP_LOOKAHEAD 8    /* a drop reads cells this far ahead of the place it removes, places twice as far */
 
 typedef struct place {
     uint64_t end;  /* the held batch that wrote it last; PLACE_FREE: in the pool */
-    uint64_t hash; /* of its tag and fields, kept for growing and deleting */
-    char tag;      /* 'Q' a CQ entry, 'S' a where-slot, 'K' a LevelDB key */
-    char deleted;  /* 'K': the last write was a delete */
+    uint64_t a, b; /* 'Q': queue, index; 'S': segment base, ordinal; in the pool: a is the next free index + 1 */
+    union {
+        cq_entry_t entry; /* 'Q' */
+        slot_t slot;      /* 'S' */
+        struct {
+            const char *key; /* inside the record of batch `end` */
+            const char *val; /* a put's value, likewise */
+        } kv;                /* 'K' */
+    } u;
+    uint32_t hash; /* the low 32 bits of its hash: what its cell holds */
     uint32_t klen, vlen;
-    uint64_t a, b;   /* 'Q': queue, index; 'S': segment base, ordinal */
-    const char *key; /* 'K': inside the record of batch `end` */
-    const char *val; /* a put's value, likewise */
-    cq_entry_t entry;
-    slot_t slot;
-    struct place *next_free;
+    char tag;     /* 'Q' a CQ entry, 'S' a where-slot, 'K' a LevelDB key */
+    char deleted; /* 'K': the last write was a delete */
 } place_t;
+_Static_assert(sizeof(place_t) <= 64, "a place fills at most one cache line");
 
-typedef struct slab {
-    struct slab *next;
-    place_t places[SLAB_PLACES];
-} slab_t;
+typedef struct cell {
+    uint32_t hash;  /* the low 32 bits of the place's hash (its home is hash & mask) */
+    uint32_t place; /* its index + 1; NO_PLACE: empty */
+} cell_t;
 
 /* The places one added batch wrote, in its record's order (repeats kept). */
 typedef struct batch_places {
     uint64_t end;
-    place_t **p;
+    uint32_t *p; /* place indices, then 2 * DROP_LOOKAHEAD zeros */
     size_t n;
 } batch_places_t;
 
 struct clog_overlay {
-    place_t **table;
-    size_t cap, used; /* cap a power of two, used at most half of it */
-    slab_t *slabs;
-    place_t *free_places;
+    cell_t *table;
+    size_t cap, used; /* cap a power of two, used at most 3/8 of it after an add's reserve */
+    place_t *places;
+    size_t nplaces;          /* places[0..nplaces) handed out at least once */
+    size_t places_cap;       /* the array's size */
+    uint32_t free_list;      /* the first free place's index + 1; 0: none */
     batch_places_t *batches; /* a FIFO: [bfirst, nbatches) */
     size_t bfirst, nbatches, bcap;
 };
@@ -82,18 +103,41 @@ static uint64_t hash_fields(char tag, uint64_t a, uint64_t b)
     return mix((a * UINT64_C(0x9e3779b97f4a7c15)) ^ b ^ ((uint64_t)(unsigned char)tag << 56));
 }
 
+static uint64_t load8(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static uint64_t load4(const char *p)
+{
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* Eight bytes at a time; the last (partial) word is read as the key's last
+ * eight bytes, overlapping the word before, or from 4-byte halves or single
+ * bytes for keys shorter than eight — no copy, no call. */
 static uint64_t hash_key(const char *k, size_t n)
 {
     uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, k + i, 8);
-        h = (h ^ w) * UINT64_C(0x100000001b3);
-        h ^= h >> 29;
+    uint64_t w;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            h = (h ^ load8(k + i)) * UINT64_C(0x100000001b3);
+            h ^= h >> 29;
+        }
+        w = load8(k + n - 8);
+    } else if (n >= 4) {
+        w = load4(k) | load4(k + n - 4) << 32;
+    } else {
+        w = 0;
+        for (size_t i = 0; i < n; i++) {
+            w = w << 8 | (unsigned char)k[i];
+        }
     }
-    uint64_t w = 0;
-    memcpy(&w, k + i, n - i);
     return mix(h ^ w);
 }
 
@@ -105,98 +149,117 @@ static int place_is(const place_t *p, char tag, uint64_t a, uint64_t b, const ch
         return 0;
     }
     if (tag == 'K') {
-        return p->klen == klen && memcmp(p->key, key, klen) == 0;
+        return p->klen == klen && memcmp(p->u.kv.key, key, klen) == 0;
     }
     return p->a == a && p->b == b;
 }
 
-static place_t *table_find(const clog_overlay_t *o, uint64_t hash, char tag, uint64_t a, uint64_t b, const char *key,
-                           size_t klen)
+/* The cell holding the place (tag, a, b or key) of hash h, or the empty cell
+ * ending its probe (where it would go). The table must have an empty cell. */
+static inline size_t table_seek(const clog_overlay_t *o, uint64_t h, char tag, uint64_t a, uint64_t b, const char *key,
+                                size_t klen)
 {
-    if (o->cap == 0) {
-        return NULL;
-    }
     size_t mask = o->cap - 1;
-    for (size_t i = hash & mask; o->table[i] != NULL; i = (i + 1) & mask) {
-        if (o->table[i]->hash == hash && place_is(o->table[i], tag, a, b, key, klen)) {
-            return o->table[i];
+    uint32_t h32 = (uint32_t)h;
+    size_t i = h32 & mask; /* the home the cell's bits give (the backward shift reads it there) */
+    for (; o->table[i].place != NO_PLACE; i = (i + 1) & mask) {
+        if (o->table[i].hash == h32 && place_is(&o->places[o->table[i].place - 1], tag, a, b, key, klen)) {
+            break;
         }
     }
-    return NULL;
+    return i;
 }
 
-static void table_insert_known_absent(place_t **table, size_t cap, place_t *p)
+/* The held place, or NULL (the caller has checked that something is held). */
+static inline const place_t *table_find(const clog_overlay_t *o, uint64_t h, char tag, uint64_t a, uint64_t b,
+                                        const char *key, size_t klen)
 {
-    size_t mask = cap - 1, i = p->hash & mask;
-    while (table[i] != NULL) {
+    const cell_t *c = &o->table[table_seek(o, h, tag, a, b, key, klen)];
+    return c->place == NO_PLACE ? NULL : &o->places[c->place - 1];
+}
+
+static void cell_put_known_absent(cell_t *table, size_t cap, cell_t c)
+{
+    size_t mask = cap - 1, i = c.hash & mask;
+    while (table[i].place != NO_PLACE) {
         i = (i + 1) & mask;
     }
-    table[i] = p;
+    table[i] = c;
 }
 
-static void table_insert(clog_overlay_t *o, place_t *p)
+/* Make room for `more` places beyond those held: the table at most 3/8
+ * full after them. */
+static void table_reserve(clog_overlay_t *o, size_t more)
 {
-    if ((o->used + 1) * 2 > o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : TABLE_MIN;
-        place_t **t = xcalloc(cap, sizeof *t);
-        for (size_t i = 0; i < o->cap; i++) {
-            if (o->table[i] != NULL) {
-                table_insert_known_absent(t, cap, o->table[i]);
-            }
+    size_t cap = o->cap ? o->cap : TABLE_MIN;
+    while ((o->used + more) * 8 > cap * 3) {
+        cap *= 2;
+    }
+    if (cap == o->cap) {
+        return;
+    }
+    cell_t *t = xcalloc(cap, sizeof *t);
+    for (size_t i = 0; i < o->cap; i++) {
+        if (o->table[i].place != NO_PLACE) {
+            cell_put_known_absent(t, cap, o->table[i]);
         }
-        free(o->table);
-        o->table = t;
-        o->cap = cap;
     }
-    table_insert_known_absent(o->table, o->cap, p);
-    o->used++;
+    free(o->table);
+    o->table = t;
+    o->cap = cap;
 }
 
-/* Remove p (in the table) and close the gap by shifting its run back. */
-static void table_remove(clog_overlay_t *o, const place_t *p)
+/* Empty cell i and close the gap by shifting its run back: a cell after
+ * the gap moves into it when the gap lies between its home and it (it is at
+ * least as far from its home as from the gap). */
+static void table_remove_at(clog_overlay_t *o, size_t i)
 {
-    size_t mask = o->cap - 1, i = p->hash & mask;
-    while (o->table[i] != p) {
-        i = (i + 1) & mask;
-    }
-    o->table[i] = NULL;
-    for (size_t j = (i + 1) & mask; o->table[j] != NULL; j = (j + 1) & mask) {
-        size_t home = o->table[j]->hash & mask;
-        /* the entry at j stays when its home lies cyclically in (i, j] */
-        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (!stays) {
-            o->table[i] = o->table[j];
-            o->table[j] = NULL;
+    size_t mask = o->cap - 1;
+    cell_t *t = o->table;
+    for (size_t j = (i + 1) & mask; t[j].place != NO_PLACE; j = (j + 1) & mask) {
+        if (((j - t[j].hash) & mask) >= ((j - i) & mask)) {
+            t[i] = t[j];
             i = j;
         }
     }
+    t[i].place = NO_PLACE;
     o->used--;
+}
+
+/* Remove place index idx (in the table). */
+static void table_remove(clog_overlay_t *o, uint32_t idx)
+{
+    size_t mask = o->cap - 1, i = o->places[idx].hash & mask;
+    while (o->table[i].place != idx + 1) {
+        i = (i + 1) & mask;
+    }
+    table_remove_at(o, i);
 }
 
 /* ---- the pool ----------------------------------------------------------------------- */
 
-static place_t *place_take(clog_overlay_t *o)
+static uint32_t place_take(clog_overlay_t *o)
 {
-    if (o->free_places == NULL) {
-        slab_t *s = xmalloc(sizeof *s);
-        s->next = o->slabs;
-        o->slabs = s;
-        for (size_t i = 0; i < SLAB_PLACES; i++) {
-            s->places[i].end = PLACE_FREE;
-            s->places[i].next_free = i + 1 < SLAB_PLACES ? &s->places[i + 1] : NULL;
-        }
-        o->free_places = s->places;
+    if (o->free_list != 0) {
+        uint32_t idx = o->free_list - 1;
+        o->free_list = (uint32_t)o->places[idx].a;
+        return idx;
     }
-    place_t *p = o->free_places;
-    o->free_places = p->next_free;
-    return p;
+    if (o->nplaces == o->places_cap) {
+        if (o->places_cap >= UINT32_MAX / 2) {
+            abort(); /* cells name places by a 32-bit index: as out of memory (256 GiB of places) */
+        }
+        o->places_cap = o->places_cap ? o->places_cap * 2 : PLACES_MIN;
+        o->places = xrealloc(o->places, o->places_cap * sizeof *o->places);
+    }
+    return (uint32_t)o->nplaces++;
 }
 
-static void place_give_back(clog_overlay_t *o, place_t *p)
+static void place_give_back(clog_overlay_t *o, uint32_t idx)
 {
-    p->end = PLACE_FREE;
-    p->next_free = o->free_places;
-    o->free_places = p;
+    o->places[idx].end = PLACE_FREE;
+    o->places[idx].a = o->free_list;
+    o->free_list = idx + 1;
 }
 
 /* ---- the interface ------------------------------------------------------------------ */
@@ -214,12 +277,8 @@ void overlay_free(clog_overlay_t *o)
     for (size_t i = o->bfirst; i < o->nbatches; i++) {
         free(o->batches[i].p);
     }
-    while (o->slabs != NULL) {
-        slab_t *next = o->slabs->next;
-        free(o->slabs);
-        o->slabs = next;
-    }
     free(o->batches);
+    free(o->places);
     free(o->table);
     free(o);
 }
@@ -237,8 +296,50 @@ static batch_places_t *batch_push(clog_overlay_t *o, uint64_t end, size_t places
         }
     }
     batch_places_t *bp = &o->batches[o->nbatches++];
-    *bp = (batch_places_t){ end, places ? xmalloc(places * sizeof *bp->p) : NULL, 0 };
+    /* room past the places for the drop's lookahead (overlay_add fills it) */
+    *bp = (batch_places_t){ end, xmalloc((places + 2 * DROP_LOOKAHEAD) * sizeof *bp->p), 0 };
     return bp;
+}
+
+/* An op decoded by overlay_add, its place's cell prefetched, not yet written. */
+typedef struct pending {
+    derived_op_t op;
+    char tag; /* the place's: 'Q', 'S' or 'K' */
+    uint64_t a, b, hash;
+} pending_t;
+
+/* Write w's place (find it or give it a cell) as batch end's, and list it in bp. */
+static inline void add_place(clog_overlay_t *o, batch_places_t *bp, uint64_t end, const pending_t *w)
+{
+    const derived_op_t *op = &w->op;
+    size_t c = table_seek(o, w->hash, w->tag, w->a, w->b, op->key, op->klen);
+    uint32_t idx;
+    if (o->table[c].place == NO_PLACE) {
+        idx = place_take(o);
+        o->table[c] = (cell_t){ (uint32_t)w->hash, idx + 1 };
+        o->used++;
+        place_t *p = &o->places[idx];
+        p->hash = (uint32_t)w->hash;
+        p->tag = w->tag;
+        p->a = w->a;
+        p->b = w->b;
+        p->klen = op->klen;
+    } else {
+        idx = o->table[c].place - 1;
+    }
+    place_t *p = &o->places[idx];
+    p->end = end;
+    if (w->tag == 'Q') {
+        p->u.entry = op->entry;
+    } else if (w->tag == 'S') {
+        p->u.slot = op->slot;
+    } else {
+        p->u.kv.key = op->key; /* this record's copy: the record of batch `end` */
+        p->u.kv.val = op->val;
+        p->vlen = op->vlen;
+        p->deleted = op->tag == 'D';
+    }
+    bp->p[bp->n++] = idx;
 }
 
 void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
@@ -250,36 +351,35 @@ void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
     /* every op takes at least 5 bytes: the count is bounded by the record, whatever its head claims */
     size_t most = (size_t)ops < len / 5 ? (size_t)ops : len / 5;
     batch_places_t *bp = batch_push(o, end, most);
-    size_t at = DERIVED_HEAD;
-    for (int64_t i = 0; i < ops; i++) {
-        derived_op_t op;
-        if (!derived_next(rec, len, &at, &op)) {
-            return;
+    table_reserve(o, most);
+    size_t mask = o->cap - 1, at = DERIVED_HEAD;
+    /* ops are written in record order, each ADD_LOOKAHEAD decodes after its cell was prefetched */
+    pending_t ring[ADD_LOOKAHEAD];
+    size_t queued = 0, written = 0;
+    for (size_t i = 0; i < most; i++) {
+        if (queued - written == ADD_LOOKAHEAD) {
+            add_place(o, bp, end, &ring[written++ % ADD_LOOKAHEAD]);
         }
-        char tag = op.tag == 'Q' || op.tag == 'S' ? op.tag : 'K';
-        uint64_t a = op.tag == 'Q' ? op.queue : op.base, b = op.tag == 'Q' ? op.index : op.ordinal;
-        if (op.tag == 'H') {
+        pending_t *w = &ring[queued % ADD_LOOKAHEAD];
+        if (!derived_next(rec, len, &at, &w->op)) {
+            break; /* what decoded before the damage is written */
+        }
+        if (w->op.tag == 'H') {
             continue; /* head moves are the caller's records */
         }
-        uint64_t hash = tag == 'K' ? hash_key(op.key, op.klen) : hash_fields(tag, a, b);
-        place_t *p = table_find(o, hash, tag, a, b, op.key, op.klen);
-        if (p == NULL) {
-            p = place_take(o);
-            p->hash = hash;
-            p->tag = tag;
-            p->a = a;
-            p->b = b;
-            p->klen = op.klen;
-            table_insert(o, p);
-        }
-        p->end = end;
-        p->key = op.key; /* this record's copy: the record of batch `end` */
-        p->deleted = op.tag == 'D';
-        p->val = op.val;
-        p->vlen = op.vlen;
-        p->entry = op.entry;
-        p->slot = op.slot;
-        bp->p[bp->n++] = p;
+        const derived_op_t *op = &w->op;
+        w->tag = op->tag == 'Q' || op->tag == 'S' ? op->tag : 'K';
+        w->a = op->tag == 'Q' ? op->queue : op->base;
+        w->b = op->tag == 'Q' ? op->index : op->ordinal;
+        w->hash = w->tag == 'K' ? hash_key(op->key, op->klen) : hash_fields(w->tag, w->a, w->b);
+        __builtin_prefetch(&o->table[(uint32_t)w->hash & mask]);
+        queued++;
+    }
+    while (written < queued) {
+        add_place(o, bp, end, &ring[written++ % ADD_LOOKAHEAD]);
+    }
+    for (size_t k = 0; k < 2 * DROP_LOOKAHEAD; k++) {
+        bp->p[bp->n + k] = 0; /* the drop reads ahead without a bound: place 0 is there when any place is */
     }
 }
 
@@ -294,11 +394,15 @@ void overlay_drop(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
         return; /* no held batch ends there (any more) */
     }
     batch_places_t *bp = &o->batches[i];
+    size_t mask = o->cap - 1;
     for (size_t k = 0; k < bp->n; k++) {
-        place_t *p = bp->p[k];
-        if (p->end == end) {
-            table_remove(o, p);
-            place_give_back(o, p);
+        /* the place two lookaheads on, the cell of the one a lookahead on (its place read by now) */
+        __builtin_prefetch(&o->places[bp->p[k + 2 * DROP_LOOKAHEAD]]);
+        __builtin_prefetch(&o->table[o->places[bp->p[k + DROP_LOOKAHEAD]].hash & mask]);
+        uint32_t idx = bp->p[k];
+        if (o->places[idx].end == end) {
+            table_remove(o, idx);
+            place_give_back(o, idx);
         }
     }
     free(bp->p);
@@ -322,26 +426,35 @@ void overlay_move(clog_overlay_t *o, uint64_t from, uint64_t to, const char *rec
 
 int overlay_cq(const clog_overlay_t *o, uint32_t queue, uint64_t index, cq_entry_t *e)
 {
+    if (o->used == 0) {
+        return OVERLAY_NONE;
+    }
     const place_t *p = table_find(o, hash_fields('Q', queue, index), 'Q', queue, index, NULL, 0);
     if (p == NULL) {
         return OVERLAY_NONE;
     }
-    *e = p->entry;
+    *e = p->u.entry;
     return OVERLAY_HELD;
 }
 
 int overlay_slot(const clog_overlay_t *o, uint64_t base, uint64_t ordinal, slot_t *s)
 {
+    if (o->used == 0) {
+        return OVERLAY_NONE;
+    }
     const place_t *p = table_find(o, hash_fields('S', base, ordinal), 'S', base, ordinal, NULL, 0);
     if (p == NULL) {
         return OVERLAY_NONE;
     }
-    *s = p->slot;
+    *s = p->u.slot;
     return OVERLAY_HELD;
 }
 
 int overlay_get(const clog_overlay_t *o, const void *key, size_t klen, const char **val, size_t *vlen)
 {
+    if (o->used == 0) {
+        return OVERLAY_NONE;
+    }
     const place_t *p = table_find(o, hash_key(key, klen), 'K', 0, 0, key, klen);
     if (p == NULL) {
         return OVERLAY_NONE;
@@ -349,7 +462,7 @@ int overlay_get(const clog_overlay_t *o, const void *key, size_t klen, const cha
     if (p->deleted) {
         return OVERLAY_DELETED;
     }
-    *val = p->val;
+    *val = p->u.kv.val;
     *vlen = p->vlen;
     return OVERLAY_HELD;
 }

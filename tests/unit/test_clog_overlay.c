@@ -177,15 +177,57 @@ static void test_twice_in_a_batch_and_record_lifetime(void)
     overlay_free(o);
 }
 
+/* An add decodes a few ops ahead of the one it writes: a place written
+ * again within that window keeps one place and the later value, head moves
+ * in between hold nothing, and a record cut after more ops than the window
+ * still holds every op before the cut. */
+static void test_repeats_within_the_lookahead_and_a_long_cut(void)
+{
+    clog_overlay_t *o = overlay_new();
+    redo_batch_t b = { 0 };
+    for (uint64_t i = 0; i < 20; i++) {
+        redo_cq_write(&b, 1, i % 3, &(cq_entry_t){ 100 + i, i });
+        redo_cq_head(&b, 1, i);
+        redo_db_put(&b, "Yk", 2, i % 2 ? "odd" : "even", i % 2 ? 3 : 4);
+    }
+    redo_slot_write(&b, 0, 7, &(slot_t){ 9, 1, 0, 0 });
+    redo_db_delete(&b, "Ka", 2);
+    overlay_add(o, 10, record_of(&b), b.len - 1); /* the delete cut: 61 ops before it */
+    cq_entry_t e;
+    slot_t s;
+    const char *v;
+    size_t n;
+    TU_CHECK(overlay_count(o) == 5, "3 CQ places, one key, one slot (%zu held)", overlay_count(o));
+    TU_CHECK(overlay_cq(o, 1, 0, &e) == OVERLAY_HELD && e.log_offset == 118 &&
+                 overlay_cq(o, 1, 1, &e) == OVERLAY_HELD && e.log_offset == 119 &&
+                 overlay_cq(o, 1, 2, &e) == OVERLAY_HELD && e.log_offset == 117,
+             "each CQ place holds its last write");
+    TU_CHECK(held_value(o, "Yk", "odd"), "the key holds its last put");
+    TU_CHECK(overlay_slot(o, 0, 7, &s) == OVERLAY_HELD && s.id == 9, "the last op before the cut is held");
+    TU_CHECK(overlay_get(o, "Ka", 2, &v, &n) == OVERLAY_NONE, "the cut delete is not");
+    overlay_drop(o, 10, b.derived, b.len - 1);
+    CU_ASSERT_EQUAL(overlay_count(o), 0);
+    redo_batch_free(&b);
+    overlay_free(o);
+}
+
 /* A model check over many places (the table grows and deletes shift runs):
- * random batches of puts, deletes, CQ and slot writes over a small key
- * space, up to 8 held, made in order; after every step each place's lookup
- * is the last held writer's, or nothing. */
-#define MODEL_PLACES 300
+ * random batches of puts, deletes, CQ and slot writes (and head moves, which
+ * hold nothing) over a key space of `places`, up to max_held held, made in
+ * order; with carries, now and then every held batch is moved to a new end
+ * in log order, as redo_sync_failed does. After every step each place's
+ * lookup is the last held writer's, or nothing, and the count is the
+ * model's. */
 typedef struct model_write {
     char kind;    /* 'P', 'D', 'Q', 'S' */
     unsigned val; /* the value written */
 } model_write_t;
+
+typedef struct model {
+    int places, batches;
+    model_write_t *w; /* w[k * places + i]: batch k's last write of place i */
+    uint64_t *end;    /* batch k's end now */
+} model_t;
 
 static unsigned model_rand(uint64_t *x)
 {
@@ -195,18 +237,25 @@ static unsigned model_rand(uint64_t *x)
     return (unsigned)(*x >> 11);
 }
 
-/* The lookup of place i as the held batches [first, last) of writes say. */
-static void model_check(const clog_overlay_t *o, model_write_t (*w)[MODEL_PLACES], int first, int last, int *bad)
+static void model_key(char *key, size_t size, int i)
 {
-    for (int i = 0; i < MODEL_PLACES; i++) {
+    snprintf(key, size, "key-%d-padded-to-twenty-bytes", i);
+}
+
+/* The lookup of place i as the held batches [first, last) of writes say. */
+static void model_check(const clog_overlay_t *o, const model_t *md, int first, int last, int *bad)
+{
+    size_t held = 0;
+    for (int i = 0; i < md->places; i++) {
         const model_write_t *m = NULL;
         for (int k = first; k < last; k++) {
-            if (w[k][i].kind != 0) {
-                m = &w[k][i];
+            if (md->w[(size_t)k * md->places + i].kind != 0) {
+                m = &md->w[(size_t)k * md->places + i];
             }
         }
+        held += m != NULL;
         char key[40];
-        snprintf(key, sizeof key, "key-%d-padded-to-twenty-bytes", i);
+        model_key(key, sizeof key, i);
         const char *v;
         size_t n;
         cq_entry_t e;
@@ -228,57 +277,91 @@ static void model_check(const clog_overlay_t *o, model_write_t (*w)[MODEL_PLACES
             TU_CHECK(0, "place %d: lookup %d, the model's last writer %c", i, got, m ? m->kind : '-');
         }
     }
+    if (overlay_count(o) != held && (*bad)++ == 0) {
+        TU_CHECK(0, "%zu places held, the model has %zu", overlay_count(o), held);
+    }
+}
+
+/* Batch k's writes: `writes` random places, into b and the model. */
+static void model_batch(model_t *md, int k, int writes, redo_batch_t *b, uint64_t *x)
+{
+    for (int j = 0; j < writes; j++) {
+        int i = (int)(model_rand(x) % (unsigned)md->places);
+        unsigned val = model_rand(x) | 1;
+        char key[40];
+        model_key(key, sizeof key, i);
+        model_write_t *w = &md->w[(size_t)k * md->places + i];
+        if (val % 16 == 3) {
+            redo_cq_head(b, (uint32_t)(i % 7), (uint64_t)i); /* holds nothing */
+        } else if (i % 3 == 0 && val % 4 == 1) {
+            redo_db_delete(b, key, strlen(key));
+            *w = (model_write_t){ 'D', 0 };
+        } else if (i % 3 == 0) {
+            redo_db_put(b, key, strlen(key), &val, sizeof val);
+            *w = (model_write_t){ 'P', val };
+        } else if (i % 3 == 1) {
+            redo_cq_write(b, (uint32_t)(i % 7), (uint64_t)i, &(cq_entry_t){ val, 0 });
+            *w = (model_write_t){ 'Q', val };
+        } else {
+            redo_slot_write(b, (uint64_t)(i % 5) << 20, (uint64_t)i, &(slot_t){ val, 0, 0, 0 });
+            *w = (model_write_t){ 'S', val };
+        }
+    }
+}
+
+static void run_model(int places, int batches, int max_writes, int max_held, int carries, uint64_t seed)
+{
+    model_t md = { places, batches, calloc((size_t)batches * (size_t)places, sizeof(model_write_t)),
+                   calloc((size_t)batches, sizeof(uint64_t)) };
+    redo_batch_t *b = calloc((size_t)batches, sizeof *b);
+    clog_overlay_t *o = overlay_new();
+    uint64_t x = seed, next_end = 100;
+    int first = 0, bad = 0, moves = 0;
+    for (int k = 0; k < batches; k++) {
+        model_batch(&md, k, 1 + (int)(model_rand(&x) % (unsigned)max_writes), &b[k], &x);
+        md.end[k] = next_end++;
+        overlay_add(o, md.end[k], record_of(&b[k]), b[k].len);
+        model_check(o, &md, first, k + 1, &bad);
+        if (carries && model_rand(&x) % 16 == 0) { /* a failed sync: every held batch carried, in log order */
+            for (int c = first; c <= k; c++) {
+                overlay_move(o, md.end[c], next_end, b[c].derived, b[c].len);
+                md.end[c] = next_end++;
+                moves++;
+            }
+            model_check(o, &md, first, k + 1, &bad);
+        }
+        while (k + 1 - first > max_held || (k + 1 - first > 0 && model_rand(&x) % 3 == 0)) {
+            overlay_drop(o, md.end[first], b[first].derived, b[first].len);
+            redo_batch_free(&b[first]);
+            first++;
+            model_check(o, &md, first, k + 1, &bad);
+        }
+    }
+    while (first < batches) {
+        overlay_drop(o, md.end[first], b[first].derived, b[first].len);
+        redo_batch_free(&b[first]);
+        first++;
+    }
+    TU_CHECK(bad == 0 && overlay_count(o) == 0 && (!carries || moves > 0),
+             "%d lookups off the model; %zu places left; %d moves", bad, overlay_count(o), moves);
+    overlay_free(o);
+    free(b);
+    free(md.w);
+    free(md.end);
 }
 
 static void test_model(void)
 {
-    enum {
-        BATCHES = 200
-    };
-    static model_write_t w[BATCHES][MODEL_PLACES];
-    memset(w, 0, sizeof w);
-    redo_batch_t b[BATCHES];
-    memset(b, 0, sizeof b);
-    clog_overlay_t *o = overlay_new();
-    uint64_t x = 88172645463325252ull;
-    int first = 0, bad = 0;
-    for (int k = 0; k < BATCHES; k++) {
-        int writes = 1 + (int)(model_rand(&x) % 120);
-        for (int j = 0; j < writes; j++) {
-            int i = (int)(model_rand(&x) % MODEL_PLACES);
-            unsigned val = model_rand(&x) | 1;
-            char key[40];
-            snprintf(key, sizeof key, "key-%d-padded-to-twenty-bytes", i);
-            if (i % 3 == 0 && val % 4 == 1) {
-                redo_db_delete(&b[k], key, strlen(key));
-                w[k][i] = (model_write_t){ 'D', 0 };
-            } else if (i % 3 == 0) {
-                redo_db_put(&b[k], key, strlen(key), &val, sizeof val);
-                w[k][i] = (model_write_t){ 'P', val };
-            } else if (i % 3 == 1) {
-                redo_cq_write(&b[k], (uint32_t)(i % 7), (uint64_t)i, &(cq_entry_t){ val, 0 });
-                w[k][i] = (model_write_t){ 'Q', val };
-            } else {
-                redo_slot_write(&b[k], (uint64_t)(i % 5) << 20, (uint64_t)i, &(slot_t){ val, 0, 0, 0 });
-                w[k][i] = (model_write_t){ 'S', val };
-            }
-        }
-        overlay_add(o, 100 + (uint64_t)k, record_of(&b[k]), b[k].len);
-        model_check(o, w, first, k + 1, &bad);
-        while (k + 1 - first > 8 || (k + 1 - first > 0 && model_rand(&x) % 3 == 0)) {
-            overlay_drop(o, 100 + (uint64_t)first, b[first].derived, b[first].len);
-            redo_batch_free(&b[first]);
-            first++;
-            model_check(o, w, first, k + 1, &bad);
-        }
-    }
-    while (first < BATCHES) {
-        overlay_drop(o, 100 + (uint64_t)first, b[first].derived, b[first].len);
-        redo_batch_free(&b[first]);
-        first++;
-    }
-    TU_CHECK(bad == 0 && overlay_count(o) == 0, "%d lookups off the model; %zu places left", bad, overlay_count(o));
-    overlay_free(o);
+    run_model(300, 200, 120, 8, 0, 88172645463325252ull);
+}
+
+/* Many held batches over many places: the table grows several times while
+ * batches are held, runs are long enough for an add's lookahead to meet a
+ * place written a few ops before in the same batch, and carried batches
+ * are moved as a whole. */
+static void test_model_many_held_and_carried(void)
+{
+    run_model(6000, 160, 2000, 40, 1, 0x2545f4914f6cdd1dull);
 }
 
 static const tu_test_t overlay_tests[] = {
@@ -288,7 +371,11 @@ static const tu_test_t overlay_tests[] = {
     { "a record cut inside an operation; a long key", test_cut_record_and_long_key },
     { "a place written twice by one batch; a later writer outlives the earlier record",
       test_twice_in_a_batch_and_record_lifetime },
+    { "repeats within an add's lookahead; a record cut after more ops than it",
+      test_repeats_within_the_lookahead_and_a_long_cut },
     { "200 random batches over 300 places, up to 8 held: every lookup is the last held writer's", test_model },
+    { "160 random batches over 6000 places, up to 40 held, carried now and then: the last held writer's",
+      test_model_many_held_and_carried },
     { NULL, NULL },
 };
 
