@@ -631,6 +631,14 @@ void clog_abandon(clog_t *c, uint64_t *from, uint64_t *to)
     pthread_mutex_unlock(&c->sync_lock);
 }
 
+int clog_sync_failed(clog_t *c)
+{
+    pthread_mutex_lock(&c->sync_lock);
+    int failed = c->sync_failed;
+    pthread_mutex_unlock(&c->sync_lock);
+    return failed;
+}
+
 /* ---- reads ---------------------------------------------------------------------- */
 
 int clog_read(clog_t *c, uint64_t offset, clog_reader_t *rd, clog_record_t *r, char *err, size_t errlen)

@@ -199,6 +199,11 @@ int clog_sync(clog_t *c, char *err, size_t errlen);
  * fresh segment syncs). Owner thread, with the syncer stopped. */
 void clog_abandon(clog_t *c, uint64_t *from, uint64_t *to);
 
+/* 1 while a clog_sync failure is kept (a clog_sync failed and clog_abandon
+ * has not run since): the log must be abandoned before it syncs again. Any
+ * thread. */
+int clog_sync_failed(clog_t *c);
+
 /* Read the record at offset. Returns 0 with *r; CLOG_NOT_RECORD when there
  * is no record of this log there (past the end, in no segment, not a record
  * boundary of the segment's current life); -1 with err naming the file and
