@@ -350,6 +350,7 @@ void clog_close(clog_t *c)
     }
     free(c->segs);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->sync_lock);
     free(c->dir);
     free(c);
 }
@@ -558,6 +559,15 @@ int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen)
 
 int clog_sync(clog_t *c, char *err, size_t errlen)
 {
+    pthread_mutex_lock(&c->sync_lock);
+    if (c->sync_failed) { /* not retried: it would report success over the pages the failure lost */
+        int e = c->sync_errno;
+        err_set(err, errlen, "%s (an earlier fdatasync of the log failed: nothing is synced until clog_abandon)",
+                c->sync_error);
+        pthread_mutex_unlock(&c->sync_lock);
+        errno = e;
+        return -1;
+    }
     uint64_t from = atomic_load(&c->durable);
     pthread_mutex_lock(&c->lock);
     uint64_t w = atomic_load(&c->written);
@@ -587,31 +597,46 @@ int clog_sync(clog_t *c, char *err, size_t errlen)
         uint64_t cur = atomic_load(&c->durable);
         while (cur < w && !atomic_compare_exchange_weak(&c->durable, &cur, w)) {
         }
+    } else {
+        c->sync_failed = 1;
+        c->sync_errno = e;
+        snprintf(c->sync_error, sizeof c->sync_error, "%s", err != NULL && errlen > 0 ? err : "fdatasync failed");
     }
+    pthread_mutex_unlock(&c->sync_lock);
     errno = rc != 0 ? e : errno; /* the failed fdatasync's: ENOSPC tells a full disk (contract) */
     return rc;
 }
 
 void clog_abandon(clog_t *c, uint64_t *from, uint64_t *to)
 {
+    pthread_mutex_lock(&c->sync_lock); /* no sync between the marks and the failure's end */
     uint64_t d = atomic_load(&c->durable);
     *from = d;
     *to = c->tail;
-    if (c->tail <= d) {
-        return; /* nothing was waiting for the failed sync */
-    }
-    pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; i < c->nsegs; i++) {
-        seg_t *s = &c->segs[i];
-        if (!s->spare && s->base + c->size > d && s->base < c->tail) {
-            s->abandoned = 1;
+    if (c->tail > d) { /* else nothing was waiting for the failed sync */
+        pthread_mutex_lock(&c->lock);
+        for (size_t i = 0; i < c->nsegs; i++) {
+            seg_t *s = &c->segs[i];
+            if (!s->spare && s->base + c->size > d && s->base < c->tail) {
+                s->abandoned = 1;
+            }
+        }
+        pthread_mutex_unlock(&c->lock);
+        uint64_t fresh = first_pos(seg_base_of(c, c->tail - 1) + c->size);
+        if (c->end < fresh) {
+            c->end = fresh;
         }
     }
-    pthread_mutex_unlock(&c->lock);
-    uint64_t fresh = first_pos(seg_base_of(c, c->tail - 1) + c->size);
-    if (c->end < fresh) {
-        c->end = fresh;
-    }
+    c->sync_failed = 0; /* the segments the failure touched are skipped from here on: the fresh one syncs */
+    pthread_mutex_unlock(&c->sync_lock);
+}
+
+int clog_sync_failed(clog_t *c)
+{
+    pthread_mutex_lock(&c->sync_lock);
+    int failed = c->sync_failed;
+    pthread_mutex_unlock(&c->sync_lock);
+    return failed;
 }
 
 /* ---- reads ---------------------------------------------------------------------- */

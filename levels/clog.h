@@ -181,7 +181,11 @@ int clog_write_errno(const clog_t *c);
  * written since the last sync); the syncer thread may call it while the
  * owner appends. Returns 0, or -1 with err naming the file and errno the
  * failed fdatasync's (ENOSPC, EDQUOT: a full disk; after a failed fdatasync
- * the segment must be abandoned, design §3). */
+ * the segment must be abandoned, design §3). A failure sticks: every later
+ * call fails at once with its errno and its text (saying so) and calls no
+ * fdatasync, until clog_abandon — a retry through the same descriptor would
+ * report success over the pages the failure lost. Calls are serialized (the
+ * owner's and the syncer's), so none takes that success meanwhile. */
 int clog_sync(clog_t *c, char *err, size_t errlen);
 
 /* After a failed clog_sync (design §3 "fsyncgate": the kernel may have
@@ -191,8 +195,14 @@ int clog_sync(clog_t *c, char *err, size_t errlen);
  * Its COMMIT names the abandoned tail as its predecessor, so a chain from
  * there carries on into it: an open with chain_from = *to never reads the
  * abandoned range. *from, *to get that range [clog_durable, clog_end) (empty
- * when nothing waited for the sync). Owner thread, with the syncer stopped. */
+ * when nothing waited for the sync). Ends the failure clog_sync keeps (the
+ * fresh segment syncs). Owner thread, with the syncer stopped. */
 void clog_abandon(clog_t *c, uint64_t *from, uint64_t *to);
+
+/* 1 while a clog_sync failure is kept (a clog_sync failed and clog_abandon
+ * has not run since): the log must be abandoned before it syncs again. Any
+ * thread. */
+int clog_sync_failed(clog_t *c);
 
 /* Read the record at offset. Returns 0 with *r; CLOG_NOT_RECORD when there
  * is no record of this log there (past the end, in no segment, not a record

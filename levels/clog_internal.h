@@ -42,6 +42,13 @@ struct clog {
                                    clog_keep_from never called); set by any thread, read by the owner */
     _Atomic uint64_t written, durable;
     int write_errno; /* clog_write_errno: the owner's last failed write system call (owner thread only) */
+    /* A failed fdatasync stays failed until clog_abandon (fsyncgate: a second fdatasync through the same
+       descriptor reports success over pages the kernel may have dropped). sync_lock serializes clog_sync, so no
+       sync can take that success while another reports the error; the three below are under it. */
+    pthread_mutex_t sync_lock;
+    int sync_failed;      /* 1: a clog_sync failed and clog_abandon has not run since */
+    int sync_errno;       /* that fdatasync's errno */
+    char sync_error[384]; /* that clog_sync's err */
 };
 
 typedef struct hdr {

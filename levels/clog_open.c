@@ -426,6 +426,7 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
     c->clean_end = o->clean_end;
     atomic_store(&c->keep_from, UINT64_MAX);
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->sync_lock, NULL);
     int rc = 0;
     struct dirent *de;
     while (rc == 0 && (de = readdir(d)) != NULL) {

@@ -321,6 +321,25 @@ static int close_store(store_t *s, int durable, char *err, size_t errlen)
     if (s == NULL) {
         return 0;
     }
+    int sync_failed = store_log_sync_has_failed(s);
+    if (sync_failed) {
+        durable = 0; /* a sync of the log failed (the syncer's, not seen by the caller yet): never synced again */
+    }
+    if (sync_failed && s->broken) {
+        /* Broken by a failed sync of the log on this thread (a read
+         * barrier's, a synced commit's) or since: its segments are
+         * abandoned and the held batches carried as store_close_unsynced
+         * does, then the log is closed, so that the reopen never reads the
+         * range the failure lost. The pending batch and the leases not
+         * written are lost, as with any broken store; the break is
+         * reported. */
+        if (store_log_sync_failed(s, NULL, 0) == 0 && store_log_close(s, NULL, 0) == 0) {
+            write_memtable_out(s);
+        }
+        store_usable(s, err, errlen);
+        store_free(s);
+        return -1;
+    }
     if (durable && s->broken && s->log_append_failed) {
         /* Broken by a refused append (a full disk: no room for the next
          * segment), which changed neither the log nor LevelDB, and no sync

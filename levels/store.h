@@ -240,7 +240,11 @@ const char *store_open_info(const store_t *s);
 int store_created(const store_t *s);
 
 /* Commit what is pending and close. Returns the commit's result; the store is
- * freed either way. NULL is a no-op. */
+ * freed either way. NULL is a no-op. After a failed fdatasync of the commit
+ * log (store_log_sync, or the owner's own sync: a read barrier's, a synced
+ * commit's) it closes as store_close_unsynced does, whether the store is
+ * broken by it or not (a broken one's pending batch is lost, -1 reports the
+ * break): the log is never synced again past that failure. */
 int store_close(store_t *s, char *err, size_t errlen);
 
 /* store_close after an fdatasync of the commit log failed (store_log_sync,
@@ -273,7 +277,9 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen);
  * owner's store_apply_durable writes those batches to LevelDB. 0, or -1 with
  * err naming the segment and errno the failed fdatasync's (ENOSPC, EDQUOT,
  * EFBIG: a full disk, store_failure_errno_full; the store must then be
- * closed with store_close_unsynced). */
+ * closed with store_close_unsynced). The failure sticks: every later sync of
+ * the log, this call's or the owner's, fails with it and calls no fdatasync
+ * until the close abandons the segments (levels/clog.h clog_sync). */
 int store_log_sync(store_t *s, char *err, size_t errlen);
 
 /* Owner thread: write to LevelDB (unsynced) the commits the log's last sync

@@ -517,6 +517,12 @@ int store_log_close_after_failed_append(store_t *s, char *err, size_t errlen);
  * (then only store_log_free is left). */
 int store_log_sync_failed(store_t *s, char *err, size_t errlen);
 
+/* store_log.c: 1 when an fdatasync of the log failed and its segments are not
+ * abandoned yet (clog_sync_failed): a close must go through
+ * store_log_sync_failed, whatever its caller asked (store_close after a
+ * failed commit whose own sync failed). 0 without a log. */
+int store_log_sync_has_failed(store_t *s);
+
 /* store_log.c: close the log's files and free the redo without syncing,
  * applying or checkpointing (redo_free): a failed open, a broken store. s->redo
  * NULL after. */

@@ -343,6 +343,11 @@ int store_log_sync_failed(store_t *s, char *err, size_t errlen)
     return 0;
 }
 
+int store_log_sync_has_failed(store_t *s)
+{
+    return s->redo != NULL && clog_sync_failed(redo_log(s->redo));
+}
+
 void store_log_free(store_t *s)
 {
     redo_t *r = s->redo;

@@ -50,6 +50,7 @@ void bt_preload_failsync(char *shimdir, size_t dirlen, char *trigger, size_t tri
     TU_REQUIRE(stat(shim, &st) == 0, "the shim %s is not built", shim);
     setenv("LD_PRELOAD", shim, 1);
     setenv("HG_FAILSYNC_TRIGGER", trigger, 1);
+    unsetenv("HG_FAILSYNC_ONLY"); /* any file's sync takes the trigger unless the case says otherwise after this */
     const char *old = getenv("ASAN_OPTIONS"); /* leave to preload a library before ASan's runtime */
     snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && old[0] ? ":" : "");
     setenv("ASAN_OPTIONS", asan, 1);

@@ -12,7 +12,7 @@
  * error to each descriptor that was open before it (LevelDB's own, when it
  * syncs its log; the commit log's segment descriptor); a descriptor opened
  * after it syncs (close(2) is wrapped to forget a closed one). Every call on a
- * ".log" is appended to $HG_FAILSYNC_RECORD (when set) as one line
+ * ".log" or ".seg" is appended to $HG_FAILSYNC_RECORD (when set) as one line
  * "ok|EIO PATH", so a test can see which log a later successful sync was of.
  * With $HG_FAILSYNC_ERRNO=ENOSPC the failure is ENOSPC instead (an fdatasync
  * that finds no room for the pages it writes back: delayed allocation, a
@@ -20,6 +20,11 @@
  * With $HG_FAILSYNC_DELAY_MS set, the trigger makes that sync wait so many
  * milliseconds and then sync, instead of failing: a batch held in flight, as a
  * slow disk holds it (test_broker_restart's stop with unread input).
+ * With $HG_FAILSYNC_ONLY set to a name's ending (".seg": the commit log's
+ * segments, the broker's syncer; ".log": LevelDB's logs, a checkpoint's), only
+ * a sync of such a file takes the trigger, so a test knows whose sync fails
+ * (both kinds are synced concurrently); the other kind syncs as usual and is
+ * still recorded.
  * Other files and calls pass through to libc unchanged.
  *
  * Threading: any thread (the broker's syncer thread calls it); the record
@@ -105,8 +110,16 @@ static int sticky_fd(int fd)
     return 0;
 }
 
+/* 1 when path may take the trigger: it ends in $HG_FAILSYNC_ONLY, or that is unset. */
+static int trigger_may_take(const char *path)
+{
+    const char *only = getenv("HG_FAILSYNC_ONLY");
+    size_t n = strlen(path), k = only != NULL ? strlen(only) : 0;
+    return only == NULL || (n >= k && strcmp(path + n - k, only) == 0);
+}
+
 /* 1 when this sync of path through fd must fail: the trigger is there (and
- * is taken), or in sticky mode path is the log that failed before and fd was
+ * is taken: only by a path trigger_may_take allows), or in sticky mode path is the log that failed before and fd was
  * open on it then (Linux reports a writeback error to each descriptor open
  * before it; one opened after syncs as usual — over pages the kernel may have
  * dropped, which is why the broker must never rely on such a sync). */
@@ -115,7 +128,7 @@ static int must_fail(const char *path, int fd)
     const char *trigger = getenv("HG_FAILSYNC_TRIGGER");
     pthread_mutex_lock(&g_mu);
     int fail = g_failed[0] != '\0' && strcmp(g_failed, path) == 0 && sticky_fd(fd);
-    if (!fail && trigger != NULL && unlink(trigger) == 0) {
+    if (!fail && trigger != NULL && trigger_may_take(path) && unlink(trigger) == 0) {
         fail = 1;
         if (getenv("HG_FAILSYNC_STICKY") != NULL) {
             snprintf(g_failed, sizeof g_failed, "%s", path);

@@ -966,15 +966,19 @@ static void send_failing(rc_conn_t *c, const char *trigger, const char *who, cha
 }
 
 /* Error replies carry file-system paths to the admin only, as INFO does: a producer whose SEND fails because the
- * fsync of the store's log failed reads the error with the path replaced by "(path hidden: admin only)", the error
- * code and the cause kept; the log has the whole text with the path; the admin's SEND gets the path. Before, the
- * producer read "ERR storage failure: fdatasync of <the data directory>/000005.log failed: ...". */
+ * fdatasync of the store's commit log failed reads the error with its paths (the data directory, the segment)
+ * replaced by "(path hidden: admin only)", the error code and the cause kept; the log has the whole text with the
+ * paths; the admin's SEND gets them. Before, the producer read "ERR storage failure: commit log of <the data
+ * directory>: <the data directory>/clog-<base>.seg: cannot fdatasync ...". The shim fails only a segment's sync
+ * (HG_FAILSYNC_ONLY): a checkpoint's sync of LevelDB's logs, running meanwhile, would take the trigger otherwise and
+ * the SEND would be acknowledged. */
 static void test_error_paths_admin_only(void)
 {
     char shimdir[512], trigger[600], e[1024], want[800];
     bt_preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
-    start_with_users();     /* fsync always */
-    unsetenv("LD_PRELOAD"); /* the broker has it; nothing else the test starts does */
+    setenv("HG_FAILSYNC_ONLY", ".seg", 1); /* the SEND's sync: the syncer's of the commit log */
+    start_with_users();                    /* fsync always */
+    unsetenv("LD_PRELOAD");                /* the broker has it; nothing else the test starts does */
     rc_conn_t adm, shop;
     connect_as(&adm, "ops", "pw-ops");
     connect_as(&shop, "shop", "pw-shop");
@@ -985,18 +989,19 @@ static void test_error_paths_admin_only(void)
     BP_REQUIRE(tu_wait_file_contains(bt_broker.log_path, "users reloaded from", 10000) == 0, "no reload logged");
 
     send_failing(&shop, trigger, "producer", e, sizeof e);
-    BP_CHECK(strstr(e, "ERR storage failure: fdatasync of (path hidden: admin only) failed: Input/output error") !=
-                     NULL &&
-                 strstr(e, bt_broker.dir) == NULL,
-             "producer: '%s', want the error with its path hidden", e);
-    snprintf(want, sizeof want, "user=shop, its paths hidden (not an admin): ERR storage failure: fdatasync of %s/",
-             bt_broker.data_dir);
+    BP_CHECK(strstr(e, "ERR storage failure: commit log of (path hidden: admin only): (path hidden: admin only): "
+                       "cannot fdatasync (the segment must be abandoned): Input/output error") != NULL &&
+                 strstr(e, bt_broker.dir) == NULL && strstr(e, "clog-") == NULL,
+             "producer: '%s', want the error with its paths hidden", e);
+    snprintf(want, sizeof want,
+             "user=shop, its paths hidden (not an admin): ERR storage failure: commit log of %s: %s/clog-",
+             bt_broker.data_dir, bt_broker.data_dir);
     BP_CHECK(tu_poll_until(log_has, want, 10000, 20) == 0, "the log has no line with '%s'", want);
 
     BP_REQUIRE(tu_poll_until(send_acknowledged, &x, 30000, 100) == 0, "no SEND acknowledged again in 30 s: %s", x.err);
     send_failing(&adm, trigger, "admin", e, sizeof e);
-    snprintf(want, sizeof want, "fdatasync of %s/", bt_broker.data_dir);
-    BP_CHECK(strstr(e, want) != NULL && strstr(e, "path hidden") == NULL, "admin: '%s', want the path (%s)", e, want);
+    snprintf(want, sizeof want, "commit log of %s: %s/clog-", bt_broker.data_dir, bt_broker.data_dir);
+    BP_CHECK(strstr(e, want) != NULL && strstr(e, "path hidden") == NULL, "admin: '%s', want the paths (%s)", e, want);
 
     /* A broken store (the reopen after the failed fsync fails: CURRENT moved away): LevelDB's text names the path. */
     char current[700], away[700];
@@ -1038,6 +1043,7 @@ static void test_error_paths_admin_only(void)
     rc_close(&adm);
     rc_close(&shop);
     unsetenv("HG_FAILSYNC_TRIGGER");
+    unsetenv("HG_FAILSYNC_ONLY");
     cleanup_users();
     tu_rmtree(shimdir);
 }

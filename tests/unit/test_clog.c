@@ -7,10 +7,12 @@
  * segment files directly; "torn" batches are batches appended after the last
  * clog_sync and then damaged, which is what a power cut can leave.
  */
+#define _GNU_SOURCE /* RTLD_NEXT */
 #include "levels/clog.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -621,6 +623,68 @@ static void test_abandon(void)
     clog_close(c);
 }
 
+/* fdatasync as Linux reports a writeback error (fsyncgate): while g_fail_syncs_left > 0 a call fails with EIO
+ * (and counts down); every other call syncs — also a later one through the descriptor that saw the error, which
+ * then "succeeds" over pages the kernel may have dropped. g_syncs counts the calls. */
+static atomic_int g_fail_syncs_left, g_syncs;
+
+int fdatasync(int fd)
+{
+    int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    atomic_fetch_add(&g_syncs, 1);
+    int left = atomic_load(&g_fail_syncs_left);
+    while (left > 0 && !atomic_compare_exchange_weak(&g_fail_syncs_left, &left, left - 1)) {
+    }
+    if (left > 0) {
+        errno = EIO;
+        return -1;
+    }
+    return real(fd);
+}
+
+/* A failed clog_sync sticks until clog_abandon: a second call (the storage thread's read barrier after the
+ * syncer's failure, before anyone abandoned the segment) fails with the same errno and calls no fdatasync, so the
+ * durable end stays below the range the failure lost; after the abandon the fresh segment syncs. Before, the second
+ * call's fdatasync "succeeded" and moved the durable end over that range, and clog_abandon then found nothing to
+ * abandon. */
+static void test_failed_sync_sticks(void)
+{
+    clog_t *c = open_log(0, NULL);
+    TU_REQUIRE(c != NULL, "open");
+    uint64_t ids[4];
+    append_batch(c, 2, 100, 1, ids);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "%s", err);
+    uint64_t synced = clog_durable(c);
+    append_batch(c, 1, 100, 3, ids + 2);
+    uint64_t tail = clog_end(c);
+    atomic_store(&g_fail_syncs_left, 1);
+    errno = 0;
+    int rc = clog_sync(c, err, sizeof err);
+    int e = errno;
+    TU_CHECK(rc == -1 && e == EIO && strstr(err, "cannot fdatasync") != NULL, "the failed sync: %d, errno %d: %s", rc,
+             e, err);
+    atomic_store(&g_syncs, 0);
+    errno = 0;
+    rc = clog_sync(c, err, sizeof err);
+    e = errno;
+    TU_CHECK(rc == -1 && e == EIO && strstr(err, "an earlier fdatasync of the log failed") != NULL &&
+                 strstr(err, "Input/output error") != NULL,
+             "the sync after it fails too, naming the first failure: %d, errno %d: %s", rc, e, err);
+    TU_CHECK(atomic_load(&g_syncs) == 0 && clog_durable(c) == synced,
+             "the sync after a failure made %d fdatasync calls, durable end %" PRIu64 " (want 0 calls, %" PRIu64 ")",
+             atomic_load(&g_syncs), clog_durable(c), synced);
+    uint64_t from, to;
+    clog_abandon(c, &from, &to);
+    TU_CHECK(from == synced && to == tail, "abandoned [%" PRIu64 ", %" PRIu64 "), want [%" PRIu64 ", %" PRIu64 ")",
+             from, to, synced, tail);
+    append_batch(c, 1, 100, 4, ids + 3);
+    err[0] = '\0';
+    TU_CHECK(clog_sync(c, err, sizeof err) == 0 && clog_durable(c) == clog_end(c) && atomic_load(&g_syncs) > 0,
+             "after the abandon the fresh segment syncs (%d fdatasync calls, its header's included): %s",
+             atomic_load(&g_syncs), err);
+    clog_close(c);
+}
+
 /* Lower this process's file-size limit to `bytes` (SIGXFSZ ignored, so a
  * write past it fails with EFBIG, as a write on a full disk fails with
  * ENOSPC), or restore *saved when bytes is 0. */
@@ -688,6 +752,7 @@ static const tu_test_t clog_tests[] = {
     { "leading spare with a damaged start", test_leading_spare_with_damaged_start },
     { "syncer thread", test_syncer_thread },
     { "abandon after a failed sync", test_abandon },
+    { "a failed sync sticks until the abandon: no fdatasync retried, the durable end kept", test_failed_sync_sticks },
     { "bad inputs", test_bad_inputs },
     { "a refused write keeps its errno", test_write_errno },
     { NULL, NULL },

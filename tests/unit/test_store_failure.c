@@ -3,20 +3,23 @@
  * store package behind levels/store.h (DESIGN §1–3), through its public calls:
  * a commit that fails (the store refuses all after; a full disk's failure
  * known as such, however long the directory's path), torn writes at the log's
- * end cut on open and damage inside it refused; the log-sync thread
- * (levels/logsync.h).
+ * end cut on open and damage inside it refused; a failed fdatasync of the
+ * commit log (a local fdatasync interposer fails a segment's once, as Linux
+ * reports a writeback error); the log-sync thread (levels/logsync.h).
  *
  * The fixture (tests/helpers/store_fixture.h): every test gets a fresh temp
  * directory and drives the store with an injected clock, every now_ms passed
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_failure [suite [test]].
  */
+#define _GNU_SOURCE /* RTLD_NEXT */
 #include "levels/logsync.h"
 #include "levels/store.h"
 #include "tests/helpers/store_fixture.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,6 +27,7 @@
 #include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* =========================================================== suite: failure */
 
@@ -178,6 +182,82 @@ static int scan_nothing(void *ctx, const store_entry_t *e)
     (void)ctx;
     (void)e;
     return 0;
+}
+
+/* fdatasync as Linux reports a writeback error: while g_fail_seg_syncs > 0 a sync of a commit-log segment fails with
+ * EIO (and counts down); every other call syncs, also a later one through the descriptor that saw the error. */
+static int g_fail_seg_syncs;
+
+int fdatasync(int fd)
+{
+    int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    char link[64], path[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    path[n > 0 ? n : 0] = '\0';
+    if (g_fail_seg_syncs > 0 && n > 4 && strcmp(path + n - 4, ".seg") == 0) {
+        g_fail_seg_syncs--;
+        errno = EIO;
+        return -1;
+    }
+    return real(fd);
+}
+
+static int count_segments(void)
+{
+    DIR *d = opendir(g_data);
+    int n = 0;
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, "clog-", 5) == 0 && strstr(e->d_name, ".seg") != NULL;
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* The syncer's sync of the log fails (store_log_sync), and before the broker's storage thread hears of it, its own
+ * read barrier syncs the log: that sync fails too, naming the first failure, and calls no fdatasync (on Linux a
+ * second fdatasync through the same descriptor reports success over the pages the failure lost); the store breaks.
+ * Its store_close then abandons the failed segment and carries the held batch into a fresh one, as
+ * store_close_unsynced does, so the reopen never reads the range; the SEND's derived writes are kept. Before, the
+ * barrier's sync succeeded, and the close of the broken store dropped the held batch (the reopen read the range). */
+static void test_failed_sync_then_barrier(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "synced", 0, 0, T0, NULL);
+    COMMIT(s);
+    char err[512] = "";
+    REQUIRE_OK(store_log_sync(s, err, sizeof err), err);
+    SEND(s, "t", "held", 0, 0, T0, NULL);
+    COMMIT(s);
+    int segments = count_segments();
+    g_fail_seg_syncs = 1;
+    errno = 0;
+    int rc = store_log_sync(s, err, sizeof err);
+    TU_CHECK(rc == -1 && errno == EIO && strstr(err, "cannot fdatasync") != NULL, "the syncer's sync: %d (%s)", rc,
+             err);
+    TU_CHECK(g_fail_seg_syncs == 0, "no segment sync failed");
+    g_fail_seg_syncs = 0;
+    rc = store_scan(s, scan_nothing, NULL, err, sizeof err); /* a range walk: the read barrier */
+    TU_CHECK(rc == -1 && store_broken(s) && strstr(err, "an earlier fdatasync of the log failed") != NULL,
+             "the read barrier after it: %d, broken %d (%s), want the first failure named", rc, store_broken(s), err);
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (g_open[i] == s)
+            g_open[i] = NULL;
+    err[0] = '\0';
+    rc = store_close(s, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "reopen") != NULL, "store_close of the broken store: %d (\"%s\")", rc, err);
+    TU_CHECK(count_segments() == segments + 1,
+             "%d commit-log segments after the close, want %d: the held batch carried into a fresh one",
+             count_segments(), segments + 1);
+    store_options_t o;
+    opts_default(&o);
+    s = OPEN(&o);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2,
+             "after the reopen the topic holds %" PRIu64 " SENDs, want 2 (the held one's derived writes carried)",
+             ti.appended);
+    CHECK_STORE(s);
 }
 
 /* A commit, then a scan: a range walk passes the read barrier, which writes
@@ -503,6 +583,8 @@ static void test_failure_kind_and_text(void)
 static const tu_test_t failure_tests[] = {
     { "commit failure breaks the store", test_commit_failure_breaks_store },
     { "a refused log append closes the log clean: the reopen writes nothing", test_refused_append_closes_clean },
+    { "a failed log sync, then the read barrier's: refused, the close abandons and carries",
+      test_failed_sync_then_barrier },
     { "a torn write at the log's end is cut", test_open_cuts_torn_log_end },
     { "a torn write before an empty newer log is cut", test_open_cuts_torn_end_before_empty_log },
     { "damage inside the log past the checkpoint is replayed past, not cut", test_open_replays_past_log_hole },
