@@ -309,21 +309,6 @@ size_t idx_home_len_without_journey(const char *v, size_t vlen)
     return home_decode(v, vlen, &h) == 0 && h.has_journey ? vlen - JOURNEY_BYTES : vlen;
 }
 
-int idx_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen)
-{
-    char *buf;
-    idx_home_t h;
-    int found = home_read_raw(s, id, &buf, &h, err, errlen);
-    if (found <= 0) {
-        return found;
-    }
-    int named = h.has_journey && h.journey.queue == queue && h.journey.cq_index == cq_index && h.place.tag == 'L';
-    key_buf_t k;
-    key_level(&k, h.place.level, h.place.due, h.place.seq);
-    leveldb_free(buf);
-    return named ? store_has(s, &k, err, errlen) : 0;
-}
-
 int idx_journey_read(store_t *s, uint64_t id, idx_journey_t *j, char *err, size_t errlen)
 {
     char *buf;

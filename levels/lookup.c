@@ -4,7 +4,9 @@
  *
  * A message has its own copy (its SEND journey on a level, then the topic
  * log) and one copy per group that took it (a lease, a retry, the DLQ). A
- * view collects them: the own copy from 'X', the group copies from the 'Y'
+ * view collects them: the own copy on its journey by its where-slot and its
+ * record in the commit log (journey.c; design-commitlog.md 4a.5), else from
+ * 'X' (the topic log, a level still walked by `L`), the group copies from the 'Y'
  * entries of the id; and, while the message is in the topic log, every group
  * of the topic is READY (its cursor is at or before the message) or DONE
  * (past it, holding no copy). The overall state is the first that applies of
@@ -254,11 +256,39 @@ static store_msg_state_t view_state(const store_msg_view_t *v, char home_tag, in
     return STORE_MSG_GONE;
 }
 
+/* The view of id when it is on a SEND journey served from its CQ, found by
+ * its where-slot (journey.c): DELAYED on its level, the message read from its
+ * record (a journey has no group copy: groups take from the topic log). 1
+ * when it is, 0 when not (then 'X' says where), -1 with err. */
+static int view_journey(store_t *s, store_msg_view_t *v, int with_payload, char *err, size_t errlen)
+{
+    clog_reader_t rd = { 0 };
+    msg_t m;
+    store_journey_t at;
+    int found = store_journey_find(s, v->id, &rd, &m, &at, err, errlen);
+    if (found > 0 && !at.on_l) {
+        view_keep_msg(v, &m, with_payload);
+        v->level = at.level;
+        v->hop_due_ms = at.hop_due;
+        v->hops_left = hops_after(&s->opt.levels, at.hop_due, m.due_ms);
+        v->state = STORE_MSG_DELAYED;
+    }
+    clog_reader_free(&rd);
+    return found < 0 ? -1 : found > 0 && !at.on_l;
+}
+
 /* The view of id, without store_read_begin (the caller did it). */
 static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_t *v, char *err, size_t errlen)
 {
     memset(v, 0, sizeof *v);
     v->id = id;
+    int on_journey = view_journey(s, v, with_payload, err, errlen);
+    if (on_journey != 0) {
+        if (on_journey < 0) {
+            store_msg_view_free(v);
+        }
+        return on_journey < 0 ? -1 : 0;
+    }
     char *hbuf;
     idx_home_t h;
     int found = idx_home_read(s, id, &hbuf, &h, err, errlen);
@@ -442,10 +472,53 @@ static const group_state_t *group_past(const topic_state_t *t, uint64_t seq)
     return NULL;
 }
 
+/* Revoke m, on the CQ journey at (journey.c): its slot flagged revoked (its
+ * CQ entry stays, dropped when it reaches the head), its level's depth and
+ * its topic's delayed count down, its segment's live count down, the CQ
+ * head (or the lane's) moved past it when it was there, its 'X' and 'K'
+ * dropped. */
+static int revoke_journey(store_t *s, store_revoke_result_t *r, msg_t *m, const store_journey_t *at, char *err,
+                          size_t errlen)
+{
+    level_state_t *ls = &s->levels[at->level];
+    key_buf_t k;
+    key_level(&k, at->level, at->hop_due, STORE_JOURNEY_SEQ | m->id);
+    store_del(s, &k);
+    ls->depth--;
+    store_mark_level(s, at->level);
+    store_topic_delayed_add(s, m, -1);
+    store_log_slot(s, m->id, &at->j, SLOT_REVOKED);
+    segcount_add(s, m->id, -1);
+    int rc = 0;
+    if (at->j.queue == STORE_LANE_QUEUE) {
+        rc = store_lane_left(s, m->id, err, errlen);
+    } else if (store_level_cq_done(s, at->level, at->j.cq_index)) {
+        store_log_cq_head(s, at->j.queue, ls->cq_head);
+    }
+    if (rc == 0) {
+        rc = idx_home_gone(s, map_get(&s->topics, m->topic.ptr, m->topic.len), m, err, errlen);
+    }
+    if (rc == 0) {
+        r->from_delayed++;
+        r->revoked++;
+    }
+    return rc;
+}
+
 /* Revoke one message by id (store_read_begin done by the caller). */
 static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_t errlen)
 {
     store_revoke_result_t *r = c->r;
+    clog_reader_t rd = { 0 };
+    msg_t jm;
+    store_journey_t at;
+    int on_journey = store_journey_find(s, id, &rd, &jm, &at, err, errlen);
+    if (on_journey != 0 && (on_journey < 0 || !at.on_l)) {
+        int jrc = on_journey < 0 ? -1 : revoke_journey(s, r, &jm, &at, err, errlen);
+        clog_reader_free(&rd);
+        return jrc;
+    }
+    clog_reader_free(&rd);
     char *hbuf;
     idx_home_t h;
     int found = idx_home_read(s, id, &hbuf, &h, err, errlen);

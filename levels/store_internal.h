@@ -994,10 +994,29 @@ void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key
  * none or does not decode): for a copy that holds no commit log (snapshot.c). */
 size_t idx_home_len_without_journey(const char *v, size_t vlen);
 
-/* 1 when id's 'X' record names the journey entry (queue, cq_index) and
- * its 'L' place still holds the message (the entry is live), 0 when not, -1
- * with err on a read error. */
-int idx_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen);
+
+/* journey.c: a message on its SEND journey found by its where-slot
+ * (design-commitlog.md §2): the record at id, the slot of its ordinal naming
+ * id back, not revoked, naming a level CQ or the lane (level 1), whose entry
+ * names id. */
+typedef struct store_journey {
+    int level;        /* the level it waits on (the lane: 1) */
+    int on_l;         /* that level is walked by `L`: its `L` entry and 'X' are the truth */
+    uint64_t hop_due; /* its CQ entry's due: when it leaves that level */
+    idx_journey_t j;  /* ordinal, queue, CQ index */
+} store_journey_t;
+
+/* 1 with *out (and *m decoded from the record, views into rd's buffer, when
+ * m is not NULL), 0 when id is not on a CQ journey (no record of the log at
+ * id, a slot naming another id, revoked, in the topic log), -1 with err (a
+ * damaged record, an unreadable slot or entry, an entry naming another id).
+ * Reads committed and held batches: not the pending one. */
+int store_journey_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, store_journey_t *out, char *err,
+                       size_t errlen);
+
+/* 1 when id's where-slot names (queue, cq_index) live, 0 when not, -1 with
+ * err (store_journey_find's reads). */
+int store_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen);
 
 /* check_cq.c: store_check's comparison of the consume queues with the `L`
  * range (design-commitlog.md 4a.3). check_cq_add takes each level entry of a

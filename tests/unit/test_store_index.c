@@ -353,6 +353,62 @@ static char raw_home_tag(uint64_t id, int line)
     return tag;
 }
 
+/* A message on its SEND journey is found by its where-slot and its record in
+ * the commit log (levels/journey.c), not by 'X': with every 'X' record
+ * deleted, GET still says DELAYED with the level, hop due and payload — on a
+ * level's CQ and on the remainder lane — FIND finds it by key, REVOKE takes
+ * it, and the message left is delivered at its due. */
+static void test_index_journey_by_slot(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t on_level = send_key(s, "t", "ka", 5 * SEC, T0); /* level 2, due +5 s */
+    uint64_t on_lane = send_key(s, "t", "kb", 1500, T0);     /* level 1, then its 500 ms on the lane */
+    uint64_t keep = send_key(s, "t", "kc", 5 * SEC, T0 + 1);
+    MOVE(s, T0 + 1 * SEC, 100, NULL);
+    COMMIT(s);
+    CLOSE(&s);
+    raw_delete_range('X', __LINE__);
+    s = OPEN_DEFAULT();
+    char err[512] = "";
+    store_msg_view_t v;
+    REQUIRE_OK(store_msg_get(s, on_level, 1, &v, err, sizeof err), err);
+    TU_CHECK(v.state == STORE_MSG_DELAYED && v.level == 2 && v.hop_due_ms == T0 + 5 * SEC && v.msg.m.payload.len == 1 &&
+                 v.msg.m.payload.ptr[0] == 'p' && v.msg.m.topic.len == 1,
+             "GET on a level without 'X': state %s, level %d, hop due %" PRIu64, store_msg_state_name(v.state), v.level,
+             v.hop_due_ms);
+    store_msg_view_free(&v);
+    REQUIRE_OK(store_msg_get(s, on_lane, 0, &v, err, sizeof err), err);
+    TU_CHECK(v.state == STORE_MSG_DELAYED && v.level == 1 && v.hop_due_ms == T0 + 1500 && v.hops_left == 0,
+             "GET on the lane without 'X': state %s, level %d, hop due %" PRIu64, store_msg_state_name(v.state),
+             v.level, v.hop_due_ms);
+    store_msg_view_free(&v);
+    store_msg_view_t *found = NULL;
+    int n = 0;
+    REQUIRE_OK(store_msg_find(s, "t", 1, "kb", 2, 10, &found, &n, err, sizeof err), err);
+    TU_CHECK(n == 1 && found[0].id == on_lane && found[0].state == STORE_MSG_DELAYED, "FIND by key: %d views", n);
+    for (int i = 0; i < n; i++)
+        store_msg_view_free(&found[i]);
+    free(found);
+    store_revoke_result_t r;
+    REQUIRE_OK(store_revoke_id(s, on_level, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 1 && r.from_delayed == 1, "REVOKE on a level: revoked %" PRIu64, r.revoked);
+    REQUIRE_OK(store_revoke_id(s, on_lane, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 1 && r.from_delayed == 1, "REVOKE on the lane: revoked %" PRIu64, r.revoked);
+    REQUIRE_OK(store_revoke_id(s, on_lane, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 0 && r.nrefused == 1 && strcmp(r.refused[0].reason, "gone") == 0, "revoking twice");
+    COMMIT(s);
+    store_msg_state_t gs;
+    TU_CHECK(state_of(s, on_level, NULL, &gs) == STORE_MSG_GONE, "revoked from its level, GET still finds it");
+    TU_CHECK(state_of(s, on_lane, NULL, &gs) == STORE_MSG_GONE, "revoked from the lane, GET still finds it");
+    MOVE(s, T0 + 6 * SEC, 100, NULL);
+    msg_owned_t m[4];
+    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 6 * SEC, m);
+    TU_CHECK(n == 1 && m[0].m.id == keep, "leased %d messages, want only the one not revoked", n);
+    free_msgs(m, n);
+    CLOSE(&s);
+}
+
 /* A message coming off a level keeps its level entry's seq in the topic log,
  * and its 'X' is not rewritten, when that seq comes after the log's tail;
  * otherwise (an arrival out of seq order) it takes a fresh seq and 'X' says
@@ -753,6 +809,7 @@ static const tu_test_t index_tests[] = {
     { "the GC and leases", test_index_gc_of_leased },
     { "a deleted group's retry keeps no index", test_index_deleted_group_retry },
     { "revoke", test_index_revoke },
+    { "GET, FIND and REVOKE find a journey by its where-slot", test_index_journey_by_slot },
     { "an arrival keeps its level seq", test_index_arrival_keeps_seq },
     { "an arrival after a cursor's promise", test_index_arrival_after_promises },
     { "dedup", test_index_dedup },
