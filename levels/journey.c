@@ -22,6 +22,7 @@
 #include "base/err.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 
 int store_journey_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, store_journey_t *out, char *err,
                        size_t errlen)
@@ -85,4 +86,64 @@ int store_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index,
         return found;
     }
     return at.j.queue == queue && at.j.cq_index == cq_index;
+}
+
+/* Queue q's window [from, to) judged entry by entry: each entry whose
+ * message's slot names it back is a journey, passed to fn (on level l). */
+static int queue_each(store_t *s, uint32_t q, int l, uint64_t from, uint64_t to, store_journey_fn fn, void *ctx,
+                      char *err, size_t errlen)
+{
+    clog_reader_t rd = { 0 };
+    cq_entry_t run[64];
+    uint64_t run_at = from;
+    size_t run_n = 0;
+    int rc = 0;
+    for (uint64_t i = from; i < to && rc == 0; i++) {
+        if (i >= run_at + run_n) {
+            char why[512];
+            run_at = i;
+            run_n = to - i < 64 ? (size_t)(to - i) : 64;
+            if (redo_cq_read(s->redo, q, i, run_n, run, why, sizeof why) != 0) {
+                rc = err_set(err, errlen, "%s, CQ index %" PRIu64 ": %s",
+                             q == STORE_LANE_QUEUE ? "the lane" : "a level", i, why);
+                break;
+            }
+        }
+        msg_t m;
+        store_journey_t at;
+        int found = store_journey_find(s, run[i - run_at].log_offset, &rd, &m, &at, err, errlen);
+        if (found < 0) {
+            char inner[512];
+            snprintf(inner, sizeof inner, "%s", err);
+            rc = q == STORE_LANE_QUEUE ? err_set(err, errlen, "the remainder lane, CQ index %" PRIu64 ": %s", i, inner)
+                                       : err_set(err, errlen, "level %d, CQ index %" PRIu64 ": %s", l, i, inner);
+            break;
+        }
+        if (found && at.j.queue == q && at.j.cq_index == i) {
+            rc = fn(ctx, &m, &at, err, errlen);
+        }
+    }
+    clog_reader_free(&rd);
+    return rc;
+}
+
+int store_journeys_queue(store_t *s, uint32_t q, store_journey_fn fn, void *ctx, char *err, size_t errlen)
+{
+    int l = q == STORE_LANE_QUEUE ? 1 : (int)q;
+    if (s->redo == NULL || l < 1 || l > s->opt.levels.count || s->levels[l].on_l) {
+        return 0;
+    }
+    if (q != STORE_LANE_QUEUE) {
+        return queue_each(s, q, l, s->levels[l].cq_head, s->levels[l].cq_tail, fn, ctx, err, errlen);
+    }
+    return s->lane == NULL ? 0 : queue_each(s, q, 1, lane_head(s->lane), lane_tail(s->lane), fn, ctx, err, errlen);
+}
+
+int store_journeys_each(store_t *s, store_journey_fn fn, void *ctx, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (int l = 1; l <= s->opt.levels.count && rc == 0; l++) {
+        rc = store_journeys_queue(s, (uint32_t)l, fn, ctx, err, errlen);
+    }
+    return rc != 0 ? rc : store_journeys_queue(s, STORE_LANE_QUEUE, fn, ctx, err, errlen);
 }

@@ -127,6 +127,7 @@ void store_lane_push(store_t *s, const msg_t *m, uint64_t due, idx_journey_t *j)
     store_log_cq_append(s, STORE_LANE_QUEUE, j->cq_index, m->id, due);
     store_log_slot(s, m->id, j, 0);
     s->lane_dirty = 1;
+    s->pending++; /* the entry and the slot are writes: a commit must follow, also without any LevelDB one */
 }
 
 /* lane_next_live's check (above). */
