@@ -1030,8 +1030,9 @@ int store_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index,
  * the lane): fn(ctx, m, at) with m read from its record (valid during the
  * call). Entries whose slot does not name them back are dead and skipped.
  * fn's nonzero return stops the walk and is returned; -1 with err on a read
- * error (naming the queue and the index). For store_scan, store_check, PEEK
- * and a BACKUP copy: one read per entry, not for hot paths. */
+ * error (naming the queue and the index). For store_scan, store_check, PEEK,
+ * a BACKUP copy's take, and at open the index rebuild and the topic-delayed
+ * recount: one record, slot and entry read per entry, not for hot paths. */
 typedef int (*store_journey_fn)(void *ctx, const msg_t *m, const store_journey_t *at, char *err, size_t errlen);
 int store_journeys_each(store_t *s, store_journey_fn fn, void *ctx, char *err, size_t errlen);
 /* The same for one queue: level q's CQ, or the lane (STORE_LANE_QUEUE). */
