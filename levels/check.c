@@ -9,7 +9,10 @@
  * entries bound for it; each group's counters equal its
  * ranges (backlog, retry-ready, delayed retries of its current gen on the
  * levels, leases, DLQ); each level's consume queue and the remainder lane's
- * hold its SEND-journey entries (check_cq.c); every key parses as its readers parse it (keys.h's
+ * hold its SEND-journey entries (check_cq.c) — on a level served from its CQ
+ * those are the only record of a journey (no `L`, no 'X': design-commitlog.md
+ * 4a.5), walked from the CQs (journey.c) and checked as level entries, also by
+ * store_scan; every key parses as its readers parse it (keys.h's
  * layout: names of 1..MSG_MAX_NAME bytes without 0x00), a lease's naming its
  * message's group and id, a topic-log, retry-ready or DLQ entry's its
  * message's topic or group; a lease's topic-log seq is where its message's own
@@ -65,6 +68,24 @@ static int entry_position(enum key_tag tag, const char *key, size_t klen, store_
     return 0;
 }
 
+typedef struct scan_journeys {
+    int (*fn)(void *ctx, const store_entry_t *e);
+    void *ctx;
+} scan_journeys_t;
+
+/* A SEND journey of a CQ-served level (journey.c) as a level entry: its CQ
+ * entry's due and the `L` key it would have (STORE_JOURNEY_SEQ | id). */
+static int scan_journey(void *ctx, const msg_t *m, const store_journey_t *at, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    const scan_journeys_t *sj = ctx;
+    store_entry_t e = {
+        .range = STORE_LEVEL, .m = m, .level = at->level, .due_ms = at->hop_due, .seq = STORE_JOURNEY_SEQ | m->id
+    };
+    return sj->fn(sj->ctx, &e) != 0 ? 1 : 0;
+}
+
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen)
 {
     if (store_read_begin_whole(s, err, errlen) != 0 || store_read_barrier(s, err, errlen) != 0) {
@@ -72,6 +93,13 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
     }
     int rc = 0;
     for (size_t i = 0; i < sizeof scan_ranges / sizeof scan_ranges[0] && rc == 0; i++) {
+        if (i == 1) { /* the levels' journeys that only their CQs hold, after the `L` range */
+            scan_journeys_t sj = { fn, ctx };
+            rc = store_journeys_each(s, scan_journey, &sj, err, errlen);
+            if (rc != 0) {
+                break;
+            }
+        }
         enum key_tag tag = scan_ranges[i];
         char where[48];
         snprintf(where, sizeof where, "range '%c'", (char)tag);
@@ -113,9 +141,10 @@ typedef struct check_ctx {
     uint64_t level_walked_due[LVL_MAX_LEVELS + 1]; /* the first of them */
     uint64_t level_walked_seq[LVL_MAX_LEVELS + 1];
     uint64_t level_walked_journeys[LVL_MAX_LEVELS + 1]; /* of them, bound for a topic */
-    map_t counts;   /* "tag:name" → uint64_t* (what the ranges hold per topic / group) */
-    char **places;  /* "group\0id" membership keys for the uniqueness check */
-    check_cq_t *cq; /* the consume queues against the level entries (check_cq.c) */
+    map_t counts;                 /* "tag:name" → uint64_t* (what the ranges hold per topic / group) */
+    char **places;                /* "group\0id" membership keys for the uniqueness check */
+    check_cq_t *cq;               /* the consume queues against the level entries (check_cq.c) */
+    const idx_journey_t *journey; /* the journey of the level entry being checked when its CQ gave it, else NULL */
     size_t n_places, cap_places;
     char *err;
     size_t errlen;
@@ -196,7 +225,7 @@ static int check_entry(void *ctx, const store_entry_t *e)
                 return 1;
             }
             check_count(c, 'L', m->topic.ptr, m->topic.len);
-            if (c->cq != NULL && check_cq_add(c->cq, e->level, e->due_ms, m, c->err, c->errlen) != 0) {
+            if (c->cq != NULL && check_cq_add(c->cq, e->level, e->due_ms, m, c->journey, c->err, c->errlen) != 0) {
                 return 1;
             }
         }
@@ -487,6 +516,32 @@ static int check_walk(store_t *s, check_ctx_t *c, idx_check_t *ic, store_check_c
     return -1;
 }
 
+typedef struct check_journeys {
+    check_ctx_t *c;
+    store_check_counts_t *n;
+} check_journeys_t;
+
+/* A SEND journey only its CQ holds (journey.c), checked as the level entry
+ * store_scan makes of it; no 'X' to check (it has none until it arrives). */
+static int check_journey(void *ctx, const msg_t *m, const store_journey_t *at, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    check_journeys_t *cj = ctx;
+    store_entry_t e = {
+        .range = STORE_LEVEL, .m = m, .level = at->level, .due_ms = at->hop_due, .seq = STORE_JOURNEY_SEQ | m->id
+    };
+    cj->c->journey = &at->j;
+    int rc = check_entry(cj->c, &e);
+    cj->c->journey = NULL;
+    if (rc != 0) {
+        return -1;
+    }
+    cj->n->messages++;
+    cj->n->level++;
+    return 0;
+}
+
 int store_check_counted(store_t *s, store_check_counts_t *counts, char *err, size_t errlen)
 {
     check_ctx_t c;
@@ -499,11 +554,15 @@ int store_check_counted(store_t *s, store_check_counts_t *counts, char *err, siz
     store_check_counts_t n = { 0 };
     c.cq = check_cq_new(s);
     int rc = check_walk(s, &c, &ic, &n, err, errlen); /* commits what is pending first */
+    check_journeys_t cj = { &c, &n };
     if (rc == 0) {
-        rc = check_levels(s, &c, err, errlen);
+        rc = store_journeys_each(s, check_journey, &cj, err, errlen);
+    }
+    if (rc == 0) { /* before the counts: a damaged queue is named, not the depth it leaves */
+        rc = check_cq_end(c.cq, err, errlen);
     }
     if (rc == 0) {
-        rc = check_cq_end(c.cq, err, errlen);
+        rc = check_levels(s, &c, err, errlen);
     }
     check_cq_free(c.cq);
     if (rc == 0) {
@@ -515,6 +574,7 @@ int store_check_counted(store_t *s, store_check_counts_t *counts, char *err, siz
     if (rc == 0) {
         rc = idx_check_end(&ic);
     }
+    idx_check_free(&ic);
     for (size_t i = 0; i < c.n_places; i++) {
         free(c.places[i]);
     }

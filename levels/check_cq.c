@@ -1,13 +1,17 @@
 /*
  * levels/check_cq.c — store_check's comparison of the consume queues with
- * the `L` range they shadow (design-commitlog.md 4a.3). Every SEND-journey
- * `L` entry sits in the CQ window [head, tail) of its level, or of the
- * remainder lane, at the index its 'X' journey names, with the same id and
+ * the journeys on the levels (design-commitlog.md 4a.3; 4a.5: on a level
+ * served from its CQ a journey has no `L` entry, and store_check hands it
+ * over as its CQ gave it, journey.c). Every SEND journey sits in the CQ
+ * window [head, tail) of its level, or of the
+ * remainder lane, at the index its 'X' journey (or its CQ) names, with the same id and
  * due; its record in the log holds the message its `L` entry holds; its
  * where-slot names the entry back (id, queue, index, no flag). Every other
  * entry of a window is dead: its slot is revoked or names another place, or
  * its record is gone with a recycled segment (entries leave a level CQ out
- * of append order: store_level_cq_done). Each segment's live count ('S',
+ * of append order: store_level_cq_done). Every where-slot naming a place on
+ * a level or the lane names an entry of the window that names it back
+ * (compare_slots). Each segment's live count ('S',
  * segcount.c) is the number of its messages on their journey. Messages
  * whose 'X' record keeps no journey (sent before 4a.3, or restored from a
  * copy without the log) are not compared. Errors name the level (or the
@@ -82,13 +86,18 @@ static int compare_record(check_cq_t *c, int level, const msg_t *m, uint32_t ord
     return 0;
 }
 
-int check_cq_add(check_cq_t *c, int level, uint64_t due, const msg_t *m, char *err, size_t errlen)
+int check_cq_add(check_cq_t *c, int level, uint64_t due, const msg_t *m, const idx_journey_t *given, char *err,
+                 size_t errlen)
 {
     uint64_t id = m->id;
     idx_journey_t j;
-    int has = idx_journey_read(c->s, id, &j, err, errlen);
-    if (has <= 0) {
-        return has;
+    if (given != NULL) {
+        j = *given;
+    } else {
+        int has = idx_journey_read(c->s, id, &j, err, errlen);
+        if (has <= 0) {
+            return has;
+        }
     }
     if (j.queue != (uint32_t)level && j.queue != STORE_LANE_QUEUE) {
         return err_set(err, errlen, "message %016" PRIx64 " on level %d: its index names CQ %" PRIu32 " index %" PRIu64,
@@ -228,6 +237,75 @@ static int compare_counts(check_cq_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The window [*head, *tail) of queue q (a level or the lane); 0 when q is
+ * neither. */
+static int queue_window(const store_t *s, uint32_t q, uint64_t *head, uint64_t *tail)
+{
+    if (q == STORE_LANE_QUEUE) {
+        *head = s->lane_head_written;
+        *tail = s->lane != NULL ? lane_tail(s->lane) : 0;
+        return 1;
+    }
+    if (q < 1 || q > (uint32_t)s->opt.levels.count) {
+        return 0;
+    }
+    *head = s->levels[q].cq_head;
+    *tail = s->levels[q].cq_tail;
+    return 1;
+}
+
+/* Every where-slot of a segment with messages on their journey, against the
+ * entry it names: a slot naming a place on a level or the lane (not revoked)
+ * must name an index of that queue's window whose entry names the slot's
+ * message back — the other half of compare_queue, which starts from the
+ * entries (a journey whose entry was overwritten by another message's is
+ * found only here). */
+static int compare_slots(check_cq_t *c, char *err, size_t errlen)
+{
+    store_t *s = c->s;
+    char why[512], qn[32];
+    for (size_t i = 0; i < s->n_seg; i++) {
+        if (s->seg[i].live == 0) {
+            continue;
+        }
+        uint64_t base = s->seg[i].base;
+        slot_file_t *f = NULL;
+        if (slot_file_open(s->path, base, 0, &f, why, sizeof why) != 0) {
+            return err_set(err, errlen, "the where-slots of commit-log segment %016" PRIx64 ": %s", base, why);
+        }
+        int rc = 0;
+        for (uint64_t k = 0; k < slot_count(f) && rc == 0; k++) {
+            slot_t sl;
+            uint64_t head, tail;
+            cq_entry_t e;
+            if (slot_get(f, k, &sl, why, sizeof why) != 0) {
+                rc = err_set(err, errlen, "the where-slots of commit-log segment %016" PRIx64 ": %s", base, why);
+            } else if (sl.id == 0 || sl.queue == 0 || (sl.flags & SLOT_REVOKED) ||
+                       !queue_window(s, sl.queue, &head, &tail)) {
+                continue;
+            } else if (sl.cq_index < head || sl.cq_index >= tail) {
+                rc = err_set(err, errlen,
+                             "the where-slot of %016" PRIx64 " names %s, CQ index %" PRIu64
+                             ", outside its window [%" PRIu64 ", %" PRIu64 ")",
+                             sl.id, queue_name(sl.queue, qn, sizeof qn), sl.cq_index, head, tail);
+            } else if (redo_cq_read(s->redo, sl.queue, sl.cq_index, 1, &e, why, sizeof why) != 0) {
+                rc = err_set(err, errlen, "%s, CQ index %" PRIu64 ": %s", queue_name(sl.queue, qn, sizeof qn),
+                             sl.cq_index, why);
+            } else if (e.log_offset != sl.id) {
+                rc = err_set(err, errlen,
+                             "%s, CQ index %" PRIu64 ": entry (id %016" PRIx64 ") but the where-slot of %016" PRIx64
+                             " (ordinal %" PRIu64 ") names that index",
+                             queue_name(sl.queue, qn, sizeof qn), sl.cq_index, e.log_offset, sl.id, k);
+            }
+        }
+        (void)slot_file_close(f, NULL, 0);
+        if (rc != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int check_cq_end(check_cq_t *c, char *err, size_t errlen)
 {
     store_t *s = c->s;
@@ -245,6 +323,9 @@ int check_cq_end(check_cq_t *c, char *err, size_t errlen)
     }
     if (s->lane != NULL &&
         compare_queue(c, STORE_LANE_QUEUE, s->lane_head_written, lane_tail(s->lane), err, errlen) != 0) {
+        return -1;
+    }
+    if (compare_slots(c, err, errlen) != 0) {
         return -1;
     }
     return compare_counts(c, err, errlen);

@@ -4,13 +4,19 @@
  * a directory written before they existed; checked by store_check.
  *
  *   'X' id                       the message: where its own copy is — its SEND
- *                                journey on a level ('L' level due seq) or the
- *                                topic log ('T' seq), or nowhere (0) once only
- *                                groups hold it — with its topic and key. It
- *                                exists while the message's own copy or a copy
- *                                of a live group incarnation exists. An 'L'
- *                                place whose entry is gone is the log entry of
- *                                the same seq (idx_home_read reads it so).
+ *                                journey on a level walked by `L` ('L' level
+ *                                due seq) or the topic log ('T' seq), or
+ *                                nowhere (0) once only groups hold it — with
+ *                                its topic and key. It exists while the
+ *                                message's own copy or a copy of a live group
+ *                                incarnation exists, except on a journey of a
+ *                                level served from its CQ (format 6,
+ *                                design-commitlog.md 4a.5): there its CQ entry
+ *                                and where-slot are its record (journey.c),
+ *                                and its first 'X' is written at its arrival.
+ *                                An 'L' place whose entry is gone is the log
+ *                                entry of the same seq (idx_home_read reads it
+ *                                so).
  *   'K' topic 0 klen key id      (empty) one per 'X' whose key is not empty:
  *                                FIND and DEDUP walk one (topic, key) prefix.
  *   'Y' id group 0 gen           where group incarnation gen holds a copy: a
@@ -53,8 +59,9 @@
  * ACK, a REVOKE: something committed data does not show yet) makes the next
  * DEDUP SEND commit first, as before.
  *
- * Cost: SEND writes 'X' (and 'K' with a key), each hop (and an entry into the
- * log under a fresh seq) rewrites 'X', each group move writes its 'Y'. bench/hourglass_bench.c
+ * Cost: SEND writes 'K' with a key, and 'X' only on a level walked by `L`
+ * (then each hop rewrites it); the arrival writes 'X'; each group move writes
+ * its 'Y'. bench/hourglass_bench.c
  * measures it on SEND.
  *
  * Threading: one thread at a time (the broker's storage thread).
@@ -92,12 +99,15 @@ int idx_place_decode(const char *v, size_t vlen, idx_place_t *p)
 
 /* ---- 'X' and 'K' --------------------------------------------------------------------- */
 
-static void home_write(store_t *s, uint64_t id, const idx_place_t *p, const char *topic, size_t tlen, const char *key,
-                       size_t klen, const idx_journey_t *j)
+#define HOME_SMALL (PLACE_BYTES + 4 + MSG_MAX_NAME + 64 + JOURNEY_BYTES)
+
+/* An 'X' value into small (or a new allocation when it is longer): its length. */
+static size_t home_value(const idx_place_t *p, const char *topic, size_t tlen, const char *key, size_t klen,
+                         const idx_journey_t *j, char *small, char **out)
 {
     size_t n = PLACE_BYTES + 2 + tlen + 2 + klen + (j != NULL ? JOURNEY_BYTES : 0);
-    char small[PLACE_BYTES + 4 + MSG_MAX_NAME + 64 + JOURNEY_BYTES];
-    char *v = n <= sizeof small ? small : xmalloc(n);
+    char *v = n <= HOME_SMALL ? small : xmalloc(n);
+    *out = v;
     place_encode(p, v);
     be16_put(v + PLACE_BYTES, (uint16_t)tlen);
     if (tlen > 0)
@@ -111,9 +121,29 @@ static void home_write(store_t *s, uint64_t id, const idx_place_t *p, const char
         be32_put(at + 4, j->queue);
         be64_put(at + 8, j->cq_index);
     }
+    return n;
+}
+
+static void home_write(store_t *s, uint64_t id, const idx_place_t *p, const char *topic, size_t tlen, const char *key,
+                       size_t klen, const idx_journey_t *j)
+{
+    char small[HOME_SMALL], *v;
+    size_t n = home_value(p, topic, tlen, key, klen, j, small, &v);
     key_buf_t k;
     key_msg_index(&k, id);
     store_put(s, &k, v, n);
+    if (v != small) {
+        free(v);
+    }
+}
+
+void idx_home_batch_put(leveldb_writebatch_t *b, const msg_t *m, const idx_place_t *p)
+{
+    char small[HOME_SMALL], *v;
+    size_t n = home_value(p, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len, NULL, small, &v);
+    key_buf_t k;
+    key_msg_index(&k, m->id);
+    leveldb_writebatch_put(b, k.b, k.n, v, n);
     if (v != small) {
         free(v);
     }
@@ -307,21 +337,6 @@ size_t idx_home_len_without_journey(const char *v, size_t vlen)
 {
     idx_home_t h;
     return home_decode(v, vlen, &h) == 0 && h.has_journey ? vlen - JOURNEY_BYTES : vlen;
-}
-
-int idx_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen)
-{
-    char *buf;
-    idx_home_t h;
-    int found = home_read_raw(s, id, &buf, &h, err, errlen);
-    if (found <= 0) {
-        return found;
-    }
-    int named = h.has_journey && h.journey.queue == queue && h.journey.cq_index == cq_index && h.place.tag == 'L';
-    key_buf_t k;
-    key_level(&k, h.place.level, h.place.due, h.place.seq);
-    leveldb_free(buf);
-    return named ? store_has(s, &k, err, errlen) : 0;
 }
 
 int idx_journey_read(store_t *s, uint64_t id, idx_journey_t *j, char *err, size_t errlen)
@@ -580,7 +595,9 @@ static int build_entry(void *ctx, const store_entry_t *e)
     const msg_t *m = e->m;
     idx_place_t p = entry_place(e);
     if (!b->copies) {
-        if (!entry_is_copy(e)) {
+        if (e->range == STORE_LEVEL && (e->seq & STORE_JOURNEY_SEQ) && !b->s->levels[e->level].on_l) {
+            idx_key_put(b->s, m); /* a journey only its CQ holds (journey.c): no 'X' until it arrives */
+        } else if (!entry_is_copy(e)) {
             idx_home_put(b->s, m, &p, 1, NULL);
         }
     } else if (entry_is_copy(e)) {
@@ -673,6 +690,17 @@ int idx_key_counts_open(store_t *s, char *err, size_t errlen)
     return 0;
 }
 
+/* store_journeys_each's callback for idx_open: the journey counted live in its segment. */
+static int count_journey(void *ctx, const msg_t *m, const store_journey_t *at, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    (void)at;
+    store_t *s = ctx;
+    segcount_add(s, m->id, +1);
+    return 0;
+}
+
 int idx_open(store_t *s, char *err, size_t errlen)
 {
     key_buf_t k;
@@ -681,11 +709,15 @@ int idx_open(store_t *s, char *err, size_t errlen)
     if (found != 0) {
         return found < 0 ? -1 : 0;
     }
-    /* The index rebuilt keeps no journey (design-commitlog.md 4a.3): no message counts as live in its log
-       segment any more, and the consume queues' entries are left behind (their 'L' entries are what they are
-       read from). */
+    /* The index rebuilt keeps no journey in 'X' (design-commitlog.md 4a.3): on a level walked by `L` no message
+       counts as live in its log segment any more, and the consume queues' entries are left behind (their 'L'
+       entries are what they are read from); a journey only its CQ holds (4a.5) keeps its entry and is counted
+       again. */
     segcount_drop_all(s);
     store_journeys_abandon(s);
+    if (store_journeys_each(s, count_journey, s, err, errlen) != 0) {
+        return -1;
+    }
     /* Homes first and committed, so pass 2 sees which messages have one. */
     build_ctx_t b = { s, 0, err, errlen, 0 };
     for (b.copies = 0; b.copies <= 1; b.copies++) {
@@ -899,6 +931,9 @@ static int check_key_record(idx_check_t *c, const char *key, size_t klen, const 
              h.key_len == kp.key_len && memcmp(h.key, kp.key, kp.key_len) == 0;
     if (found) {
         leveldb_free(hv);
+    } else { /* on a journey only its CQ holds, maybe (no 'X' until it arrives): asked at the end */
+        map_put(&c->unhomed, key, klen, (void *)1);
+        return 0;
     }
     if (!ok) {
         return err_set(c->err, c->errlen, "key index entry of %016llx names no message of that topic and key",
@@ -930,10 +965,47 @@ int idx_check_record(idx_check_t *c, const char *key, size_t klen, const char *v
     }
 }
 
+/* A 'K' entry (key) whose id has no 'X': the id must be on a journey only
+ * its CQ holds (journey.c), with that topic and key in its record. */
+static int check_unhomed_key(idx_check_t *c, const char *key, size_t klen)
+{
+    key_index_parsed_t kp;
+    if (key_index_parse(key, klen, &kp) != 0) {
+        return err_set(c->err, c->errlen, "corrupt key index entry");
+    }
+    clog_reader_t rd = { 0 };
+    msg_t m;
+    store_journey_t at;
+    int on = store_journey_find(c->s, kp.id, &rd, &m, &at, c->err, c->errlen);
+    int ok = on > 0 && !at.on_l && m.topic.len == kp.topic_len && memcmp(m.topic.ptr, kp.topic, kp.topic_len) == 0 &&
+             m.key.len == kp.key_len && memcmp(m.key.ptr, kp.key, kp.key_len) == 0;
+    clog_reader_free(&rd);
+    if (on < 0) {
+        return err_prefix(c->err, c->errlen, "key index entry of %016llx: ", (unsigned long long)kp.id);
+    }
+    return ok ? 0
+              : err_set(c->err, c->errlen, "key index entry of %016llx names no message of that topic and key",
+                        (unsigned long long)kp.id);
+}
+
+void idx_check_free(idx_check_t *c)
+{
+    map_free(&c->unhomed, NULL);
+}
+
 int idx_check_end(idx_check_t *c)
 {
     if (key_count_settle(c) != 0) {
         return -1;
+    }
+    map_iter_t it = { 0 };
+    const char *key;
+    size_t klen;
+    void *v;
+    while (map_next(&c->unhomed, &it, &key, &klen, &v)) {
+        if (check_unhomed_key(c, key, klen) != 0) {
+            return -1;
+        }
     }
     if (c->home_records != c->homes) {
         return err_set(c->err, c->errlen, "message index holds %llu placed records but the store holds %llu own copies",

@@ -3,10 +3,11 @@
  * key ranges, the small records, big-endian integers. Private to levels/ (not
  * installed); the message value itself is levels/msg.h's codec.
  *
- * Storage layout (authoritative; STORE_FORMAT_VERSION 5, which opens 1 to 4:
+ * Storage layout (authoritative; STORE_FORMAT_VERSION 6, which opens 1 to 5:
  * 1 and 2 had the lease index 'J' below, folded into 'Y' at open; 3 lacks the
  * 'X' that names a level entry gone to the log; 4 lacks the key index's count
- * records, built at open). Integers are
+ * records, built at open; 5 may hold SEND journeys in 'L' and 'X' on a level
+ * served from its consume queue, walked by 'L' until it empties). Integers are
  * fixed-width big-endian, so LevelDB's byte order is queue order. "name" is a
  * topic or group name: 1..MSG_MAX_NAME bytes that never contain 0x00
  * (msg_check_name), so "name 0x00" is a clean prefix of one queue.
@@ -38,7 +39,10 @@
  *                                           RECORD_GROUP_DELETING, the group is being deleted (GROUP DEL:
  *                                           levels/group_delete.c); 0 in a record written before it
  *   'L' level(u8) due(u64) seq(u64)         level queue: a message on its way (msg.h; due_ms the journey's
- *                                           end, dest where it goes then: the topic log or a group's retries)
+ *                                           end, dest where it goes then: the topic log or a group's retries).
+ *                                           A SEND journey on a level served from its consume queue (not
+ *                                           RECORD_LEVEL_ON_L) has none: its CQ entry and where-slot in the
+ *                                           commit log's files are its record (design-commitlog.md 4a.5)
  *   'T' topic 0x00 seq(u64)                 topic log: a message (stamp_ms: when it entered the log)
  *   'R' group 0x00 seq(u64)                 the group's retry-ready queue: a message (group and gen set)
  *   'I' deadline(u64) group 0x00 id(u64)    a lease, ordered by deadline: the leased message
@@ -49,7 +53,8 @@
  *   'X' id(u64)                             the message index (levels/index.c): where the message's own copy is
  *                                           (its SEND journey on a level, or the topic log; or none once only
  *                                           groups hold it), its topic and key — present while its own
- *                                           copy or a copy of a live group incarnation exists. Naming a level
+ *                                           copy or a copy of a live group incarnation exists, but for a
+ *                                           journey without 'L' (above): written at its arrival. Naming a level
  *                                           entry that is gone, it means the log entry of the same seq: an
  *                                           arrival keeps its level seq when that comes after the log's tail,
  *                                           and then leaves 'X' as it was (levels/level.c topic_append)

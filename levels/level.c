@@ -6,8 +6,9 @@
  * the commit log (design-commitlog.md 4a.4) a consume queue of its SEND
  * journeys' entries in due order: the due move reads a level's CQ from its
  * head (store_move_due, serve_level_cq), each message from its record in
- * the log, trusted when its where-slot names the entry back, and deletes the
- * journey's `L` entry by the key the entry gives (STORE_JOURNEY_SEQ | id);
+ * the log, trusted when its where-slot names the entry back; since 4a.5 a
+ * journey on such a level has no `L` entry and no 'X' record (the entry and
+ * the slot are the only record of the hop; 'X' is written at its arrival);
  * the remainder lane's tops (level 1's remainders) and the level's retries
  * (`L` entries bound for a group, walked only while it counts any) are served
  * beside it in due order. A level that may hold journeys its CQ does not (a
@@ -222,6 +223,7 @@ static void level_cq_append(store_t *s, int l, const msg_t *m, uint64_t due, idx
     j->cq_index = ls->cq_tail++;
     store_log_cq_append(s, j->queue, j->cq_index, m->id, due);
     store_log_slot(s, m->id, j, 0);
+    s->pending++; /* the entry and the slot are writes: a commit must follow, also without any LevelDB one */
 }
 
 /* Level l's `L` range from now on holds a SEND journey that no CQ does: it is
@@ -293,8 +295,11 @@ int store_level_first_key(const store_t *s, int l, uint64_t *due, uint64_t *seq)
  * the level's CQ (at a due not before the last one there: level_cq_due) — to
  * the remainder lane's when the hop waits a remainder (less than the level's
  * delay: not in the level CQ's due order) — its slot rewritten to name it
- * (j's queue and index set), and its `L` key is STORE_JOURNEY_SEQ | id; a
- * retry's takes the next seq. */
+ * (j's queue and index set). That entry and slot are the only record of the
+ * hop (design-commitlog.md 4a.5: no `L`, no 'X'), unless the level is walked
+ * by `L` (on_l): then, as for a retry or a message without a journey, an `L`
+ * entry (a journey's key STORE_JOURNEY_SEQ | id, a retry's the next seq) and
+ * its 'X' place are written too. */
 static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t due, msg_t *m, idx_journey_t *j,
                          int remainder)
 {
@@ -305,9 +310,12 @@ static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t d
         due = level_cq_due(ls, due);
     }
     uint64_t seq = journey ? STORE_JOURNEY_SEQ | m->id : s->next_seq++;
+    int on_l = !journey || ls->on_l; /* `L` and 'X' hold it; a journey of a CQ-served level: its entry and slot */
     key_buf_t k;
     key_level(&k, level, due, seq);
-    store_put_msg(s, &k, m);
+    if (on_l) {
+        store_put_msg(s, &k, m);
+    }
     idx_place_t p = { 'L', level, due, seq };
     if (m->dest == MSG_DEST_TOPIC) {
         if (on_lane) {
@@ -317,7 +325,9 @@ static void level_insert(store_t *s, topic_state_t *topic, int level, uint64_t d
         } else {
             level_journeys_on_l(s, level);
         }
-        idx_home_put(s, m, &p, 0, j);
+        if (on_l) {
+            idx_home_put(s, m, &p, 0, j);
+        }
     } else {
         idx_copy_put(s, m->id, m->group.ptr, m->group.len, m->group_gen, &p);
         ls->retries++;
@@ -560,12 +570,8 @@ void store_journeys_abandon(store_t *s)
 {
     for (int l = 1; l <= s->opt.levels.count; l++) {
         level_state_t *ls = &s->levels[l];
-        if (ls->depth > 0 && !ls->on_l) { /* its journeys move on by `L` alone, walked from its start */
-            ls->on_l = 1;
-            ls->retries = 0;
-            ls->has_head = 1;
-            ls->head_due = ls->head_seq = 0;
-            store_mark_level(s, l);
+        if (!ls->on_l) {
+            continue; /* its journeys are its CQ's alone (4a.5): no `L` entry would move them on */
         }
         if (ls->cq_head != ls->cq_tail) {
             ls->cq_head = ls->cq_tail;
@@ -574,7 +580,9 @@ void store_journeys_abandon(store_t *s)
             store_mark_level(s, l);
         }
     }
-    store_lane_abandon(s);
+    if (s->levels[1].on_l) {
+        store_lane_abandon(s);
+    }
 }
 
 /* Level l's CQ head's due and the last due appended (its tail's entry), read
@@ -599,9 +607,43 @@ static int level_cq_dues(store_t *s, int l, char *err, size_t errlen)
     return 0;
 }
 
+/* 1 when level l's `L` range holds a SEND journey's key (STORE_JOURNEY_SEQ):
+ * a directory of format 5 whose commit log wrote journeys into `L` too (4a.4),
+ * 0 when not, -1 with err. Walks the level's retries' keys before it. */
+static int level_holds_journey_keys(store_t *s, int l, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_level(&k, l, 0, 0);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int found = 0;
+    for (; !found && store_iter_in(it, k.b, 2, &key, &klen); leveldb_iter_next(it)) {
+        int level;
+        uint64_t due, seq;
+        found = key_level_parse(key, klen, &level, &due, &seq) == 0 && (seq & STORE_JOURNEY_SEQ);
+    }
+    int rc = store_iter_error(it, "a level queue", err, errlen);
+    leveldb_iter_destroy(it);
+    return rc != 0 ? -1 : found;
+}
+
 int store_level_cq_open(store_t *s, char *err, size_t errlen)
 {
     int moved = 0;
+    for (int l = 1; l <= s->opt.levels.count; l++) {
+        level_state_t *ls = &s->levels[l];
+        if (!ls->on_l && ls->depth > ls->retries) { /* journeys: in its CQ alone (format 6), or also in `L` */
+            int in_l = level_holds_journey_keys(s, l, err, errlen);
+            if (in_l < 0) {
+                return -1;
+            }
+            if (in_l) {
+                level_journeys_on_l(s, l);
+                moved = 1;
+            }
+        }
+    }
     for (int l = 1; l <= s->opt.levels.count; l++) {
         int rc = level_cq_settle(s, l, err, errlen);
         if (rc < 0 || level_cq_dues(s, l, err, errlen) != 0) {
@@ -620,9 +662,21 @@ int store_level_cq_open(store_t *s, char *err, size_t errlen)
     return store_commit(s, err, errlen);
 }
 
+/* store_journeys_each's callback for count_topic_delayed: a journey only
+ * its CQ holds, counted for its topic. */
+static int count_journey_delayed(void *ctx, const msg_t *m, const store_journey_t *at, char *err, size_t errlen)
+{
+    (void)at;
+    (void)err;
+    (void)errlen;
+    store_topic_delayed_add(ctx, m, +1);
+    return 0;
+}
+
 /* Count every topic's delayed messages from the level queues (one scan of
- * the 'L' range) and mark the result, for a directory written before the
- * topic records counted them. */
+ * the 'L' range and of the CQs' journeys that have no `L` entry) and mark
+ * the result, for a directory written before the topic records counted
+ * them. */
 static int count_topic_delayed(store_t *s, char *err, size_t errlen)
 {
     map_iter_t mi = { 0 };
@@ -648,7 +702,7 @@ static int count_topic_delayed(store_t *s, char *err, size_t errlen)
         rc = store_iter_error(it, "a level queue", err, errlen);
     }
     leveldb_iter_destroy(it);
-    return rc;
+    return rc != 0 ? rc : store_journeys_each(s, count_journey_delayed, s, err, errlen);
 }
 
 int store_topic_delayed_open(store_t *s, char *err, size_t errlen)
@@ -883,7 +937,13 @@ static int serve_level_walk(store_t *s, int l, uint64_t bound, uint64_t now_ms, 
             cq_head_moved |= store_level_cq_done(s, l, journey.cq_index);
         }
         uint32_t left_queue = has_journey ? journey.queue : 0;
-        int ready = route_due(s, topic, &m, l, due, seq, now_ms, has_journey ? &journey : NULL, err, errlen);
+        if (has_journey) { /* its 'X' names this `L` entry: rewritten where it goes next, or none on a CQ-served */
+            key_buf_t x;   /* level (level_insert), or at arrival under a fresh seq */
+            key_msg_index(&x, m.id);
+            store_del(s, &x);
+        }
+        int ready =
+            route_due(s, topic, &m, l, due, has_journey ? 0 : seq, now_ms, has_journey ? &journey : NULL, err, errlen);
         if (ready >= 0 && left_queue == STORE_LANE_QUEUE && store_lane_left(s, m.id, err, errlen) != 0) {
             ready = -1;
         }
@@ -1047,22 +1107,19 @@ static int lane_top_by_slot(void *ctx, const lane_entry_t *e, char *err, size_t 
     return live < 0 ? -1 : live ? LANE_LIVE : LANE_DEAD;
 }
 
-/* A live journey's entry (e at index of queue, on level l's `L` range at
- * e->due) leaves: its `L` entry deleted and the message routed on (route_due:
- * next hop or arrival). 1 when it became ready, 0 when it hopped, -1 with err. */
+/* A live journey's entry (e at index of queue, level l's) leaves: routed on
+ * (route_due: next hop, or arrival under a fresh topic-log seq, which writes
+ * its first 'X'). 1 when it became ready, 0 when it hopped, -1 with err. */
 static int move_journey_on(store_t *s, int l, const cq_entry_t *e, msg_t *m, idx_journey_t *j, uint64_t now_ms,
                            char *err, size_t errlen)
 {
     level_state_t *ls = &s->levels[l];
-    key_buf_t k;
-    key_level(&k, l, e->due, STORE_JOURNEY_SEQ | m->id);
-    store_del(s, &k);
     ls->depth--;
     ls->pops_since_compact++;
     store_mark_level(s, l);
     topic_state_t *topic = msg_topic(s, m);
     topic_delayed_add(s, topic, -1);
-    return route_due(s, topic, m, l, e->due, STORE_JOURNEY_SEQ | m->id, now_ms, j, err, errlen);
+    return route_due(s, topic, m, l, e->due, 0, now_ms, j, err, errlen); /* no 'X' yet: written at arrival */
 }
 
 /* Level l's retries (without on_l): walk `L` from the retry head up to bound,

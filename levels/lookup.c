@@ -4,7 +4,9 @@
  *
  * A message has its own copy (its SEND journey on a level, then the topic
  * log) and one copy per group that took it (a lease, a retry, the DLQ). A
- * view collects them: the own copy from 'X', the group copies from the 'Y'
+ * view collects them: the own copy on its journey by its where-slot and its
+ * record in the commit log (journey.c; design-commitlog.md 4a.5), else from
+ * 'X' (the topic log, a level still walked by `L`), the group copies from the 'Y'
  * entries of the id; and, while the message is in the topic log, every group
  * of the topic is READY (its cursor is at or before the message) or DONE
  * (past it, holding no copy). The overall state is the first that applies of
@@ -254,11 +256,39 @@ static store_msg_state_t view_state(const store_msg_view_t *v, char home_tag, in
     return STORE_MSG_GONE;
 }
 
+/* The view of id when it is on a SEND journey served from its CQ, found by
+ * its where-slot (journey.c): DELAYED on its level, the message read from its
+ * record (a journey has no group copy: groups take from the topic log). 1
+ * when it is, 0 when not (then 'X' says where), -1 with err. */
+static int view_journey(store_t *s, store_msg_view_t *v, int with_payload, char *err, size_t errlen)
+{
+    clog_reader_t rd = { 0 };
+    msg_t m;
+    store_journey_t at;
+    int found = store_journey_find(s, v->id, &rd, &m, &at, err, errlen);
+    if (found > 0 && !at.on_l) {
+        view_keep_msg(v, &m, with_payload);
+        v->level = at.level;
+        v->hop_due_ms = at.hop_due;
+        v->hops_left = hops_after(&s->opt.levels, at.hop_due, m.due_ms);
+        v->state = STORE_MSG_DELAYED;
+    }
+    clog_reader_free(&rd);
+    return found < 0 ? -1 : found > 0 && !at.on_l;
+}
+
 /* The view of id, without store_read_begin (the caller did it). */
 static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_t *v, char *err, size_t errlen)
 {
     memset(v, 0, sizeof *v);
     v->id = id;
+    int on_journey = view_journey(s, v, with_payload, err, errlen);
+    if (on_journey != 0) {
+        if (on_journey < 0) {
+            store_msg_view_free(v);
+        }
+        return on_journey < 0 ? -1 : 0;
+    }
     char *hbuf;
     idx_home_t h;
     int found = idx_home_read(s, id, &hbuf, &h, err, errlen);
@@ -442,10 +472,51 @@ static const group_state_t *group_past(const topic_state_t *t, uint64_t seq)
     return NULL;
 }
 
+/* Revoke m, on the CQ journey at (journey.c): its slot flagged revoked (its
+ * CQ entry stays, dropped when it reaches the head), its level's depth and
+ * its topic's delayed count down, its segment's live count down, the CQ
+ * head (or the lane's) moved past it when it was there, its 'X' and 'K'
+ * dropped. */
+static int revoke_journey(store_t *s, store_revoke_result_t *r, msg_t *m, const store_journey_t *at, char *err,
+                          size_t errlen)
+{
+    level_state_t *ls = &s->levels[at->level];
+    ls->depth--;
+    store_mark_level(s, at->level);
+    store_topic_delayed_add(s, m, -1);
+    store_log_slot(s, m->id, &at->j, SLOT_REVOKED);
+    s->pending++; /* the slot is a write even with no LevelDB one */
+    segcount_add(s, m->id, -1);
+    int rc = 0;
+    if (at->j.queue == STORE_LANE_QUEUE) {
+        rc = store_lane_left(s, m->id, err, errlen);
+    } else if (store_level_cq_done(s, at->level, at->j.cq_index)) {
+        store_log_cq_head(s, at->j.queue, ls->cq_head);
+    }
+    if (rc == 0) {
+        rc = idx_home_gone(s, map_get(&s->topics, m->topic.ptr, m->topic.len), m, err, errlen);
+    }
+    if (rc == 0) {
+        r->from_delayed++;
+        r->revoked++;
+    }
+    return rc;
+}
+
 /* Revoke one message by id (store_read_begin done by the caller). */
 static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_t errlen)
 {
     store_revoke_result_t *r = c->r;
+    clog_reader_t rd = { 0 };
+    msg_t jm;
+    store_journey_t at;
+    int on_journey = store_journey_find(s, id, &rd, &jm, &at, err, errlen);
+    if (on_journey != 0 && (on_journey < 0 || !at.on_l)) {
+        int jrc = on_journey < 0 ? -1 : revoke_journey(s, r, &jm, &at, err, errlen);
+        clog_reader_free(&rd);
+        return jrc;
+    }
+    clog_reader_free(&rd);
     char *hbuf;
     idx_home_t h;
     int found = idx_home_read(s, id, &hbuf, &h, err, errlen);
@@ -631,6 +702,111 @@ int store_send_run_begin(store_t *s, uint64_t run_bytes, char *err, size_t errle
 
 /* ---- PEEK ---------------------------------------------------------------------------------- */
 
+/* What a PEEK of a level served from its CQ collects: its journeys (from
+ * its CQ and, for level 1, the lane) and its retries, each source in its own
+ * order, merged by due at the end. */
+typedef struct peek_level {
+    msg_owned_t *m;
+    uint64_t *due;
+    int n, cap, want; /* want: stop a source after that many (0: the lane, collected whole) */
+} peek_level_t;
+
+static int peek_add(void *ctx, const msg_t *m, const store_journey_t *at, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    peek_level_t *p = ctx;
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 16;
+        p->m = xrealloc(p->m, (size_t)p->cap * sizeof *p->m);
+        p->due = xrealloc(p->due, (size_t)p->cap * sizeof *p->due);
+    }
+    msg_owned_copy(&p->m[p->n], m);
+    p->due[p->n++] = at->hop_due;
+    return p->want > 0 && p->n >= p->want ? 1 : 0; /* enough from this source */
+}
+
+/* Level l's retries (`L` keys without STORE_JOURNEY_SEQ) from its start, at
+ * most want of them. */
+static int peek_retries(store_t *s, int l, peek_level_t *p, int want, char *err, size_t errlen)
+{
+    if (s->levels[l].retries == 0) {
+        return 0;
+    }
+    key_buf_t k;
+    key_level(&k, l, 0, 0);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int rc = 0, got = 0;
+    for (; got < want && store_iter_in(it, k.b, 2, &key, &klen); leveldb_iter_next(it)) {
+        int level;
+        uint64_t due, seq;
+        msg_t m;
+        if (key_level_parse(key, klen, &level, &due, &seq) != 0 || (seq & STORE_JOURNEY_SEQ)) {
+            continue;
+        }
+        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        store_journey_t at = { .hop_due = due };
+        (void)peek_add(p, &m, &at, err, errlen);
+        got++;
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "a level queue", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    return rc;
+}
+
+/* store_peek of level l served from its CQ (design-commitlog.md 4a.5: its
+ * journeys have no `L` entry): the first count by due of its CQ, its lane
+ * (level 1) and its retries, the CQ's first among equal dues. */
+static int peek_level_cq(store_t *s, int l, int count, uint64_t max_bytes, msg_owned_t *out, uint64_t *hop_due, int *n,
+                         char *err, size_t errlen)
+{
+    peek_level_t p = { .want = count };
+    int rc = store_journeys_queue(s, (uint32_t)l, peek_add, &p, err, errlen) < 0 ? -1 : 0;
+    if (rc == 0 && l == 1) {
+        p.want = 0;
+        rc = store_journeys_queue(s, STORE_LANE_QUEUE, peek_add, &p, err, errlen) < 0 ? -1 : 0;
+    }
+    if (rc == 0) {
+        rc = peek_retries(s, l, &p, count, err, errlen);
+    }
+    int *taken = p.n ? xcalloc((size_t)p.n, sizeof *taken) : NULL;
+    uint64_t bytes = 0;
+    while (rc == 0 && *n < count && bytes < max_bytes) {
+        int best = -1;
+        for (int i = 0; i < p.n; i++) {
+            if (!taken[i] && (best < 0 || p.due[i] < p.due[best])) {
+                best = i;
+            }
+        }
+        if (best < 0) {
+            break;
+        }
+        taken[best] = 1;
+        hop_due[*n] = p.due[best];
+        out[(*n)++] = p.m[best];
+        bytes += p.m[best].m.payload.len;
+    }
+    for (int i = 0; i < p.n; i++) {
+        if (!taken[i] || rc != 0) {
+            msg_owned_free(&p.m[i]);
+        }
+    }
+    if (rc != 0) {
+        *n = 0;
+    }
+    free(taken);
+    free(p.m);
+    free(p.due);
+    return rc;
+}
+
 int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int count, uint64_t max_bytes,
                msg_owned_t *out, uint64_t *hop_due, int *n, char *err, size_t errlen)
 {
@@ -643,6 +819,9 @@ int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int c
     }
     if (store_read_begin(s, err, errlen) != 0) {
         return -1;
+    }
+    if (level > 0 && !s->levels[level].on_l && s->redo != NULL) {
+        return peek_level_cq(s, level, count, max_bytes, out, hop_due, n, err, errlen);
     }
     key_buf_t k;
     size_t plen;

@@ -63,10 +63,55 @@
 #define SNAP_BATCH_BYTES  (UINT64_C(4) << 20) /* written per batch into the copy */
 #define SNAP_WRITE_BUFFER ((size_t)32 << 20)  /* the copy's memtable: fewer, larger tables */
 
+struct journey_batch {
+    leveldb_writebatch_t *b;
+    uint64_t bytes, keys;
+};
+
 struct store_snapshot {
     leveldb_t *db; /* the store's database, open for the snapshot's whole life */
     const leveldb_snapshot_t *snap;
+    struct journey_batch *journeys; /* the `L` entries and 'X' records of the journeys only CQs hold, */
+    size_t n_journeys;              /* in batches of about SNAP_BATCH_BYTES */
 };
+
+/* A journey only its CQ holds (journey.c), as the copy keeps it: an `L`
+ * entry under the key a journey has (STORE_JOURNEY_SEQ | id) and an 'X'
+ * record naming it, so that the copy, whose levels are walked by `L`
+ * (copied_value), moves it on as 4a.4 did. */
+static int snap_journey(void *ctx, const msg_t *m, const store_journey_t *at, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    store_snapshot_t *sn = ctx;
+    if (sn->n_journeys == 0 || sn->journeys[sn->n_journeys - 1].bytes >= SNAP_BATCH_BYTES) {
+        sn->journeys = xrealloc(sn->journeys, (sn->n_journeys + 1) * sizeof *sn->journeys);
+        sn->journeys[sn->n_journeys++] = (struct journey_batch){ leveldb_writebatch_create(), 0, 0 };
+    }
+    struct journey_batch *jb = &sn->journeys[sn->n_journeys - 1];
+    leveldb_writebatch_t *b = jb->b;
+    key_buf_t k;
+    uint64_t seq = STORE_JOURNEY_SEQ | m->id;
+    key_level(&k, at->level, at->hop_due, seq);
+    size_t n = msg_encoded_size(m);
+    char *v = xmalloc(n);
+    msg_encode(m, v, n);
+    leveldb_writebatch_put(b, k.b, k.n, v, n);
+    free(v);
+    idx_place_t p = { 'L', at->level, at->hop_due, seq };
+    idx_home_batch_put(b, m, &p);
+    jb->bytes += k.n + n + 64;
+    jb->keys += 2;
+    return 0;
+}
+
+static void journeys_free(store_snapshot_t *sn)
+{
+    for (size_t i = 0; i < sn->n_journeys; i++) {
+        leveldb_writebatch_destroy(sn->journeys[i].b);
+    }
+    free(sn->journeys);
+}
 
 store_snapshot_t *store_snapshot_take(store_t *s, char *err, size_t errlen)
 {
@@ -75,6 +120,13 @@ store_snapshot_t *store_snapshot_take(store_t *s, char *err, size_t errlen)
     }
     store_snapshot_t *sn = xcalloc(1, sizeof *sn);
     sn->db = s->db;
+    /* The copy holds no log (design-commitlog.md 4a.5): the journeys that only the CQs hold are read now, on
+       the owner's thread, at the snapshot's moment, and held until the copy is written. */
+    if (store_journeys_each(s, snap_journey, sn, err, errlen) != 0) {
+        journeys_free(sn);
+        free(sn);
+        return NULL;
+    }
     sn->snap = leveldb_create_snapshot(s->db);
     return sn;
 }
@@ -85,6 +137,7 @@ void store_snapshot_release(store_snapshot_t *sn)
         return;
     }
     leveldb_release_snapshot(sn->db, sn->snap);
+    journeys_free(sn);
     free(sn);
 }
 
@@ -152,7 +205,8 @@ static int is_log_mark(const char *k, size_t kn)
  * queue or slot file (design-commitlog.md §7: step 6 copies them), so a
  * message's 'X' record loses its journey (no slot or CQ entry of its will be
  * written: it moves on by its 'L' entry alone, as a message sent before
- * 4a.3 does) and each CQ window in the level records and the lane's record
+ * 4a.3 does; a journey that had none, on a level served from its CQ, gets
+ * one from store_snapshot_take's snap_journey) and each CQ window in the level records and the lane's record
  * becomes [0, 0) (no file to open; no journey left names an index). *vn
  * shrinks; a record is rewritten in out[outcap]. */
 static const char *copied_value(const char *k, size_t kn, const char *v, size_t *vn, char *out, size_t outcap)
@@ -182,6 +236,23 @@ static const char *copied_value(const char *k, size_t kn, const char *v, size_t 
     return v;
 }
 
+/* b written into the copy when it holds SNAP_BATCH_BYTES or more, then the
+ * caller asked whether to go on: 0 go on, 1 stopped, -1 error. */
+static int copy_batch_full(leveldb_t *to, leveldb_writeoptions_t *wo, leveldb_writebatch_t *b, const char *dir,
+                           uint64_t *keys, uint64_t *in_batch, store_copy_check_fn check, void *ctx,
+                           store_copy_progress_t *progress, char *err, size_t errlen)
+{
+    if (*in_batch < SNAP_BATCH_BYTES) {
+        return 0;
+    }
+    if (copy_write(to, wo, b, dir, err, errlen) != 0) {
+        return -1;
+    }
+    count_batch(progress, keys, in_batch);
+    int rc = check != NULL ? check(ctx, err, errlen) : 0;
+    return rc > 0 ? 1 : rc < 0 ? -1 : 0;
+}
+
 /* The walk itself, into an open db; 0 done, 1 stopped, -1 error. */
 static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_copy_check_fn check, void *ctx,
                     store_copy_progress_t *progress, char *err, size_t errlen)
@@ -209,16 +280,8 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
         leveldb_writebatch_put(b, k, kn, v, vn);
         in_batch += kn + vn;
         keys++;
-        if (in_batch >= SNAP_BATCH_BYTES) {
-            if (copy_write(to, wo, b, dir, err, errlen) != 0) {
-                rc = -1;
-                break;
-            }
-            count_batch(progress, &keys, &in_batch);
-            if (check != NULL && (rc = check(ctx, err, errlen)) != 0) {
-                rc = rc > 0 ? 1 : -1;
-                break;
-            }
+        if ((rc = copy_batch_full(to, wo, b, dir, &keys, &in_batch, check, ctx, progress, err, errlen)) != 0) {
+            break;
         }
     }
     if (rc == 0) {
@@ -228,6 +291,14 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
             err_set(err, errlen, "reading the store: %s", e);
             leveldb_free(e);
             rc = -1;
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < sn->n_journeys; i++) { /* the journeys only the CQs held */
+        leveldb_writebatch_append(b, sn->journeys[i].b);
+        in_batch += sn->journeys[i].bytes;
+        keys += sn->journeys[i].keys;
+        if ((rc = copy_batch_full(to, wo, b, dir, &keys, &in_batch, check, ctx, progress, err, errlen)) != 0) {
+            break;
         }
     }
     if (rc == 0) { /* the last batch, synced: the log holds whatever no table does yet */

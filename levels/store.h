@@ -50,8 +50,14 @@
  * each (topic, key) of the key index has a count record (keys.h 'K'),
  * which version 4's writers would not keep; the upgrade writes the marker,
  * then the counts (one walk of 'K', marked by 'M' "keycounts"), and a check
- * reads versions 3 and 4 without them. */
-#define STORE_FORMAT_VERSION          5
+ * reads versions 3 and 4 without them. 6: a SEND journey on a level served
+ * from its consume queue has no `L` entry and no 'X' record until it
+ * arrives: its CQ entry and where-slot in the commit log's files are its only
+ * record (design-commitlog.md 4a.5), which version 5's readers would lose; a
+ * level of version 5 that holds journeys in `L` is walked by `L` until it
+ * empties (found at every open), so the upgrade writes the marker only and a
+ * check reads version 5 as it is. */
+#define STORE_FORMAT_VERSION          6
 #define STORE_FORMAT_OLDEST           1
 #define STORE_FORMAT_SAME_RECORDS     3 /* the oldest format whose records this build reads unchanged */
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)

@@ -435,8 +435,10 @@ void segcount_free(store_t *s);
  * level by another way (a REVOKE, the `L` walk); the head moves past it when
  * it is the head, and past every dead index above it noted so far; 1 when it
  * moved (the level is marked; the caller writes the head move), else 0.
- * store_level_cq_open (at open, after store_load_levels and idx_open): the
- * dead indexes noted in memory before a restart are gone, so each level's
+ * store_level_cq_open (at open, after store_load_levels and idx_open): a
+ * level served from its CQ whose `L` range holds a SEND journey's key (format
+ * 5's commit log wrote both; format 6 writes the CQ alone: 4a.5) is walked by
+ * `L` from now on (on_l) until it empties; the dead indexes noted in memory before a restart are gone, so each level's
  * head moves past the dead entries at it (a CQ entry read and its message's
  * where-slot, one by one, up to the first whose slot names it or cannot be
  * read: the open's checkpoint wrote the redo's buffers), committed when any
@@ -454,10 +456,12 @@ int store_level_first_key(const store_t *s, int l, uint64_t *due, uint64_t *seq)
 void store_level_took(store_t *s, int l);
 int store_level_cq_open(store_t *s, char *err, size_t errlen);
 
-/* Every level CQ's and the lane's head moved to its tail (level.c,
- * store_lane.c's store_lane_abandon): the messages' journeys were dropped
- * (an index rebuilt without them), so they move on by their 'L' entries
- * alone and their CQ entries are left behind. */
+/* The CQ head of every level walked by `L` (on_l), and the lane's while
+ * level 1 is, moved to its tail (level.c, store_lane.c's
+ * store_lane_abandon): the messages' journeys were dropped from 'X' (an
+ * index rebuilt without them), so they move on by their 'L' entries alone
+ * and their CQ entries are left behind. A level served from its CQ keeps
+ * it: its journeys have no `L` entry (4a.5). */
 void store_journeys_abandon(store_t *s);
 void store_lane_abandon(store_t *s);
 
@@ -995,21 +999,57 @@ typedef struct idx_home {
  * its 'X' record, with j (NULL: none, a message from before 4a.3). with_key:
  * also its 'K' entry (at SEND; a key never changes). */
 void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key, const idx_journey_t *j);
+/* m's 'X' record naming p (no journey) into b: not the store's batch (a
+ * BACKUP copy's, snapshot.c). */
+void idx_home_batch_put(leveldb_writebatch_t *b, const msg_t *m, const idx_place_t *p);
 
 /* The length of the 'X' value v[vlen] without its journey (vlen when it has
  * none or does not decode): for a copy that holds no commit log (snapshot.c). */
 size_t idx_home_len_without_journey(const char *v, size_t vlen);
 
-/* 1 when id's 'X' record names the journey entry (queue, cq_index) and
- * its 'L' place still holds the message (the entry is live), 0 when not, -1
- * with err on a read error. */
-int idx_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen);
+
+/* journey.c: a message on its SEND journey found by its where-slot
+ * (design-commitlog.md §2): the record at id, the slot of its ordinal naming
+ * id back, not revoked, naming a level CQ or the lane (level 1), whose entry
+ * names id. */
+typedef struct store_journey {
+    int level;        /* the level it waits on (the lane: 1) */
+    int on_l;         /* that level is walked by `L`: its `L` entry and 'X' are the truth */
+    uint64_t hop_due; /* its CQ entry's due: when it leaves that level */
+    idx_journey_t j;  /* ordinal, queue, CQ index */
+} store_journey_t;
+
+/* 1 with *out (and *m decoded from the record, views into rd's buffer, when
+ * m is not NULL), 0 when id is not on a CQ journey (no record of the log at
+ * id, a slot naming another id, revoked, in the topic log), -1 with err (a
+ * damaged record, an unreadable slot or entry, an entry naming another id).
+ * Reads committed and held batches: not the pending one. */
+int store_journey_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, store_journey_t *out, char *err,
+                       size_t errlen);
+
+/* 1 when id's where-slot names (queue, cq_index) live, 0 when not, -1 with
+ * err (store_journey_find's reads). */
+int store_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen);
+
+/* Every message on a CQ journey of a level served from its CQ (not on_l)
+ * and of the lane (while level 1 is not on_l), in queue order (levels, then
+ * the lane): fn(ctx, m, at) with m read from its record (valid during the
+ * call). Entries whose slot does not name them back are dead and skipped.
+ * fn's nonzero return stops the walk and is returned; -1 with err on a read
+ * error (naming the queue and the index). For store_scan, store_check, PEEK,
+ * a BACKUP copy's take, and at open the index rebuild and the topic-delayed
+ * recount: one record, slot and entry read per entry, not for hot paths. */
+typedef int (*store_journey_fn)(void *ctx, const msg_t *m, const store_journey_t *at, char *err, size_t errlen);
+int store_journeys_each(store_t *s, store_journey_fn fn, void *ctx, char *err, size_t errlen);
+/* The same for one queue: level q's CQ, or the lane (STORE_LANE_QUEUE). */
+int store_journeys_queue(store_t *s, uint32_t q, store_journey_fn fn, void *ctx, char *err, size_t errlen);
 
 /* check_cq.c: store_check's comparison of the consume queues with the `L`
  * range (design-commitlog.md 4a.3). check_cq_add takes each level entry of a
- * SEND journey in scan order (it reads the message's 'X' journey and its
- * record in the log: 0, or -1 with err on a read error, a journey naming
- * another level, or a record that is not the level entry's message);
+ * SEND journey in scan order (its journey j as its CQ gave it, or NULL to
+ * read the message's 'X' journey; and its record in the log: 0, or -1 with
+ * err on a read error, a journey naming another level, or a record that is
+ * not the level entry's message);
  * check_cq_end compares every level CQ and the lane CQ with what was added,
  * after a checkpoint of the log (0, or -1 with err naming the queue, the CQ
  * index and the id). */
@@ -1021,7 +1061,8 @@ typedef struct check_cq_entry {
 typedef struct check_cq check_cq_t;
 check_cq_t *check_cq_new(store_t *s);
 void check_cq_free(check_cq_t *c);
-int check_cq_add(check_cq_t *c, int level, uint64_t due, const msg_t *m, char *err, size_t errlen);
+int check_cq_add(check_cq_t *c, int level, uint64_t due, const msg_t *m, const idx_journey_t *j, char *err,
+                 size_t errlen);
 int check_cq_end(check_cq_t *c, char *err, size_t errlen);
 
 /* The journey kept in id's 'X' record: 1 with *j, 0 when id has no 'X' record
@@ -1109,10 +1150,13 @@ typedef struct idx_check {
     char kprefix[KEY_MAX];
     size_t kprefix_len;
     uint64_t kcount, kseen;
+    map_t unhomed; /* 'K' entries whose id has no 'X' (zero-initialised): a journey only its CQ holds, asked at the
+                      end, after the CQ checks have named any damage of the queues (journey.c) */
 } idx_check_t;
 int idx_check_entry(idx_check_t *c, const store_entry_t *e);
 int idx_check_record(idx_check_t *c, const char *key, size_t klen, const char *v, size_t vlen);
 int idx_check_end(idx_check_t *c);
+void idx_check_free(idx_check_t *c); /* after idx_check_end, or instead of it after a failure */
 
 /* ---- lookup.c ------------------------------------------------------------------- */
 

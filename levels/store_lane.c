@@ -15,10 +15,11 @@
  * entry as in 4a.3, and the heap only says how far the lane CQ's head may go:
  * when a remainder's `L` entry is taken or revoked, its id is noted as gone
  * and the dead tops are dropped (lane_next_live). An entry pushed since the
- * open is live until noted (its 'X' and `L` writes may still be pending); one
+ * open is live until noted (its slot write may still be pending); one
  * loaded at open and not noted — a message that left before the restart — is
- * judged by its 'X' record: live while 'X' names this lane entry and its `L`
- * entry is still there (one check per top, remembered while it stays on top).
+ * judged by its where-slot (journey.c, 4a.5): live while the slot names this
+ * lane entry back, not revoked (one check per top, remembered while it stays
+ * on top).
  *
  * Threading: the store's owner thread.
  */
@@ -126,6 +127,7 @@ void store_lane_push(store_t *s, const msg_t *m, uint64_t due, idx_journey_t *j)
     store_log_cq_append(s, STORE_LANE_QUEUE, j->cq_index, m->id, due);
     store_log_slot(s, m->id, j, 0);
     s->lane_dirty = 1;
+    s->pending++; /* the entry and the slot are writes: a commit must follow, also without any LevelDB one */
 }
 
 /* lane_next_live's check (above). */
@@ -138,7 +140,7 @@ static int lane_top_live(void *ctx, const lane_entry_t *e, char *err, size_t err
     if (e->cq_index >= s->lane_loaded_tail || (s->lane_live_known && s->lane_live_index == e->cq_index)) {
         return LANE_LIVE; /* pushed since the open: it leaves only by a note above (its X may be pending) */
     }
-    int live = idx_journey_at(s, e->id, STORE_LANE_QUEUE, e->cq_index, err, errlen);
+    int live = store_journey_at(s, e->id, STORE_LANE_QUEUE, e->cq_index, err, errlen); /* by its slot */
     if (live < 0) {
         return -1;
     }

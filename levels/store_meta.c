@@ -67,7 +67,9 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
  * only (version 4 adds a meaning to 'X', not a record). 4 → 5: the marker
  * here; the key index's count records are built after the indexes are
  * (idx_key_counts_open, which finishes an interrupted walk at the next
- * open). */
+ * open). 5 → 6: the marker only; a level whose `L` range still holds SEND
+ * journeys (written by a version-5 build of the commit log) is walked by `L`
+ * until it empties, found at every open (level.c store_level_cq_open). */
 static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
 {
     put_format(s);

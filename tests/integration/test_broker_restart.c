@@ -1008,6 +1008,28 @@ static void level_walked_from_first_key(const char *data_dir)
     leveldb_options_destroy(o);
 }
 
+/* Level `level` of the stopped broker's directory made one walked by its
+ * 'L' keys before anything is sent to it (its 'C' record empty, flagged
+ * RECORD_LEVEL_ON_L): the SENDs then write 'L' keys beside their consume
+ * queue entries, as format 5's commit log did; on a level served from its
+ * consume queue a SEND writes none (docs/design-commitlog.md 4a.5), and
+ * there is no key to damage. */
+static void level_walked_before_sends(const char *data_dir, int level)
+{
+    char *e = NULL;
+    leveldb_options_t *o = leveldb_options_create();
+    leveldb_t *db = leveldb_open(o, data_dir, &e);
+    BP_REQUIRE(e == NULL, "opening %s with LevelDB: %s", data_dir, e);
+    char rk[2] = { 'C', (char)level }, v[64] = { 0 };
+    v[63] = 1; /* flags (u64 big-endian at 56): RECORD_LEVEL_ON_L */
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_put(db, wo, rk, sizeof rk, v, sizeof v, &e);
+    BP_CHECK(e == NULL, "writing the record of level %d: %s", level, e);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_close(db);
+    leveldb_options_destroy(o);
+}
+
 static void damage_level_key(int nth)
 {
     level_walked_from_first_key(bt_broker.data_dir);
@@ -1080,6 +1102,11 @@ static void test_damaged_level_key(void)
     char e[8192], id[64], out[4096];
     const char *const flags[] = { "--damage-retry", "1s", NULL }; /* two tries of the level in DAMAGE_WATCH_MS */
     bt_start(flags);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    level_walked_before_sends(bt_broker.data_dir, 3);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
     BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "dmg", "a", "LEVEL", "3", NULL) == 0, "%s", e);
     BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "dmg", "b", "LEVEL", "3", NULL) == 0, "%s", e);
     rc_close(&bt_conn);

@@ -353,11 +353,68 @@ static char raw_home_tag(uint64_t id, int line)
     return tag;
 }
 
-/* A message coming off a level keeps its level entry's seq in the topic log,
- * and its 'X' is not rewritten, when that seq comes after the log's tail;
- * otherwise (an arrival out of seq order) it takes a fresh seq and 'X' says
- * where. GET, FIND, REVOKE, the lease's order, the GC and store_check read
- * both kinds alike, across a reopen. */
+/* A message on its SEND journey is found by its where-slot and its record in
+ * the commit log (levels/journey.c), not by 'X': with every 'X' record
+ * deleted, GET still says DELAYED with the level, hop due and payload — on a
+ * level's CQ and on the remainder lane — FIND finds it by key, REVOKE takes
+ * it, and the message left is delivered at its due. */
+static void test_index_journey_by_slot(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t on_level = send_key(s, "t", "ka", 5 * SEC, T0); /* level 2, due +5 s */
+    uint64_t on_lane = send_key(s, "t", "kb", 1500, T0);     /* level 1, then its 500 ms on the lane */
+    uint64_t keep = send_key(s, "t", "kc", 5 * SEC, T0 + 1);
+    MOVE(s, T0 + 1 * SEC, 100, NULL);
+    COMMIT(s);
+    CLOSE(&s);
+    raw_delete_range('X', __LINE__);
+    s = OPEN_DEFAULT();
+    char err[512] = "";
+    store_msg_view_t v;
+    REQUIRE_OK(store_msg_get(s, on_level, 1, &v, err, sizeof err), err);
+    TU_CHECK(v.state == STORE_MSG_DELAYED && v.level == 2 && v.hop_due_ms == T0 + 5 * SEC && v.msg.m.payload.len == 1 &&
+                 v.msg.m.payload.ptr[0] == 'p' && v.msg.m.topic.len == 1,
+             "GET on a level without 'X': state %s, level %d, hop due %" PRIu64, store_msg_state_name(v.state), v.level,
+             v.hop_due_ms);
+    store_msg_view_free(&v);
+    REQUIRE_OK(store_msg_get(s, on_lane, 0, &v, err, sizeof err), err);
+    TU_CHECK(v.state == STORE_MSG_DELAYED && v.level == 1 && v.hop_due_ms == T0 + 1500 && v.hops_left == 0,
+             "GET on the lane without 'X': state %s, level %d, hop due %" PRIu64, store_msg_state_name(v.state),
+             v.level, v.hop_due_ms);
+    store_msg_view_free(&v);
+    store_msg_view_t *found = NULL;
+    int n = 0;
+    REQUIRE_OK(store_msg_find(s, "t", 1, "kb", 2, 10, &found, &n, err, sizeof err), err);
+    TU_CHECK(n == 1 && found[0].id == on_lane && found[0].state == STORE_MSG_DELAYED, "FIND by key: %d views", n);
+    for (int i = 0; i < n; i++)
+        store_msg_view_free(&found[i]);
+    free(found);
+    store_revoke_result_t r;
+    REQUIRE_OK(store_revoke_id(s, on_level, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 1 && r.from_delayed == 1, "REVOKE on a level: revoked %" PRIu64, r.revoked);
+    REQUIRE_OK(store_revoke_id(s, on_lane, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 1 && r.from_delayed == 1, "REVOKE on the lane: revoked %" PRIu64, r.revoked);
+    REQUIRE_OK(store_revoke_id(s, on_lane, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 0 && r.nrefused == 1 && strcmp(r.refused[0].reason, "gone") == 0, "revoking twice");
+    COMMIT(s);
+    store_msg_state_t gs;
+    TU_CHECK(state_of(s, on_level, NULL, &gs) == STORE_MSG_GONE, "revoked from its level, GET still finds it");
+    TU_CHECK(state_of(s, on_lane, NULL, &gs) == STORE_MSG_GONE, "revoked from the lane, GET still finds it");
+    MOVE(s, T0 + 6 * SEC, 100, NULL);
+    msg_owned_t m[4];
+    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 6 * SEC, m);
+    TU_CHECK(n == 1 && m[0].m.id == keep, "leased %d messages, want only the one not revoked", n);
+    free_msgs(m, n);
+    CLOSE(&s);
+}
+
+/* A message coming off a level served from its CQ enters the topic log
+ * under a fresh seq and gets its first 'X' there (design-commitlog.md 4a.5:
+ * on its journey its CQ entry and slot are its only record; before, it kept
+ * its level entry's seq and 'X' was not rewritten). GET, FIND, REVOKE, the
+ * lease's order (the order of arrival), the GC and store_check read both
+ * places alike, across a reopen. */
 static void test_index_arrival_keeps_seq(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -377,10 +434,12 @@ static void test_index_arrival_keeps_seq(void)
     }
     TU_CHECK(state_of(s, d, NULL, &gs) == STORE_MSG_DELAYED, "d is not delayed");
     CLOSE(&s);
-    TU_CHECK(raw_home_tag(b, __LINE__) == 'L', "b's 'X' was rewritten at its arrival");
-    TU_CHECK(raw_home_tag(c, __LINE__) == 'L', "c's 'X' was rewritten at its arrival");
-    TU_CHECK(raw_home_tag(a, __LINE__) == 'T', "a arrived out of seq order: its 'X' must name its new seq");
-    TU_CHECK(raw_home_tag(d, __LINE__) == 'L', "d is on its level");
+    /* a journey on a level served from its CQ has no 'X' (design-commitlog.md 4a.5): its first is written at its
+       arrival, naming its topic-log seq */
+    TU_CHECK(raw_home_tag(b, __LINE__) == 'T', "b's 'X' must name its topic-log seq from its arrival");
+    TU_CHECK(raw_home_tag(c, __LINE__) == 'T', "c's 'X' must name its topic-log seq from its arrival");
+    TU_CHECK(raw_home_tag(a, __LINE__) == 'T', "a's 'X' must name its topic-log seq from its arrival");
+    TU_CHECK(raw_home_tag(d, __LINE__) == 0, "d is on its level: no 'X' yet");
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
     TU_CHECK(state_of(s, b, "g", &gs) == STORE_MSG_READY && gs == STORE_MSG_READY, "b not ready after a reopen");
@@ -497,14 +556,15 @@ static void test_index_dedup_joins_batch(void)
         REQUIRE_OK(store_send_dedup(s, &r, T0, &id[i], i == 0 ? &first_due : &due, &dup, err, sizeof err), err);
         CHECK_EQ_U64(dup, 0);
     }
-    /* each: its level entry, 'X', 'K' and the key's count — all still pending: no DEDUP SEND committed */
-    CHECK_EQ_U64(store_pending(s), 12);
+    /* each: its level CQ entry and slot (no `L`, no 'X': design-commitlog.md 4a.5), 'K' and the key's count —
+       all still pending: no DEDUP SEND committed */
+    CHECK_EQ_U64(store_pending(s), 9);
     r.key = "a";
     REQUIRE_OK(store_send_dedup(s, &r, T0 + 5, &id[3], &due, &dup, err, sizeof err), err);
     TU_CHECK(dup == 1 && id[3] == id[0] && due == first_due,
              "a again in the same batch: dup %d id %" PRIu64 " due %" PRIu64 ", want 1, %" PRIu64 ", %" PRIu64, dup,
              id[3], due, id[0], first_due);
-    CHECK_EQ_U64(store_pending(s), 12);
+    CHECK_EQ_U64(store_pending(s), 9);
     COMMIT(s);
     REQUIRE_OK(store_send_dedup(s, &r, T0 + 6, &id[3], &due, &dup, err, sizeof err), err);
     TU_CHECK(dup == 1 && id[3] == id[0], "a after the commit: dup %d", dup); /* from the committed index */
@@ -719,7 +779,8 @@ static void test_index_check_finds_cq_damage(void)
             TU_REQUIRE(slot_file_open(g_data, ids[3] - ids[3] % o.segment_bytes, 0, &f, err, sizeof err) == 0 &&
                            slot_put(f, 3, &sl, err, sizeof err) == 0 && slot_file_close(f, err, sizeof err) == 0,
                        "the slot file: %s", err);
-            snprintf(want, sizeof want, "level 2, CQ index 3, id %016" PRIx64 ": its where-slot names", ids[3]);
+            snprintf(want, sizeof want, "level 2, CQ index 3: the where-slot of %016" PRIx64 " names queue 2 index 7",
+                     ids[3]);
         }
         if (damage == 3) { /* a byte of message 4's record flipped in its segment */
             uint64_t base = ids[4] - ids[4] % o.segment_bytes;
@@ -732,7 +793,7 @@ static void test_index_check_finds_cq_damage(void)
             TU_REQUIRE(fseek(f, (long)(ids[4] - base + 40), SEEK_SET) == 0 && fwrite(&b, 1, 1, f) == 1 &&
                            fclose(f) == 0,
                        "write %s", path);
-            snprintf(want, sizeof want, "message %016" PRIx64 " on level 2: its commit-log record", ids[4]);
+            snprintf(want, sizeof want, "level 2, CQ index 4: the commit-log record of %016" PRIx64, ids[4]);
         }
         s = OPEN(&o);
         int rc = store_check(s, err, sizeof err);
@@ -753,7 +814,8 @@ static const tu_test_t index_tests[] = {
     { "the GC and leases", test_index_gc_of_leased },
     { "a deleted group's retry keeps no index", test_index_deleted_group_retry },
     { "revoke", test_index_revoke },
-    { "an arrival keeps its level seq", test_index_arrival_keeps_seq },
+    { "GET, FIND and REVOKE find a journey by its where-slot", test_index_journey_by_slot },
+    { "an arrival writes the first 'X'", test_index_arrival_keeps_seq },
     { "an arrival after a cursor's promise", test_index_arrival_after_promises },
     { "dedup", test_index_dedup },
     { "dedup joins a batch of sends", test_index_dedup_joins_batch },

@@ -259,9 +259,10 @@ static void test_level_hop_behind_lag(void)
     int n = 0;
     char err[512] = "";
     TU_REQUIRE(store_peek(s, 1, NULL, 0, 4, UINT64_MAX, m, hop, &n, err, sizeof err) == 0, "peek: %s", err);
-    TU_CHECK(n == 2 && m[0].m.id == a && m[1].m.id == b && hop[0] == T0 + 6400 && hop[1] == T0 + 6400,
-             "level 1 holds %d: A and B (in `L` key order: ids), both at B's due (%" PRIu64 ", %" PRIu64 ")", n,
-             n > 0 ? hop[0] : 0, n > 1 ? hop[1] : 0);
+    TU_CHECK(n == 2 && m[0].m.id == b && m[1].m.id == a && hop[0] == T0 + 6400 && hop[1] == T0 + 6400,
+             "level 1 holds %d: B and A (its CQ's order, the order they leave in), both at B's due (%" PRIu64
+             ", %" PRIu64 ")",
+             n, n > 0 ? hop[0] : 0, n > 1 ? hop[1] : 0);
     free_msgs(m, n);
     CHECK_STORE(s);
     TU_CHECK(MOVE(s, T0 + 6399, 100, NULL) == 0, "A is not early");
@@ -898,7 +899,60 @@ static void test_level_segment_kept_while_delayed(void)
     CLOSE(&s);
 }
 
+/* Keys of range tag in the closed data directory. */
+static uint64_t raw_count(char tag, int line)
+{
+    leveldb_t *db = raw_open(line);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    uint64_t n = 0;
+    for (leveldb_iter_seek(it, &tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t klen;
+        if (leveldb_iter_key(it, &klen)[0] != tag)
+            break;
+        n++;
+    }
+    leveldb_iter_destroy(it);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    return n;
+}
+
+/* A SEND journey on a level served from its CQ writes no `L` entry and no
+ * 'X' record — at SEND, at a hop, onto the lane (design-commitlog.md 4a.5):
+ * its CQ entry and where-slot are its only record; its first 'X' is written
+ * at its arrival. The messages still move at their dues, GET sees them, and a
+ * reopen keeps them. */
+static void test_level_journeys_write_no_l(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[5];
+    ids[0] = SEND(s, "t", "a", 0, 5 * SEC, T0, NULL); /* level 2 */
+    ids[1] = SEND(s, "t", "b", 0, 6 * SEC, T0, NULL); /* level 2, then level 1 */
+    ids[2] = SEND(s, "t", "c", 0, 5500, T0, NULL);    /* level 2, then 500 ms on the lane */
+    ids[3] = SEND(s, "t", "d", 3, 0, T0, NULL);       /* LEVEL 3 */
+    ids[4] = send_key(s, "t", "k", 1 * SEC, T0);      /* level 1, with a key */
+    TU_CHECK(MOVE(s, T0 + 5 * SEC, 100, NULL) == 4, "at +5 s: a and k arrive, b and c hop");
+    CHECK_STORE(s);
+    CLOSE(&s);
+    CHECK_EQ_U64(raw_count('L', __LINE__), 0);
+    CHECK_EQ_U64(raw_count('X', __LINE__), 2); /* a and k, arrived */
+    s = OPEN_DEFAULT();
+    store_msg_state_t gs;
+    for (int i = 1; i <= 3; i++)
+        TU_CHECK(state_of(s, ids[i], NULL, &gs) == STORE_MSG_DELAYED, "message %d is not delayed", i);
+    TU_CHECK(MOVE(s, T0 + 10 * SEC, 100, NULL) == 3, "b, c and d arrive");
+    CHECK_STORE(s);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 10 * SEC, m);
+    TU_CHECK(n == 5, "leased %d of the 5", n);
+    free_msgs(m, n);
+    CLOSE(&s);
+    CHECK_EQ_U64(raw_count('L', __LINE__), 0);
+}
+
 static const tu_test_t level_tests[] = {
+    { "a journey on a CQ-served level writes no L and no X", test_level_journeys_write_no_l },
     { "due times", test_level_due_times },
     { "fifo and bounded move", test_level_fifo_and_bounded_move },
     { "chained delay", test_level_chained_delay },

@@ -576,12 +576,12 @@ static void test_refuse_other_format(void)
 {
     store_t *s = OPEN_DEFAULT();
     CLOSE(&s);
-    raw_put("Mformat", 7, "\0\0\0\6", 4, __LINE__);
+    raw_put("Mformat", 7, "\0\0\0\7", 4, __LINE__);
     store_options_t o;
     opts_default(&o);
     char err[512] = "";
     int rc = store_open(&o, T0, &s, err, sizeof err);
-    CHECK_REFUSAL(rc, err, "format version 6; this build reads versions 1 to 5", g_data);
+    CHECK_REFUSAL(rc, err, "format version 7; this build reads versions 1 to 6", g_data);
     TU_CHECK(s == NULL, "*out must stay NULL");
     raw_put("Mformat", 7, "\0\0\0\0", 4, __LINE__);
     rc = store_open(&o, T0, &s, err, sizeof err);
@@ -779,9 +779,34 @@ static void level_walked_from(const char *head, int line)
 }
 #define LEVEL_WALKED_FROM(head) level_walked_from((head), __LINE__)
 
+/* A store whose levels are all walked by `L` before anything is sent (their
+ * `C` records empty, flagged RECORD_LEVEL_ON_L): a SEND then writes its
+ * `L` entry and 'X' beside its CQ entry, as format 5's commit log did (4a.4),
+ * which the damage cases below need; a level served from its CQ has no `L`
+ * entry to damage (design-commitlog.md 4a.5). */
+static store_t *open_levels_walked(int line)
+{
+    store_t *s = open_default_at(line);
+    CLOSE(&s);
+    store_options_t o;
+    opts_default(&o);
+    for (int l = 1; l <= o.levels.count; l++) {
+        record_level_t r;
+        memset(&r, 0, sizeof r);
+        r.flags = RECORD_LEVEL_ON_L;
+        char v[RECORD_LEVEL_BYTES];
+        record_level_encode(&r, v);
+        key_buf_t k;
+        key_level_record(&k, l);
+        raw_put(k.b, k.n, v, RECORD_LEVEL_BYTES, line);
+    }
+    return open_default_at(line);
+}
+#define OPEN_LEVELS_WALKED() open_levels_walked(__LINE__)
+
 static void test_corrupt_value_reported(void)
 {
-    store_t *s = OPEN_DEFAULT();
+    store_t *s = OPEN_LEVELS_WALKED();
     SEND(s, "t", "ok", 1, 0, T0, NULL);
     char key[18] = "";
     char err[512] = "";
@@ -808,7 +833,7 @@ static void test_corrupt_value_reported(void)
  * the 0x00 by its copy, its length not). Put back, the message moves. */
 static void test_message_names_checked(void)
 {
-    store_t *s = OPEN_DEFAULT();
+    store_t *s = OPEN_LEVELS_WALKED();
     SEND(s, "t", "x", 1, 0, T0, NULL);
     char key[18] = "";
     char err[1024] = "";
@@ -1020,7 +1045,7 @@ static void check_nothing_written(const char *good, const char *bad, size_t badl
  * taken, the due move fails and the store stays usable. */
 static void test_damaged_level_key_shown(void)
 {
-    store_t *s = OPEN_DEFAULT();
+    store_t *s = OPEN_LEVELS_WALKED();
     uint64_t first = SEND(s, "t", "a", 1, 0, T0, NULL);
     SEND(s, "t", "b", 1, 0, T0 + 1, NULL);
     level_keys_t lk = { .n = 0 };
@@ -1196,7 +1221,7 @@ static void test_damaged_record_keys(void)
  * head. Moved back, the message is as it was. */
 static void test_damaged_level_keys(void)
 {
-    store_t *s = OPEN_DEFAULT();
+    store_t *s = OPEN_LEVELS_WALKED();
     SEND(s, "t", "x", 1, 0, T0, NULL);
     char good[18] = "";
     char err[1024] = "";
@@ -2049,7 +2074,55 @@ static void test_log_hole_past_checkpoint(void)
     }
 }
 
+/* A directory of format 5 whose commit log wrote SEND journeys into `L`
+ * and 'X' beside their CQ entries (4a.4), its levels served from their CQs:
+ * this build (format 6, whose journeys have no `L` entry: design-commitlog.md
+ * 4a.5) finds the journey keys at open and walks those levels by `L` until
+ * they empty, so each message is delivered once, at its due, and the check
+ * holds; the directory is marked 6, which a format-5 build refuses (see
+ * "refuse other format"). Without the open's probe the level is served from
+ * its CQ beside the `L` entries, and the check finds the level holding each
+ * message twice. */
+static void test_format5_journeys_in_l(void)
+{
+    store_t *s = OPEN_LEVELS_WALKED();                    /* its SENDs write `L`, 'X' and the CQ, as 4a.4's did */
+    uint64_t a = SEND(s, "t", "a", 0, 5 * SEC, T0, NULL); /* level 2 */
+    uint64_t b = SEND(s, "t", "b", 1, 0, T0, NULL);       /* level 1 */
+    CLOSE(&s);
+    for (int l = 1; l <= 2; l++) { /* 4a.4's level records: served from the CQ (no RECORD_LEVEL_ON_L) */
+        key_buf_t k;
+        key_level_record(&k, l);
+        size_t vlen = 0;
+        char *v = RAW_REPLACE(k.b, k.n, "", 0, &vlen);
+        TU_REQUIRE(v != NULL && vlen == RECORD_LEVEL_BYTES, "level %d's record", l);
+        record_level_t r;
+        TU_REQUIRE(record_level_decode(v, vlen, &r) == 0, "level %d's record decodes", l);
+        leveldb_free(v);
+        r.flags = 0;
+        char out[RECORD_LEVEL_BYTES];
+        record_level_encode(&r, out);
+        raw_put(k.b, k.n, out, sizeof out, __LINE__);
+    }
+    raw_put("Mformat", 7, "\0\0\0\5", 4, __LINE__);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    store_level_info_t li;
+    TU_CHECK(store_level_info(s, 2, &li) == 0 && li.depth == 1 && li.head_due_ms <= T0 + 5 * SEC,
+             "level 2: depth %" PRIu64 ", head %" PRIu64, li.depth, li.head_due_ms);
+    TU_CHECK(MOVE(s, T0 + 5 * SEC - 1, 10, NULL) == 1, "b at its due, a not before");
+    TU_CHECK(MOVE(s, T0 + 5 * SEC, 10, NULL) == 1, "a at its due");
+    TU_CHECK(MOVE(s, T0 + 60 * SEC, 10, NULL) == 0, "nothing twice");
+    CHECK_STORE(s);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 60 * SEC, m);
+    TU_CHECK(n == 2 && m[0].m.id == b && m[1].m.id == a, "leased %d: b, then a", n);
+    free_msgs(m, n);
+    CLOSE(&s);
+    CHECK_EQ_U64(raw_format(), 6);
+}
+
 static const tu_test_t open_tests[] = {
+    { "format 5's journeys in L are walked until their levels empty", test_format5_journeys_in_l },
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
     { "a clean close leaves no log to replay", test_close_leaves_no_log },
     { "refuse second open", test_refuse_second_open },

@@ -1,0 +1,149 @@
+/*
+ * levels/journey.c — a message found on its SEND journey by its where-slot
+ * (design-commitlog.md §2, 4a.5), for GET, FIND, REVOKE and the lane's
+ * check: id → its segment (id − id mod segment size) → its record at id (its
+ * ordinal) → the slot of that ordinal, which must name the id back → the
+ * queue and CQ index it names, whose entry must name the id too. A payload
+ * that holds a well-formed fake record at a guessable offset is refused by
+ * the slot: the fake's ordinal holds another id.
+ *
+ * A message in its topic's log (slot queue 0), a revoked one, one sent
+ * before the log (its id below the log) is "not on a CQ journey" and the
+ * caller reads 'X'; so is, for GET and REVOKE, one on a level still walked
+ * by `L` (on_l, said in the answer: its `L` entry and 'X' are its truth).
+ *
+ * Reads go through the redo (held batches over the files): the caller has
+ * committed what is pending (store_read_begin), or knows that the pending
+ * batch holds nothing of the id.
+ *
+ * Threading: the store's owner thread.
+ */
+#include "levels/store_internal.h"
+#include "base/err.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+int store_journey_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, store_journey_t *out, char *err,
+                       size_t errlen)
+{
+    if (s->redo == NULL || id == 0) {
+        return 0;
+    }
+    clog_record_t rec;
+    char why[512];
+    int rc = clog_read(redo_log(s->redo), id, rd, &rec, why, sizeof why);
+    if (rc == CLOG_NOT_RECORD) {
+        return 0;
+    }
+    uint32_t ordinal = 0;
+    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
+    }
+    slot_t sl;
+    size_t got = 0;
+    if (redo_slot_read(s->redo, id - id % s->opt.segment_bytes, ordinal, 1, &sl, &got, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the where-slot of %016" PRIx64 " in %s: %s", id, s->path, why);
+    }
+    if (got == 0 || sl.id != id || (sl.flags & SLOT_REVOKED)) {
+        return 0; /* not this message's record (a payload's fake, a recycled life), or revoked */
+    }
+    int level = sl.queue == STORE_LANE_QUEUE ? 1 : (int)sl.queue;
+    if (sl.queue == 0 || level > s->opt.levels.count) {
+        return 0; /* in the topic log: 'X' says where */
+    }
+    cq_entry_t e;
+    if (redo_cq_read(s->redo, sl.queue, sl.cq_index, 1, &e, why, sizeof why) != 0) {
+        return err_set(err, errlen,
+                       "the consume-queue entry of %016" PRIx64 " (queue %" PRIu32 ", index %" PRIu64 ") in %s: %s", id,
+                       sl.queue, sl.cq_index, s->path, why);
+    }
+    if (e.log_offset != id) {
+        return err_set(err, errlen,
+                       "the where-slot of %016" PRIx64 " names queue %" PRIu32 " index %" PRIu64
+                       ", whose entry names %016" PRIx64 " (corrupt)",
+                       id, sl.queue, sl.cq_index, e.log_offset);
+    }
+    if (m != NULL && msg_decode_record(rec.data, rec.len, id, ordinal, m, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
+    }
+    out->level = level;
+    out->on_l = s->levels[level].on_l;
+    out->hop_due = e.due;
+    out->j.ordinal = ordinal;
+    out->j.queue = sl.queue;
+    out->j.cq_index = sl.cq_index;
+    return 1;
+}
+
+int store_journey_at(store_t *s, uint64_t id, uint32_t queue, uint64_t cq_index, char *err, size_t errlen)
+{
+    clog_reader_t rd = { 0 };
+    store_journey_t at;
+    int found = store_journey_find(s, id, &rd, NULL, &at, err, errlen);
+    clog_reader_free(&rd);
+    if (found <= 0) {
+        return found;
+    }
+    return at.j.queue == queue && at.j.cq_index == cq_index;
+}
+
+/* Queue q's window [from, to) judged entry by entry: each entry whose
+ * message's slot names it back is a journey, passed to fn (on level l). */
+static int queue_each(store_t *s, uint32_t q, int l, uint64_t from, uint64_t to, store_journey_fn fn, void *ctx,
+                      char *err, size_t errlen)
+{
+    clog_reader_t rd = { 0 };
+    cq_entry_t run[64];
+    uint64_t run_at = from;
+    size_t run_n = 0;
+    int rc = 0;
+    for (uint64_t i = from; i < to && rc == 0; i++) {
+        if (i >= run_at + run_n) {
+            char why[512];
+            run_at = i;
+            run_n = to - i < 64 ? (size_t)(to - i) : 64;
+            if (redo_cq_read(s->redo, q, i, run_n, run, why, sizeof why) != 0) {
+                rc = err_set(err, errlen, "%s, CQ index %" PRIu64 ": %s",
+                             q == STORE_LANE_QUEUE ? "the lane" : "a level", i, why);
+                break;
+            }
+        }
+        msg_t m;
+        store_journey_t at;
+        int found = store_journey_find(s, run[i - run_at].log_offset, &rd, &m, &at, err, errlen);
+        if (found < 0) {
+            char inner[512];
+            snprintf(inner, sizeof inner, "%s", err);
+            rc = q == STORE_LANE_QUEUE ? err_set(err, errlen, "the remainder lane, CQ index %" PRIu64 ": %s", i, inner)
+                                       : err_set(err, errlen, "level %d, CQ index %" PRIu64 ": %s", l, i, inner);
+            break;
+        }
+        if (found && at.j.queue == q && at.j.cq_index == i) {
+            rc = fn(ctx, &m, &at, err, errlen);
+        }
+    }
+    clog_reader_free(&rd);
+    return rc;
+}
+
+int store_journeys_queue(store_t *s, uint32_t q, store_journey_fn fn, void *ctx, char *err, size_t errlen)
+{
+    int l = q == STORE_LANE_QUEUE ? 1 : (int)q;
+    if (s->redo == NULL || l < 1 || l > s->opt.levels.count || s->levels[l].on_l) {
+        return 0;
+    }
+    if (q != STORE_LANE_QUEUE) {
+        return queue_each(s, q, l, s->levels[l].cq_head, s->levels[l].cq_tail, fn, ctx, err, errlen);
+    }
+    return s->lane == NULL ? 0 : queue_each(s, q, 1, lane_head(s->lane), lane_tail(s->lane), fn, ctx, err, errlen);
+}
+
+int store_journeys_each(store_t *s, store_journey_fn fn, void *ctx, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (int l = 1; l <= s->opt.levels.count && rc == 0; l++) {
+        rc = store_journeys_queue(s, (uint32_t)l, fn, ctx, err, errlen);
+    }
+    return rc != 0 ? rc : store_journeys_queue(s, STORE_LANE_QUEUE, fn, ctx, err, errlen);
+}
