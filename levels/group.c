@@ -123,6 +123,7 @@ group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_s
 void store_topic_free(void *p)
 {
     topic_state_t *t = p;
+    topic_held_free(&t->held);
     free(t->name);
     free(t);
 }
