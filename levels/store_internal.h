@@ -120,12 +120,14 @@ typedef struct group_state group_state_t;
 /* A topic's log entries ('T' puts) made in batches whose LevelDB writes are
  * held (design-commitlog.md §3 rule 2), oldest first: each with the log's end
  * when it was put into the pending batch (its batch ends past it), so it is in
- * LevelDB once redo_applied passes that mark (topic_held.c). */
+ * LevelDB once redo_applied passes that mark (topic_held.c). Every entry of
+ * the topic LevelDB holds at or above applied_below is in the list. */
 typedef struct topic_held {
     struct topic_held_put {
         uint64_t seq, mark;
     } * puts;
     size_t n, cap;
+    uint64_t applied_below; /* log_next_min when the topic is made or loaded; raised as entries apply */
 } topic_held_t;
 
 typedef struct topic_state {
@@ -652,6 +654,9 @@ typedef struct queue_walk {
     size_t held_next;   /* the next of t->held.puts to give */
     int check_deletes;  /* a held batch may delete keys: the overlay asked about each LevelDB key */
     int at_iter;        /* the entry given last came from the iterator (stepped past next time) */
+    int iter_done;      /* LevelDB holds nothing more of the range (never stepped into what follows it) */
+    uint64_t iter_seq;  /* the seq of the iterator's entry given last */
+    int iter_parsed;    /* and whether its key parsed */
     char *val;          /* the entry given last when it was read by a point read (free(3)) */
 } queue_walk_t;
 

@@ -14,6 +14,13 @@
  * written beside the log, applied without redo_applied moving) only keeps an
  * entry a little longer: the walk's point read then finds it in LevelDB.
  *
+ * applied_below bounds what LevelDB holds of the topic: nothing at or above
+ * it but entries still in the list (seqs grow, and an entry leaves the list
+ * only once applied, raising it), so a walk from there needs no seek, and a
+ * walk below it never steps past its last entry under it into the keys
+ * after the topic's range (a seek or step there skips every tombstone up to
+ * the next live key: the GC's 'X' deletes, one per message, until compacted).
+ *
  * Deletes ('T' keys deleted by REVOKE, the GC, a purge) may name any seq, so
  * they are not listed: the store keeps one mark, the log's end at the last
  * one, and while it may be held a walk asks the overlay about each key
@@ -40,6 +47,17 @@ static int applied_past(const store_t *s, uint64_t mark)
     return redo_applied(s->redo) > mark;
 }
 
+/* The first n of h's appends are in LevelDB: out of the list, and
+ * applied_below raised past them. */
+static void applied_up_to(topic_held_t *h, size_t n)
+{
+    if (h->puts[n - 1].seq >= h->applied_below) {
+        h->applied_below = h->puts[n - 1].seq + 1;
+    }
+    memmove(h->puts, h->puts + n, (h->n - n) * sizeof *h->puts);
+    h->n -= n;
+}
+
 void topic_held_note(store_t *s, topic_state_t *t, uint64_t seq)
 {
     if (s->redo == NULL) {
@@ -47,7 +65,7 @@ void topic_held_note(store_t *s, topic_state_t *t, uint64_t seq)
     }
     topic_held_t *h = &t->held;
     if (h->n > 0 && applied_past(s, h->puts[h->n - 1].mark)) {
-        h->n = 0; /* all of them applied: the list starts again */
+        applied_up_to(h, h->n); /* all of them applied: the list starts again */
     }
     if (h->n == h->cap) {
         h->cap = h->cap ? h->cap * 2 : 64;
@@ -72,15 +90,14 @@ size_t topic_held_prune(store_t *s, topic_state_t *t)
 {
     topic_held_t *h = &t->held;
     if (s->redo == NULL || h->n == 0) {
-        return h->n = 0;
+        return h->n;
     }
     size_t gone = 0;
     while (gone < h->n && applied_past(s, h->puts[gone].mark)) {
         gone++;
     }
     if (gone > 0) {
-        memmove(h->puts, h->puts + gone, (h->n - gone) * sizeof *h->puts);
-        h->n -= gone;
+        applied_up_to(h, gone);
     }
     return h->n;
 }

@@ -57,7 +57,35 @@ void queue_walk_topic(queue_walk_t *w, store_t *s, topic_state_t *t, uint64_t fr
     topic_held_prune(s, t);
     w->held_next = held_from(&t->held, from);
     w->check_deletes = topic_held_deletes(s);
-    w->it = store_iter_applied_at(s, &at);
+    w->iter_done = from >= t->held.applied_below; /* LevelDB holds none of it: no seek */
+    if (!w->iter_done) {
+        w->it = store_iter_applied_at(s, &at);
+    }
+}
+
+/* Step the iterator past its entry of seq `seq` (parsed: its key parsed) —
+ * or not, when LevelDB holds nothing of the topic past it
+ * (topic_held_t.applied_below). */
+static void iter_step(queue_walk_t *w, uint64_t seq, int parsed)
+{
+    if (w->t != NULL && parsed && seq + 1 >= w->t->held.applied_below) {
+        w->iter_done = 1;
+        return;
+    }
+    leveldb_iter_next(w->it);
+}
+
+/* The iterator's entry in the range: 1 with *key, *klen, *seq and *parsed
+ * (its key is prefix + 8 bytes), or 0 past the range. */
+static int iter_entry(queue_walk_t *w, const char **key, size_t *klen, uint64_t *seq, int *parsed)
+{
+    *seq = 0;
+    *parsed = 0;
+    if (w->iter_done || !store_iter_in(w->it, w->prefix.b, w->prefix.n, key, klen)) {
+        return 0;
+    }
+    *parsed = key_queue_parse(*key, *klen, w->prefix.n, seq) == 0;
+    return 1;
 }
 
 void queue_walk_range(queue_walk_t *w, store_t *s, enum key_tag tag, const char *name, size_t len, uint64_t from)
@@ -100,29 +128,31 @@ int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, const char 
     free(w->val);
     w->val = NULL;
     if (w->at_iter) {
-        leveldb_iter_next(w->it);
+        iter_step(w, w->iter_seq, w->iter_parsed);
         w->at_iter = 0;
     }
     for (;;) {
         const char *ik;
         size_t iklen;
-        int in = store_iter_in(w->it, w->prefix.b, w->prefix.n, &ik, &iklen);
-        uint64_t iseq = 0;
-        int parsed = in && key_queue_parse(ik, iklen, w->prefix.n, &iseq) == 0;
+        uint64_t iseq;
+        int parsed;
+        int in = iter_entry(w, &ik, &iklen, &iseq, &parsed);
         int held = w->t != NULL && w->held_next < w->t->held.n;
         uint64_t hseq = held ? w->t->held.puts[w->held_next].seq : 0;
         if (in && (!held || !parsed || iseq < hseq)) { /* a key that does not parse is the caller's to report */
             if (give_applied(w, ik, iklen, key, klen, val, vlen)) {
+                w->iter_seq = iseq;
+                w->iter_parsed = parsed;
                 return 1;
             }
-            leveldb_iter_next(w->it);
+            iter_step(w, iseq, parsed);
             continue;
         }
         if (!held) {
-            return store_iter_error(w->it, what, err, errlen) != 0 ? -1 : 0;
+            return w->it != NULL && store_iter_error(w->it, what, err, errlen) != 0 ? -1 : 0;
         }
         if (in && iseq == hseq) {
-            leveldb_iter_next(w->it); /* applied meanwhile: the point read below gives it */
+            iter_step(w, iseq, parsed); /* applied meanwhile: the point read below gives it */
         }
         w->held_next++;
         w->held_key = w->prefix;

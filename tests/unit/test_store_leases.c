@@ -823,6 +823,34 @@ static void test_lease_walk_held_revoke(void)
     CHECK_STORE(s);
 }
 
+/* A group behind: its walk reads the entries LevelDB holds (applied by the
+ * check's barrier) and then, in seq order, the arrivals still held — without
+ * the barrier — and a second group reads the same. */
+static void test_lease_walk_applied_then_held(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    GROUP_CREATE(s, "h", "t", 1, T0);
+    uint64_t ids[5];
+    send_level1_and_move(s, ids, 3);
+    CHECK_STORE(s); /* the check passes the barrier: these three are applied to LevelDB */
+    for (int i = 3; i < 5; i++)
+        ids[i] = SEND(s, "t", "y", 1, 0, T0 + SEC + 20, NULL);
+    TU_REQUIRE(MOVE(s, T0 + 2 * SEC + 30, 100, NULL) == 2, "the next round moved");
+    uint64_t barriers = store_read_barriers(s);
+    const char *groups[] = { "g", "h" };
+    for (int g = 0; g < 2; g++) {
+        msg_owned_t m[8];
+        int n = LEASE_N(s, groups[g], "t", 8, LEASE, T0 + 2 * SEC + 30, m);
+        TU_REQUIRE(n == 5, "group %s leased %d of 5", groups[g], n);
+        for (int i = 0; i < n; i++)
+            CHECK_EQ_U64(m[i].m.id, ids[i]);
+        free_msgs(m, n);
+    }
+    CHECK_EQ_U64(store_read_barriers(s), barriers);
+    CHECK_STORE(s);
+}
+
 /* ---- suite leases, continued: leases written late (store_options_t.lease_write_delay_ms) ---- */
 
 /* The payload of m as a small number ("0".."9"). */
@@ -1571,6 +1599,7 @@ static const tu_test_t lease_tests[] = {
     { "an ACK that fails half-way breaks the store", test_ack_half_way_breaks_store },
     { "a walk right after a due move reads the held arrivals and syncs nothing", test_lease_walk_held_arrivals },
     { "a walk leaves out arrivals a held REVOKE deleted", test_lease_walk_held_revoke },
+    { "a walk behind reads the applied entries, then the held ones", test_lease_walk_applied_then_held },
     { "written late: over groups", test_lease_late_groups },
     { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
     { "written late: at most so many held", test_lease_late_bound },
