@@ -22,7 +22,9 @@
  * LevelDB writes are held until the log is synced (design-commitlog.md §3
  * rule 2): a point read (store_get, store_has) asks the held writes first
  * (the redo's overlay), an iterator first passes the barrier (the log synced
- * and every held batch written to LevelDB). The LevelDB batch is used only
+ * and every held batch written to LevelDB) — but a walk of a topic's log,
+ * which merges the held appends itself (topic_walk.c: store_iter_applied_at).
+ * The LevelDB batch is used only
  * before the redo opens (a new directory's meta records).
  *
  * Threading: one thread at a time (the broker's storage thread).
@@ -54,6 +56,9 @@ void store_put(store_t *s, const key_buf_t *k, const char *v, size_t vlen)
 void store_del_raw(store_t *s, const char *key, size_t klen)
 {
     if (s->redo != NULL) {
+        if (klen > 0 && key[0] == KEY_TOPIC_LOG) {
+            topic_held_note_delete(s); /* the topic logs' walks ask the overlay while it is held */
+        }
         redo_db_delete(&s->log_batch, key, klen);
     } else {
         leveldb_writebatch_delete(s->batch, key, klen);
@@ -336,7 +341,16 @@ int store_read_barrier(store_t *s, char *err, size_t errlen)
     if (store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
-    return s->redo != NULL && redo_held(s->redo) > 0 ? store_log_make_durable(s, err, errlen) : 0;
+    if (s->redo == NULL || redo_held(s->redo) == 0) {
+        return 0;
+    }
+    s->read_barriers++;
+    return store_log_make_durable(s, err, errlen);
+}
+
+uint64_t store_read_barriers(const store_t *s)
+{
+    return s->read_barriers;
 }
 
 /* The iterators' barrier: a failure breaks the store (store_log_make_durable
@@ -344,6 +358,7 @@ int store_read_barrier(store_t *s, char *err, size_t errlen)
 static void iter_barrier(store_t *s)
 {
     if (s->redo != NULL && redo_held(s->redo) > 0 && !s->broken) {
+        s->read_barriers++;
         (void)store_log_make_durable(s, NULL, 0);
     }
 }
@@ -450,6 +465,13 @@ int store_has(store_t *s, const key_buf_t *k, char *err, size_t errlen)
 leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k)
 {
     iter_barrier(s);
+    leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropt);
+    leveldb_iter_seek(it, k->b, k->n);
+    return it;
+}
+
+leveldb_iterator_t *store_iter_applied_at(store_t *s, const key_buf_t *k)
+{
     leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropt);
     leveldb_iter_seek(it, k->b, k->n);
     return it;

@@ -69,6 +69,7 @@ topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t le
     t->name = xstrndup(name, len);
     t->len = len;
     t->log_next_min = s->next_seq; /* above every seq the directory holds */
+    t->held.applied_below = t->log_next_min;
     map_put(&s->topics, name, len, t);
     store_mark_topic(s, t);
     return t;
@@ -123,6 +124,7 @@ group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_s
 void store_topic_free(void *p)
 {
     topic_state_t *t = p;
+    topic_held_free(&t->held);
     free(t->name);
     free(t);
 }

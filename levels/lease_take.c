@@ -190,25 +190,29 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
                             int delete_taken, int *failed, uint64_t *failed_seq, char *err, size_t errlen)
 {
     *failed_seq = UINT64_MAX;
-    const char *src = tag == KEY_RETRY ? g->name : g->topic->name;
-    size_t srclen = tag == KEY_RETRY ? g->len : g->topic->len;
-    key_buf_t k;
-    key_queue_prefix(&k, tag, src, srclen);
-    size_t plen = k.n;
-    key_u64(&k, from);
-    leveldb_iterator_t *it = store_iter_at(s, &k);
-    const char *key;
-    size_t klen;
-    int n = 0, rc = 0;
-    for (; n < want && msg_budget_open(budget) && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+    queue_walk_t w;
+    if (tag == KEY_TOPIC_LOG) {
+        queue_walk_topic(&w, s, g->topic, from); /* the last due move's arrivals read where they are held */
+    } else {
+        queue_walk_range(&w, s, KEY_RETRY, g->name, g->len, from);
+    }
+    const char *where = tag == KEY_RETRY ? "a retry queue" : "a topic log";
+    const char *key, *val;
+    size_t klen, vlen;
+    int n = 0, rc = 0, got;
+    while (n < want && msg_budget_open(budget) &&
+           (got = queue_walk_next(&w, &key, &klen, &val, &vlen, "a queue", err, errlen)) != 0) {
         uint64_t seq;
-        if (key_queue_parse(key, klen, plen, &seq) != 0) {
+        if (got < 0) {
+            rc = -1;
+            break;
+        }
+        if (key_queue_parse(key, klen, w.prefix.n, &seq) != 0) {
             rc = err_set(err, errlen, "corrupt queue key in %s", s->path);
             break;
         }
         msg_t m;
-        const char *where = tag == KEY_RETRY ? "a retry queue" : "a topic log";
-        if (store_iter_msg(it, &m, where, err, errlen) != 0) {
+        if (store_decode(val, vlen, &m, where, err, errlen) != 0) {
             *failed_seq = seq;
             rc = -1;
             break;
@@ -231,14 +235,10 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         msg_owned_copy(&out[n], &m);
         n++;
         msg_budget_charge(budget, &m);
-        if (n == want || !msg_budget_open(budget)) {
-            break;
-        } /* no step past it: it could walk the next range's deleted keys */
+        /* the loop stops here when it has enough, before the walk steps past it: it could walk the next range's
+           deleted keys */
     }
-    if (rc == 0) {
-        rc = store_iter_error(it, "a queue", err, errlen);
-    }
-    leveldb_iter_destroy(it);
+    queue_walk_end(&w);
     *failed = rc != 0;
     return rc != 0 && n == 0 ? -1 : n;
 }

@@ -415,6 +415,7 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_
     }
     key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, seq);
     store_put_msg(s, &k, m);
+    topic_held_note(s, t, seq); /* its log's walks read it through the overlay until it is applied */
     if (j != NULL) {
         j->queue = 0;
         j->cq_index = 0;

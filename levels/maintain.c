@@ -19,6 +19,7 @@
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store_internal.h"
+#include "base/err.h"
 
 /* Smallest cursor of the groups bound to t; UINT64_MAX when none. */
 static uint64_t topic_min_cursor(const topic_state_t *t)
@@ -42,23 +43,24 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
     if (t->appended == t->removed) {
         return 0;
     }
-    key_buf_t k;
-    key_queue_prefix(&k, KEY_TOPIC_LOG, t->name, t->len);
-    size_t plen = k.n;
     uint64_t head_hint_was = t->head_hint;
-    key_u64(&k, head_hint_was);
-    leveldb_iterator_t *it = store_iter_at(s, &k);
-    const char *key;
-    size_t klen;
-    int n = 0, rc = 0;
-    for (; n < budget && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
-        uint64_t seq = be64_get(key + plen);
+    queue_walk_t w;
+    queue_walk_topic(&w, s, t, head_hint_was); /* arrivals still held are read through the overlay: no barrier */
+    const char *key, *val;
+    size_t klen, vlen;
+    int n = 0, rc = 0, got;
+    while (n < budget && (got = queue_walk_next(&w, &key, &klen, &val, &vlen, "a topic log", err, errlen)) != 0) {
+        uint64_t seq;
+        if (got < 0 || key_queue_parse(key, klen, w.prefix.n, &seq) != 0) {
+            rc = got < 0 ? -1 : err_set(err, errlen, "corrupt queue key in %s", s->path);
+            break;
+        }
         if (seq >= below) {
             t->head_hint = seq; /* the first entry it keeps */
             break;
         }
         msg_t m;
-        if (store_iter_msg(it, &m, "a topic log", err, errlen) != 0) {
+        if (store_decode(val, vlen, &m, "a topic log", err, errlen) != 0) {
             rc = -1;
             break;
         }
@@ -76,10 +78,7 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
         t->pops_since_compact++;
         n++;
     }
-    if (rc == 0) {
-        rc = store_iter_error(it, "a topic log", err, errlen);
-    }
-    leveldb_iter_destroy(it);
+    queue_walk_end(&w);
     if (n > 0) {
         store_mark_topic(s, t);
     }

@@ -288,6 +288,13 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen);
  * until the close abandons the segments (levels/clog.h clog_sync). */
 int store_log_sync(store_t *s, char *err, size_t errlen);
 
+/* How many times since open a read waited for the commit log: synced it and
+ * wrote every held batch to LevelDB before a range walk (the read barrier,
+ * docs/design-commitlog.md §3 rule 2). A lease walk of a topic's log and the
+ * topic-log GC do not wait; the `I` expiry scan, a DLQ list, GROUP DEL's
+ * steps, retries and the check do. */
+uint64_t store_read_barriers(const store_t *s);
+
 /* Owner thread: write to LevelDB (unsynced) the commits the log's last sync
  * covered, and take a checkpoint when one is due (64 MiB of log or a second).
  * Cheap when there is nothing to do. 0, or -1 with err: the store is broken. */

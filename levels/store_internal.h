@@ -117,9 +117,23 @@ typedef struct group_state group_state_t;
  * grace / STORE_GC_MARKS, not all at once. */
 #define STORE_GC_MARKS 16
 
+/* A topic's log entries ('T' puts) made in batches whose LevelDB writes are
+ * held (design-commitlog.md §3 rule 2), oldest first: each with the log's end
+ * when it was put into the pending batch (its batch ends past it), so it is in
+ * LevelDB once redo_applied passes that mark (topic_held.c). Every entry of
+ * the topic LevelDB holds at or above applied_below is in the list. */
+typedef struct topic_held {
+    struct topic_held_put {
+        uint64_t seq, mark;
+    } * puts;
+    size_t n, cap;
+    uint64_t applied_below; /* log_next_min when the topic is made or loaded; raised as entries apply */
+} topic_held_t;
+
 typedef struct topic_state {
     char *name;
     size_t len;
+    topic_held_t held; /* its appends not yet in LevelDB (topic_held.c), read by its log's walks (topic_walk.c) */
     uint64_t appended, removed;
     uint64_t delayed;            /* its messages on their SEND journey in the level queues (keys.h 'P') */
     uint64_t sent;               /* SENDs accepted since open (not persisted: /metrics' counter) */
@@ -218,6 +232,8 @@ struct store {
     int unsynced;                /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch; /* the pending batch before the redo opens (a new directory's meta records) */
     redo_batch_t log_batch;      /* the pending batch once it is open (store_log.c) */
+    uint64_t topic_del_mark;     /* the log's end when a 'T' key was last deleted (topic_held.c); 0: none */
+    uint64_t read_barriers;      /* times a read waited for the log's sync and apply (store_read_barriers) */
     uint64_t checkpoint_mono_ms; /* when the last checkpoint was taken (clock_mono_ms) */
     uint64_t log_floor;          /* the floor the log opened with: its next batch starts at or above it */
     uint64_t msg_segment;        /* the segment (base) msg_ordinal counts in; UINT64_MAX: none yet */
@@ -609,6 +625,63 @@ int store_log_recycle(store_t *s, char *err, size_t errlen);
  * opened with (store_next_seq). */
 uint64_t store_log_next_id(const store_t *s);
 
+/* ---- topic_held.c: a topic's appends not yet in LevelDB --------------------------- */
+
+/* Every 'T' put goes through topic_append (level.c), which tells it here:
+ * seq was put into the pending batch (nothing without the commit log). */
+void topic_held_note(store_t *s, topic_state_t *t, uint64_t seq);
+
+/* A 'T' key was deleted into the pending batch (db.c store_del_raw): until
+ * that batch is applied, a walk of any topic's log asks the overlay about
+ * each key LevelDB gives it (topic_held_deletes). */
+void topic_held_note_delete(store_t *s);
+
+/* Forget t's appends that are in LevelDB now (their batch applied); returns
+ * how many are left, each still held (or written beside the log: then the
+ * overlay answers "nothing held" and LevelDB has it). */
+size_t topic_held_prune(store_t *s, topic_state_t *t);
+
+/* 1 while a batch that deleted a 'T' key may be held. */
+int topic_held_deletes(const store_t *s);
+
+void topic_held_free(topic_held_t *h);
+
+/* ---- topic_walk.c: a queue range in seq order, held writes merged --------------- */
+
+/* A walk of a queue range ('T' topic log or 'R' retry queue: tag name 0x00
+ * seq) from a seq, in seq order. A topic's log is walked without the read
+ * barrier: LevelDB's entries as applied, merged with the topic's held
+ * appends (read through the overlay, store_get) and with held deletes left
+ * out. Any other range passes the barrier (store_iter_at). Steps are lazy:
+ * an entry is stepped past only by the next queue_walk_next, so a caller
+ * that stops after an entry reads nothing beyond it. */
+typedef struct queue_walk {
+    store_t *s;
+    leveldb_iterator_t *it;
+    key_buf_t prefix;   /* the range's: tag name 0x00 */
+    key_buf_t held_key; /* the key of the held entry given last */
+    topic_state_t *t;   /* the topic whose held appends are merged; NULL: a plain range */
+    size_t held_next;   /* the next of t->held.puts to give */
+    int check_deletes;  /* a held batch may delete keys: the overlay asked about each LevelDB key */
+    int at_iter;        /* the entry given last came from the iterator (stepped past next time) */
+    int iter_done;      /* LevelDB holds nothing more of the range (never stepped into what follows it) */
+    uint64_t iter_seq;  /* the seq of the iterator's entry given last */
+    int iter_parsed;    /* and whether its key parsed */
+    char *val;          /* the entry given last when it was read by a point read (free(3)) */
+} queue_walk_t;
+
+void queue_walk_topic(queue_walk_t *w, store_t *s, topic_state_t *t, uint64_t from);
+void queue_walk_range(queue_walk_t *w, store_t *s, enum key_tag tag, const char *name, size_t len, uint64_t from);
+
+/* The next entry: 1 with its key (*key, *klen; the caller parses it: a key
+ * that is not prefix + 8 bytes is given as LevelDB has it) and its value,
+ * both valid until the next call or queue_walk_end; 0 at the range's end; -1
+ * with err on a read error (a held entry's point read, or the iterator's:
+ * "reading <what>: ..."). */
+int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen, const char *what,
+                    char *err, size_t errlen);
+void queue_walk_end(queue_walk_t *w);
+
 /* ---- db.c: the pending batch ---------------------------------------------------- */
 
 /* Add a put / a delete of k to the pending batch (one pending operation). */
@@ -674,6 +747,12 @@ int store_read_begin(store_t *s, char *err, size_t errlen);
 int store_read_barrier(store_t *s, char *err, size_t errlen);
 
 /* ---- db.c: reads of committed data -------------------------------------------------- */
+
+/* An iterator seeked to k over what LevelDB holds now, without the barrier:
+ * writes of held batches are not in it, so the caller merges them itself
+ * (topic_walk.c, through the overlay's point reads). Destroy with
+ * leveldb_iter_destroy. */
+leveldb_iterator_t *store_iter_applied_at(store_t *s, const key_buf_t *k);
 
 /* A point read: 1 found (*val from LevelDB, free with leveldb_free), 0 not
  * found, -1 on a read error (err names the directory). */

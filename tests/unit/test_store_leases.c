@@ -746,6 +746,111 @@ static void test_dlq_walk(void)
     CHECK_STORE(s);
 }
 
+/* n LEVEL 1 SENDs to "t" at T0 (ids[] in SEND order), moved to its log at T0 + SEC + 10. */
+static void send_level1_and_move(store_t *s, uint64_t *ids, int n)
+{
+    for (int i = 0; i < n; i++)
+        ids[i] = SEND(s, "t", "x", 1, 0, T0 + (uint64_t)i, NULL);
+    TU_REQUIRE(MOVE(s, T0 + SEC + 10, 100, NULL) == n, "the %d SENDs moved", n);
+}
+
+/* The lease walk of a topic's log right after a due move: the arrivals sit in
+ * held batches (the move and the lease commit unsynced), and the walk reads
+ * them there — no sync of the log, no apply (store_read_barriers stays).
+ * The leases' own writes and the group's cursor are seen by the ACK and by
+ * the next round's walk the same way, and the GC walks the log without the
+ * barrier too. */
+static void test_lease_walk_held_arrivals(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t ids[5];
+    send_level1_and_move(s, ids, 3);
+    uint64_t barriers = store_read_barriers(s);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 8, LEASE, T0 + SEC + 10, m);
+    TU_REQUIRE(n == 3, "the 3 arrivals leased before they are applied: leased %d", n);
+    for (int i = 0; i < n; i++)
+        CHECK_EQ_U64(m[i].m.id, ids[i]);
+    free_msgs(m, n);
+    CHECK_EQ_U64(store_read_barriers(s), barriers);
+    TU_CHECK(ACK(s, "g", ids, 3) == 3, "the held leases are found by the ACK");
+    for (int i = 3; i < 5; i++)
+        ids[i] = SEND(s, "t", "y", 1, 0, T0 + SEC + 20, NULL);
+    TU_REQUIRE(MOVE(s, T0 + 2 * SEC + 30, 100, NULL) == 2, "the next round moved");
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 2 * SEC + 30, m);
+    TU_REQUIRE(n == 2, "the next round's walk starts at the held cursor: leased %d", n);
+    CHECK_EQ_U64(m[0].m.id, ids[3]);
+    CHECK_EQ_U64(m[1].m.id, ids[4]);
+    free_msgs(m, n);
+    char err[512] = "";
+    int work = 0;
+    TU_REQUIRE(store_collect(s, T0 + 2 * SEC + 30, 0, 100, &work, err, sizeof err) == 0, "store_collect: %s", err);
+    CHECK_EQ_U64(work, 5);
+    CHECK_EQ_U64(store_read_barriers(s), barriers);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 2, 0);
+    CHECK_STORE(s);
+}
+
+/* REVOKEs of arrivals in the topic log delete their entries in a batch that
+ * is still held when the group's next walk runs: one arrival applied to
+ * LevelDB before (by the check's barrier), one still held itself. The walk leaves
+ * both out — the overlay says deleted — without the barrier. */
+static void test_lease_walk_held_revoke(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t ids[4];
+    send_level1_and_move(s, ids, 2);
+    CHECK_STORE(s); /* the check passes the barrier: these two are applied to LevelDB */
+    char err[512] = "";
+    for (int i = 2; i < 4; i++)
+        ids[i] = SEND(s, "t", "y", 1, 0, T0 + SEC + 20, NULL);
+    TU_REQUIRE(MOVE(s, T0 + 2 * SEC + 30, 100, NULL) == 2, "the next round moved");
+    store_revoke_result_t r;
+    TU_REQUIRE(store_revoke_id(s, ids[0], &r, err, sizeof err) == 0, "store_revoke_id: %s", err);
+    CHECK_EQ_U64(r.from_ready, 1);
+    TU_REQUIRE(store_revoke_id(s, ids[3], &r, err, sizeof err) == 0, "store_revoke_id: %s", err);
+    CHECK_EQ_U64(r.from_ready, 1);
+    uint64_t barriers = store_read_barriers(s);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 2 * SEC + 30, m);
+    TU_REQUIRE(n == 2, "leased %d, not the revoked ones", n);
+    CHECK_EQ_U64(m[0].m.id, ids[1]);
+    CHECK_EQ_U64(m[1].m.id, ids[2]);
+    free_msgs(m, n);
+    CHECK_EQ_U64(store_read_barriers(s), barriers);
+    CHECK_STORE(s);
+}
+
+/* A group behind: its walk reads the entries LevelDB holds (applied by the
+ * check's barrier) and then, in seq order, the arrivals still held — without
+ * the barrier — and a second group reads the same. */
+static void test_lease_walk_applied_then_held(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    GROUP_CREATE(s, "h", "t", 1, T0);
+    uint64_t ids[5];
+    send_level1_and_move(s, ids, 3);
+    CHECK_STORE(s); /* the check passes the barrier: these three are applied to LevelDB */
+    for (int i = 3; i < 5; i++)
+        ids[i] = SEND(s, "t", "y", 1, 0, T0 + SEC + 20, NULL);
+    TU_REQUIRE(MOVE(s, T0 + 2 * SEC + 30, 100, NULL) == 2, "the next round moved");
+    uint64_t barriers = store_read_barriers(s);
+    const char *groups[] = { "g", "h" };
+    for (int g = 0; g < 2; g++) {
+        msg_owned_t m[8];
+        int n = LEASE_N(s, groups[g], "t", 8, LEASE, T0 + 2 * SEC + 30, m);
+        TU_REQUIRE(n == 5, "group %s leased %d of 5", groups[g], n);
+        for (int i = 0; i < n; i++)
+            CHECK_EQ_U64(m[i].m.id, ids[i]);
+        free_msgs(m, n);
+    }
+    CHECK_EQ_U64(store_read_barriers(s), barriers);
+    CHECK_STORE(s);
+}
+
 /* ---- suite leases, continued: leases written late (store_options_t.lease_write_delay_ms) ---- */
 
 /* The payload of m as a small number ("0".."9"). */
@@ -1492,6 +1597,9 @@ static const tu_test_t lease_tests[] = {
     { "a skip's end wakes the group's topic once; the queue served again is a recovery",
       test_lease_damage_skip_end_wakes },
     { "an ACK that fails half-way breaks the store", test_ack_half_way_breaks_store },
+    { "a walk right after a due move reads the held arrivals and syncs nothing", test_lease_walk_held_arrivals },
+    { "a walk leaves out arrivals a held REVOKE deleted", test_lease_walk_held_revoke },
+    { "a walk behind reads the applied entries, then the held ones", test_lease_walk_applied_then_held },
     { "written late: over groups", test_lease_late_groups },
     { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
     { "written late: at most so many held", test_lease_late_bound },

@@ -1,0 +1,182 @@
+/*
+ * levels/topic_walk.c — a walk of a queue range (a topic's log 'T', a
+ * group's retry queue 'R') in seq order, for the lease walk (lease_take.c)
+ * and the topic-log GC (maintain.c); the contract is in store_internal.h.
+ *
+ * A topic's log is walked without the read barrier (design-commitlog.md,
+ * "Lease walk without the barrier"): the arrivals of the last due move sit in
+ * held batches, so LevelDB's range (an iterator over what it holds now) is
+ * merged with the topic's held appends (topic_held.c), each read by a point
+ * read that asks the overlay first (store_get). The two are merged by seq;
+ * a seq in both is given once, as the point read finds it (a held write is
+ * the key's current value). While a held batch may delete 'T' keys, each key
+ * LevelDB gives is asked about in the overlay too, and one a held batch
+ * deleted is left out. Any other range passes the barrier (store_iter_at).
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "levels/clog_overlay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The first of t's held appends (pruned) at or after seq `from`. */
+static size_t held_from(const topic_held_t *h, uint64_t from)
+{
+    size_t lo = 0, hi = h->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (h->puts[mid].seq < from) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+static void walk_begin(queue_walk_t *w, store_t *s, enum key_tag tag, const char *name, size_t len)
+{
+    memset(w, 0, sizeof *w);
+    w->s = s;
+    key_queue_prefix(&w->prefix, tag, name, len);
+}
+
+void queue_walk_topic(queue_walk_t *w, store_t *s, topic_state_t *t, uint64_t from)
+{
+    walk_begin(w, s, KEY_TOPIC_LOG, t->name, t->len);
+    key_buf_t at = w->prefix;
+    key_u64(&at, from);
+    if (s->redo == NULL) {
+        w->it = store_iter_at(s, &at); /* no held batches: LevelDB is all */
+        return;
+    }
+    w->t = t;
+    topic_held_prune(s, t);
+    w->held_next = held_from(&t->held, from);
+    w->check_deletes = topic_held_deletes(s);
+    w->iter_done = from >= t->held.applied_below; /* LevelDB holds none of it: no seek */
+    if (!w->iter_done) {
+        w->it = store_iter_applied_at(s, &at);
+    }
+}
+
+/* Step the iterator past its entry of seq `seq` (parsed: its key parsed) —
+ * or not, when LevelDB holds nothing of the topic past it
+ * (topic_held_t.applied_below). */
+static void iter_step(queue_walk_t *w, uint64_t seq, int parsed)
+{
+    if (w->t != NULL && parsed && seq + 1 >= w->t->held.applied_below) {
+        w->iter_done = 1;
+        return;
+    }
+    leveldb_iter_next(w->it);
+}
+
+/* The iterator's entry in the range: 1 with *key, *klen, *seq and *parsed
+ * (its key is prefix + 8 bytes), or 0 past the range. */
+static int iter_entry(queue_walk_t *w, const char **key, size_t *klen, uint64_t *seq, int *parsed)
+{
+    *seq = 0;
+    *parsed = 0;
+    if (w->iter_done || !store_iter_in(w->it, w->prefix.b, w->prefix.n, key, klen)) {
+        return 0;
+    }
+    *parsed = key_queue_parse(*key, *klen, w->prefix.n, seq) == 0;
+    return 1;
+}
+
+void queue_walk_range(queue_walk_t *w, store_t *s, enum key_tag tag, const char *name, size_t len, uint64_t from)
+{
+    walk_begin(w, s, tag, name, len);
+    key_buf_t at = w->prefix;
+    key_u64(&at, from);
+    w->it = store_iter_at(s, &at);
+}
+
+/* The iterator's entry at key ik: given (1), or 0 when a held batch deleted it. */
+static int give_applied(queue_walk_t *w, const char *ik, size_t iklen, const char **key, size_t *klen, const char **val,
+                        size_t *vlen)
+{
+    if (w->check_deletes) {
+        const char *held;
+        size_t hlen;
+        int o = overlay_get(redo_overlay(w->s->redo), ik, iklen, &held, &hlen);
+        if (o == OVERLAY_DELETED) {
+            return 0;
+        }
+        if (o == OVERLAY_HELD) { /* not an append of this topic's (none rewrites a 'T' key), but its value stands */
+            w->val = xmemdup(held, hlen);
+            *val = w->val;
+            *vlen = hlen;
+        }
+    }
+    if (w->val == NULL) {
+        *val = leveldb_iter_value(w->it, vlen);
+    }
+    *key = ik;
+    *klen = iklen;
+    w->at_iter = 1;
+    return 1;
+}
+
+int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen, const char *what,
+                    char *err, size_t errlen)
+{
+    free(w->val);
+    w->val = NULL;
+    if (w->at_iter) {
+        iter_step(w, w->iter_seq, w->iter_parsed);
+        w->at_iter = 0;
+    }
+    for (;;) {
+        const char *ik;
+        size_t iklen;
+        uint64_t iseq;
+        int parsed;
+        int in = iter_entry(w, &ik, &iklen, &iseq, &parsed);
+        int held = w->t != NULL && w->held_next < w->t->held.n;
+        uint64_t hseq = held ? w->t->held.puts[w->held_next].seq : 0;
+        if (in && (!held || !parsed || iseq < hseq)) { /* a key that does not parse is the caller's to report */
+            if (give_applied(w, ik, iklen, key, klen, val, vlen)) {
+                w->iter_seq = iseq;
+                w->iter_parsed = parsed;
+                return 1;
+            }
+            iter_step(w, iseq, parsed);
+            continue;
+        }
+        if (!held) {
+            return w->it != NULL && store_iter_error(w->it, what, err, errlen) != 0 ? -1 : 0;
+        }
+        if (in && iseq == hseq) {
+            iter_step(w, iseq, parsed); /* applied meanwhile: the point read below gives it */
+        }
+        w->held_next++;
+        w->held_key = w->prefix;
+        key_u64(&w->held_key, hseq);
+        int found = store_get(w->s, &w->held_key, &w->val, vlen, err, errlen);
+        if (found < 0) {
+            return -1;
+        }
+        if (found == 0) {
+            continue; /* deleted by a later batch */
+        }
+        *key = w->held_key.b;
+        *klen = w->held_key.n;
+        *val = w->val;
+        return 1;
+    }
+}
+
+void queue_walk_end(queue_walk_t *w)
+{
+    free(w->val);
+    w->val = NULL;
+    if (w->it != NULL) {
+        leveldb_iter_destroy(w->it);
+        w->it = NULL;
+    }
+}
