@@ -760,6 +760,12 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
     return 0;
 }
 
+int clog_is_spare(const clog_t *c, uint64_t base)
+{
+    const seg_t *s = clog_seg_find((clog_t *)c, base);
+    return s != NULL && s->spare;
+}
+
 int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
 {
     char from[PATH_MAX], to[PATH_MAX];

@@ -226,6 +226,13 @@ int clog_walk_after(clog_t *c, uint64_t end, clog_walk_fn fn, void *ctx, char *e
  * the hot path: a segment switch otherwise writes one). 0, or -1 with err. */
 int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
 
+/* 1 when the segment at base is a spare (pre-written, waiting to be taken):
+ * one that needs no recycling. A spare lies past the log's end, but after a
+ * failed sync's carry (clog_abandon; the fresh segment starts past every
+ * file) spares made before it lie below the new end and below the next
+ * checkpoint. Owner thread. */
+int clog_is_spare(const clog_t *c, uint64_t base);
+
 /* Recycle the segment whose base is `base`: it must lie wholly below the
  * durable end, not be the segment in use, and lie wholly below the offset
  * clog_keep_from named, if any. It is renamed past every segment as a spare

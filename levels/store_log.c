@@ -120,8 +120,9 @@ int store_check_segment_bytes(uint64_t n, char *err, size_t errlen)
  * checkpoint; its messages have arrived, whose copies the topic log holds, or
  * were revoked — segcount.c): each becomes a spare the log takes again
  * (clog_recycle), so the log keeps about (log since B) / segment + spares
- * files. Names are read from the directory (a segment's base is in its name;
- * spares lie past the log's end, so never below B). 0, or -1 with err (a
+ * files. Names are read from the directory (a segment's base is in its name);
+ * spares are skipped — they lie past the log's end, or below B after a failed
+ * sync's carry started the log past them (clog_is_spare). 0, or -1 with err (a
  * rename or a header write failed). */
 static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
 {
@@ -137,7 +138,7 @@ static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
         uint64_t base;
         char tail;
         if (sscanf(e->d_name, "clog-%16" SCNx64 ".se%c", &base, &tail) == 2 && tail == 'g' && strlen(e->d_name) == 25 &&
-            base + size <= b && segcount_live(s, base) == 0) {
+            base + size <= b && segcount_live(s, base) == 0 && !clog_is_spare(redo_log(s->redo), base)) {
             below[n++] = base;
         }
     }
