@@ -25,15 +25,28 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The errnos that mean no room: the disk's, a file size limit's, a quota's. */
+static const int full_errnos[] = { ENOSPC, EFBIG, EDQUOT };
+#define N_FULL_ERRNOS (sizeof full_errnos / sizeof full_errnos[0])
+
 int store_failure_errno_full(int e)
 {
-    return e == ENOSPC || e == EFBIG || e == EDQUOT;
+    for (size_t i = 0; i < N_FULL_ERRNOS; i++) {
+        if (e == full_errnos[i]) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int store_failure_text_full(const char *text)
 {
-    return text != NULL && (strstr(text, strerror(ENOSPC)) != NULL || strstr(text, strerror(EFBIG)) != NULL ||
-                            strstr(text, strerror(EDQUOT)) != NULL);
+    for (size_t i = 0; text != NULL && i < N_FULL_ERRNOS; i++) {
+        if (strstr(text, strerror(full_errnos[i])) != NULL) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* A character that would end a path word for broker/redact.c, or split it. */
@@ -55,19 +68,21 @@ const char *store_path_shown(const char *path, char *buf, size_t len)
     enum {
         PART = (STORE_PATH_SHOWN_MAX - 3) / 2 /* bytes of the head, and of the tail, around "..." */
     };
-    char shown[STORE_PATH_SHOWN_MAX + 1];
-    size_t o = 0;
-    for (size_t i = 0; i < PART; i++) {
-        shown[o++] = word_safe(path[i]);
+    snprintf(buf, len, "%.*s...%s", (int)PART, path, path + n - PART);
+    for (char *c = buf; *c != '\0'; c++) {
+        *c = word_safe(*c);
     }
-    memcpy(shown + o, "...", 3);
-    o += 3;
-    for (size_t i = n - PART; i < n; i++) {
-        shown[o++] = word_safe(path[i]);
-    }
-    shown[o] = '\0';
-    snprintf(buf, len, "%s", shown);
     return buf;
+}
+
+/* n bytes of src after out's *o bytes, as many as out[outlen] holds with its
+ * terminator: 1 when all went in. */
+static int put(char *out, size_t outlen, size_t *o, const char *src, size_t n)
+{
+    size_t room = outlen - 1 - *o, take = n < room ? n : room;
+    memcpy(out + *o, src, take);
+    *o += take;
+    return take == n;
 }
 
 void store_failure_text(const char *text, const char *path, char *out, size_t outlen)
@@ -82,23 +97,16 @@ void store_failure_text(const char *text, const char *path, char *out, size_t ou
     }
     char shown[STORE_PATH_SHOWN_MAX + 1];
     store_path_shown(path, shown, sizeof shown);
-    size_t shown_len = strlen(shown), o = 0;
-    out[0] = '\0';
-    for (const char *p = text; *p != '\0' && o + 1 < outlen;) {
+    size_t o = 0;
+    for (const char *p = text;;) {
         const char *at = strstr(p, path);
-        size_t copy = at != NULL ? (size_t)(at - p) : strlen(p);
-        size_t room = outlen - 1 - o;
-        if (copy > room) {
-            copy = room;
-        }
-        memcpy(out + o, p, copy);
-        o += copy;
-        if (at == NULL || o + 1 >= outlen) {
+        if (at == NULL) {
+            put(out, outlen, &o, p, strlen(p));
             break;
         }
-        size_t put = shown_len < outlen - 1 - o ? shown_len : outlen - 1 - o;
-        memcpy(out + o, shown, put);
-        o += put;
+        if (!put(out, outlen, &o, p, (size_t)(at - p)) || !put(out, outlen, &o, shown, strlen(shown))) {
+            break;
+        }
         p = at + plen;
     }
     out[o] = '\0';
