@@ -5,7 +5,9 @@
  * known as such, however long the directory's path), torn writes at the log's
  * end cut on open and damage inside it refused; a failed fdatasync of the
  * commit log (a local fdatasync interposer fails a segment's once, as Linux
- * reports a writeback error); the log-sync thread (levels/logsync.h).
+ * reports a writeback error); spares left below the next checkpoint by a
+ * reopen at a later clock, after a failed sync's carry or a clean close (the
+ * checkpoint's recycling skips them); the log-sync thread (levels/logsync.h).
  *
  * The fixture (tests/helpers/store_fixture.h): every test gets a fresh temp
  * directory and drives the store with an injected clock, every now_ms passed
@@ -258,6 +260,111 @@ static void test_failed_sync_then_barrier(void)
              "after the reopen the topic holds %" PRIu64 " SENDs, want 2 (the held one's derived writes carried)",
              ti.appended);
     CHECK_STORE(s);
+}
+
+/* The highest base among the commit-log segments in g_data (0 when none). */
+static uint64_t highest_segment_base(void)
+{
+    DIR *d = opendir(g_data);
+    uint64_t highest = 0, base;
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL)
+        if (sscanf(e->d_name, "clog-%16" SCNx64 ".seg", &base) == 1 && strlen(e->d_name) == 25 && base > highest)
+            highest = base;
+    if (d != NULL)
+        closedir(d);
+    return highest;
+}
+
+/* SENDs of 200 000 bytes, each committed alone, at now: with 1 MiB segments, several segments' worth. */
+static void commit_big_sends(store_t *s, int sends, uint64_t now)
+{
+    static char big[200000];
+    memset(big, 'b', sizeof big);
+    char err[512] = "";
+    for (int i = 0; i < sends; i++) {
+        uint64_t id, due;
+        REQUIRE_OK(send_raw(s, "t", 1, "", 0, big, sizeof big, 0, 0, now, &id, &due, err, sizeof err), err);
+        COMMIT(s);
+    }
+}
+
+/* Two SENDs committed ("synced" then "held"), then the store closed: when failed_sync, as the broker's storage
+ * thread meets a failed sync of the log (test_failed_sync_then_barrier: the store breaks, its close abandons the
+ * failed segment and carries the held batch into the next one), else cleanly. */
+static void close_after_two_sends(store_t *s, int failed_sync)
+{
+    char err[512] = "";
+    SEND(s, "t", "synced", 0, 0, T0, NULL);
+    COMMIT(s);
+    REQUIRE_OK(store_log_sync(s, err, sizeof err), err);
+    SEND(s, "t", "held", 0, 0, T0, NULL);
+    COMMIT(s);
+    if (!failed_sync) {
+        CLOSE(&s);
+        return;
+    }
+    g_fail_seg_syncs = 1;
+    int rc = store_log_sync(s, err, sizeof err);
+    g_fail_seg_syncs = 0;
+    TU_REQUIRE(rc == -1 && strstr(err, "cannot fdatasync") != NULL, "the failed sync: %d (%s)", rc, err);
+    rc = store_scan(s, scan_nothing, NULL, err, sizeof err); /* the read barrier meets the failure: broken */
+    TU_REQUIRE(rc == -1 && store_broken(s), "the read barrier after the failed sync: %d (%s)", rc, err);
+    CLOSE_BROKEN(&s, "reopen");
+}
+
+/* Spares below the next checkpoint. A checkpoint's recycling renames the segments wholly below it past every file,
+ * as spares the log takes again. A reopen whose clock floor lies past them (the broker's reopen after a failed
+ * sync's carry, seconds later; any restart later than the spares' offsets) starts the log past every file, so the
+ * spares lie below the log's end and below the next checkpoint: its recycling must skip them (clog_is_spare) —
+ * clog_recycle refuses a spare ("cannot recycle a segment in use or not wholly durable"), and the store broke at the
+ * first checkpoint after the reopen. Checked: the commits across several checkpoints after the reopen succeed, and
+ * the next reopen holds every SEND. */
+static void check_spares_below_checkpoint(int failed_sync)
+{
+    enum {
+        SENDS = 30
+    }; /* 200 000 bytes each: a segment each, several checkpoints */
+    const uint64_t later = T0 + 60000;
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = UINT64_C(1) << 20;
+    o.checkpoint_bytes = STORE_CHECKPOINT_MIN_BYTES;
+    store_t *s = open_at(&o, T0, __LINE__);
+    commit_big_sends(s, SENDS, T0);
+    CLOSE(&s);
+    uint64_t highest_written = highest_segment_base();
+    s = open_at(&o, T0, __LINE__); /* its checkpoint recycles the segments below it: spares past every file */
+    TU_REQUIRE(highest_segment_base() > highest_written,
+               "no spare past the written segments (highest base %" PRIx64 ", %" PRIx64 " before the reopen)",
+               highest_segment_base(), highest_written);
+    uint64_t highest_spare = highest_segment_base();
+    close_after_two_sends(s, failed_sync);
+
+    s = open_at(&o, later, __LINE__);
+    commit_big_sends(s, 1, later);
+    TU_REQUIRE(highest_segment_base() > highest_spare,
+               "the log after the reopen at a later clock does not start past the spares (%" PRIx64
+               ", spares to %" PRIx64 ")",
+               highest_segment_base(), highest_spare);
+    commit_big_sends(s, SENDS - 1, later); /* several checkpoints past the spares */
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = open_at(&o, later, __LINE__);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 * SENDS + 2,
+             "after the reopen the topic holds %" PRIu64 " SENDs, want %d", ti.appended, 2 * SENDS + 2);
+    CHECK_STORE(s);
+}
+
+static void test_spares_below_checkpoint_after_carry(void)
+{
+    check_spares_below_checkpoint(1);
+}
+
+static void test_spares_below_checkpoint_after_close(void)
+{
+    check_spares_below_checkpoint(0);
 }
 
 /* A commit, then a scan: a range walk passes the read barrier, which writes
@@ -591,6 +698,10 @@ static const tu_test_t failure_tests[] = {
     { "a refused log append closes the log clean: the reopen writes nothing", test_refused_append_closes_clean },
     { "a failed log sync, then the read barrier's: refused, the close abandons and carries",
       test_failed_sync_then_barrier },
+    { "spares below the checkpoint after a failed sync's carry and a later reopen: recycling skips them",
+      test_spares_below_checkpoint_after_carry },
+    { "spares below the checkpoint after a clean close and a later reopen: recycling skips them",
+      test_spares_below_checkpoint_after_close },
     { "a torn write at the log's end is cut", test_open_cuts_torn_log_end },
     { "a torn write before an empty newer log is cut", test_open_cuts_torn_end_before_empty_log },
     { "damage inside the log past the checkpoint is replayed past, not cut", test_open_replays_past_log_hole },
