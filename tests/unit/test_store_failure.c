@@ -76,14 +76,7 @@ static void test_commit_failure_breaks_store(void)
              "later errors should carry the original cause \"%s\": \"%s\"", first_err, err);
     TU_CHECK(store_next_lease_deadline(s) == 0, "a broken store's next lease deadline should be 0 (now)");
 
-    /* close reports the lost batch */
-    for (int i = 0; i < MAX_OPEN; i++)
-        if (g_open[i] == s)
-            g_open[i] = NULL;
-    err[0] = '\0';
-    rc = store_close(s, err, sizeof err);
-    TU_CHECK(rc == -1 && strstr(err, "reopen") != NULL,
-             "store_close of a broken store returned %d (\"%s\"); its pending batch was lost", rc, err);
+    CLOSE_BROKEN(&s, "reopen"); /* close reports the lost batch */
 
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
@@ -145,15 +138,9 @@ static void test_refused_append_closes_clean(void)
              "the commit after it: rc %d, \"%s\" (want the break, naming the disk's error)", rc, err);
     TU_CHECK(store_log_write_errno(s) == EFBIG, "the errno after the commit: %d", store_log_write_errno(s));
     disk_room_again(); /* the broker releases its disk reserve before the close */
-    for (int i = 0; i < MAX_OPEN; i++)
-        if (g_open[i] == s)
-            g_open[i] = NULL;
-    err[0] = '\0';
-    rc = store_close(s, err, sizeof err);
-    TU_CHECK(rc == -1 && strstr(err, "reopen") != NULL, "store_close of the broken store: %d (\"%s\")", rc, err);
+    CLOSE_BROKEN(&s, "reopen");
 
     disk_full_at(ROOM); /* the reopen on the full disk */
-    s = NULL;
     rc = store_open(&o, T0 + 2, &s, err, sizeof err);
     disk_room_again();
     TU_REQUIRE(rc == 0 && s != NULL, "the reopen with no file growing past %d bytes: %s", ROOM, err);
@@ -243,12 +230,7 @@ static void test_failed_sync_then_barrier(void)
     rc = store_scan(s, scan_nothing, NULL, err, sizeof err); /* a range walk: the read barrier */
     TU_CHECK(rc == -1 && store_broken(s) && strstr(err, "an earlier fdatasync of the log failed") != NULL,
              "the read barrier after it: %d, broken %d (%s), want the first failure named", rc, store_broken(s), err);
-    for (int i = 0; i < MAX_OPEN; i++)
-        if (g_open[i] == s)
-            g_open[i] = NULL;
-    err[0] = '\0';
-    rc = store_close(s, err, sizeof err);
-    TU_CHECK(rc == -1 && strstr(err, "reopen") != NULL, "store_close of the broken store: %d (\"%s\")", rc, err);
+    CLOSE_BROKEN(&s, "reopen");
     TU_CHECK(count_segments() == segments + 1,
              "%d commit-log segments after the close, want %d: the held batch carried into a fresh one",
              count_segments(), segments + 1);
