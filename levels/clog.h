@@ -227,10 +227,11 @@ int clog_walk_after(clog_t *c, uint64_t end, clog_walk_fn fn, void *ctx, char *e
 int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
 
 /* 1 when the segment at base is a spare (pre-written, waiting to be taken):
- * one that needs no recycling. A spare lies past the log's end, but after a
- * failed sync's carry (clog_abandon; the fresh segment starts past every
- * file) spares made before it lie below the new end and below the next
- * checkpoint. Owner thread. */
+ * one that needs no recycling. A spare lies past the log's end, but after an
+ * open at a later clock or a failed sync's carry (clog_abandon) — both start
+ * the log past every file — spares made before lie below the new end and
+ * below the next checkpoint. The next segment the log starts takes them
+ * first, lowest first, so none stays behind. Owner thread. */
 int clog_is_spare(const clog_t *c, uint64_t base);
 
 /* Recycle the segment whose base is `base`: it must lie wholly below the

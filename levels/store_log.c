@@ -804,8 +804,8 @@ int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t
            log's first write to fail. Nothing was appended, so the store breaks as at a refused append of a
            commit (store_log_append): its close closes the log clean, and the writer takes the break for a
            full disk as it takes a commit's. */
-        char msg[640];
         char why_shown[512];
+        char msg[sizeof why_shown + STORE_PATH_SHOWN_MAX + 96]; /* the cause whole, beside the shown path */
         store_failure_text(why, s->path, why_shown, sizeof why_shown);
         snprintf(msg, sizeof msg, "message of %zu bytes in the commit log of %s: %s", n, s->path_shown, why_shown);
         note_refused_append(s);
