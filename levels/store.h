@@ -299,6 +299,10 @@ int store_log_sync(store_t *s, char *err, size_t errlen);
  * before). Owner thread. */
 int store_log_prepare_step(store_t *s, uint64_t budget, char *err, size_t errlen);
 
+/* Bytes left in the commit log's segment that its end lies in (a caller
+ * paces store_log_prepare_step by it); UINT64_MAX for a store without a log. */
+uint64_t store_log_segment_room(const store_t *s);
+
 /* How many times since open a read waited for the commit log: synced it and
  * wrote every held batch to LevelDB before a range walk (the read barrier,
  * docs/design-commitlog.md §3 rule 2). A lease walk of a topic's log and the

@@ -531,6 +531,15 @@ int store_log_prepare_step(store_t *s, uint64_t budget, char *err, size_t errlen
     return rc;
 }
 
+uint64_t store_log_segment_room(const store_t *s)
+{
+    if (s->redo == NULL) {
+        return UINT64_MAX;
+    }
+    uint64_t end = clog_end(redo_log(s->redo)), size = s->opt.segment_bytes;
+    return size - end % size;
+}
+
 /* A checkpoint is due once checkpoint_bytes of log were applied since the
  * last one, or a second passed with anything applied since. */
 static int checkpoint_due(const store_t *s)
