@@ -96,7 +96,7 @@ static const cfg_key_t cfg_keys[] = {
               "LevelDB memtable size; the broker holds up to twice this in RAM (DESIGN.md §2: why 64mb)") },
     { CFG_KEY("max-open-files", CFG_INT, "500", 16, 1000000, OFF(max_open_files), "LevelDB table file cache") },
     { CFG_KEY("commitlog-segment-size", CFG_SIZE, "128mb", 64 * KB, 4 * GB, OFF(commitlog_segment_size),
-              "size of each commit-log segment file, written out whole when first used (a multiple of 4kb); a "
+              "size of each commit-log segment file, written out whole before its first use (a multiple of 4kb); a "
               "data directory keeps the size its segments were made with; one segment holds a message of "
               "max-payload twice (record and level entry) plus a quarter segment (11mb for 4mb; checked at load)") },
     { CFG_KEY("disk-reserve", CFG_SIZE, "256mb", 0, 64 * GB, OFF(disk_reserve),

@@ -100,6 +100,8 @@ static int write_failed(clog_t *c, char *err, size_t errlen, const char *fmt, ..
     return err_set(err, errlen, "%s: %s", what, strerror(e));
 }
 
+static void step_drop(clog_t *c);
+
 int clog_write_errno(const clog_t *c)
 {
     return c->write_errno;
@@ -190,30 +192,39 @@ int clog_header_write(clog_t *c, int fd, uint64_t base, uint64_t life, const cha
     return 0;
 }
 
-/* Pre-write a segment at base (zeros, header, synced, renamed into place) and
- * add it as a spare. */
-static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
+/* Write zeros into fd over [from, to) of a segment being pre-written (tmp:
+ * its path, for the error); with start_writeback each chunk's writeback is
+ * started at once (sync_file_range), so that the segment's one fdatasync,
+ * later, finds its pages mostly on disk. */
+static int prewrite_zeros(clog_t *c, int fd, uint64_t from, uint64_t to, int start_writeback, const char *tmp,
+                          char *err, size_t errlen)
 {
-    char path[PATH_MAX], tmp[PATH_MAX + 8];
-    clog_seg_path(c, base, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.new", path);
-    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        return write_failed(c, err, errlen, "cannot create %s", tmp);
-    }
-    char *zeros = xcalloc(1, PREWRITE_CHUNK);
-    int rc = 0;
-    for (uint64_t at = 0; at < c->size && rc == 0; at += PREWRITE_CHUNK) {
-        size_t n = c->size - at < PREWRITE_CHUNK ? (size_t)(c->size - at) : PREWRITE_CHUNK;
+    static const char zeros[PREWRITE_CHUNK];
+    for (uint64_t at = from; at < to; at += PREWRITE_CHUNK) {
+        size_t n = to - at < PREWRITE_CHUNK ? (size_t)(to - at) : PREWRITE_CHUNK;
         if (clog_pwrite_all(fd, zeros, n, at) != 0) {
-            rc = write_failed(c, err, errlen, "cannot pre-write %s at byte %" PRIu64, tmp, at);
+            return write_failed(c, err, errlen, "cannot pre-write %s at byte %" PRIu64, tmp, at);
         }
+#ifdef SYNC_FILE_RANGE_WRITE
+        if (start_writeback) {
+            (void)sync_file_range(fd, (off_t)at, (off_t)n, SYNC_FILE_RANGE_WRITE); /* a hint: the fdatasync decides */
+        }
+#else
+        (void)start_writeback;
+#endif
     }
-    free(zeros);
+    return 0;
+}
+
+/* The wholly pre-written file fd at tmp becomes the spare at base: a header
+ * with a new life, the file synced, renamed into place, the directory synced,
+ * added as a spare. On failure fd is closed and tmp removed; -1 with err. */
+static int seg_finish(clog_t *c, int fd, const char *tmp, uint64_t base, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    clog_seg_path(c, base, path, sizeof path);
     uint64_t life = clog_new_life();
-    if (rc == 0) {
-        rc = clog_header_write(c, fd, base, life, tmp, err, errlen);
-    }
+    int rc = clog_header_write(c, fd, base, life, tmp, err, errlen);
     if (rc == 0 && rename(tmp, path) != 0) {
         rc = write_failed(c, err, errlen, "cannot rename %s to %s", tmp, path);
     }
@@ -227,6 +238,25 @@ static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
     }
     clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0 });
     return 0;
+}
+
+/* Pre-write a segment at base (zeros, header, synced, renamed into place) and
+ * add it as a spare. */
+static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    clog_seg_path(c, base, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return write_failed(c, err, errlen, "cannot create %s", tmp);
+    }
+    if (prewrite_zeros(c, fd, 0, c->size, 0, tmp, err, errlen) != 0) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    return seg_finish(c, fd, tmp, base, err, errlen);
 }
 
 /* ---- records ------------------------------------------------------------------ */
@@ -345,6 +375,7 @@ void clog_close(clog_t *c)
     if (c == NULL) {
         return;
     }
+    step_drop(c); /* a spare half pre-written: not one */
     for (size_t i = 0; i < c->nsegs; i++) {
         close(c->segs[i].fd);
     }
@@ -760,6 +791,70 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
         have++;
     }
     return 0;
+}
+
+/* The file clog_prepare_step pre-writes a spare in: a name the open leaves
+ * alone (parse_name: ".seg.new"), never a segment's own. */
+static void step_path(const clog_t *c, char *path, size_t len)
+{
+    snprintf(path, len, "%s/clog-ffffffffffffffff.seg.new", c->dir);
+}
+
+/* The spare being pre-written by steps is dropped: its file closed and removed. */
+static void step_drop(clog_t *c)
+{
+    if (c->step_fd >= 0) {
+        char path[PATH_MAX];
+        step_path(c, path, sizeof path);
+        close(c->step_fd);
+        unlink(path);
+        c->step_fd = -1;
+    }
+}
+
+int clog_prepare_step(clog_t *c, uint64_t budget, char *err, size_t errlen)
+{
+    int write_errno = c->write_errno; /* clog_write_errno speaks of the appends, not of this */
+    char path[PATH_MAX];
+    step_path(c, path, sizeof path);
+    if (c->step_fd < 0) {
+        uint64_t seg = seg_base_of(c, c->end);
+        if (seg == c->step_refused_seg) {
+            return 0;
+        }
+        for (size_t i = 0; i < c->nsegs; i++) {
+            if (c->segs[i].spare && c->segs[i].base >= seg) {
+                return 0;
+            }
+        }
+        c->step_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (c->step_fd < 0) {
+            c->step_refused_seg = seg;
+            int rc = write_failed(c, err, errlen, "cannot create %s", path);
+            c->write_errno = write_errno;
+            return rc;
+        }
+        c->step_done = 0;
+    }
+    uint64_t to = c->step_done + (budget > PREWRITE_CHUNK ? budget : PREWRITE_CHUNK);
+    to = to < c->size ? to : c->size;
+    int rc = prewrite_zeros(c, c->step_fd, c->step_done, to, 1, path, err, errlen);
+    if (rc == 0) {
+        c->step_done = to;
+        if (to < c->size) {
+            return 0;
+        }
+        int fd = c->step_fd;
+        c->step_fd = -1;
+        rc = seg_finish(c, fd, path, past_every_segment(c), err, errlen) == 0 ? 1 : -1; /* closes fd on failure */
+    } else {
+        step_drop(c);
+    }
+    if (rc < 0) {
+        c->step_refused_seg = seg_base_of(c, c->end);
+        c->write_errno = write_errno;
+    }
+    return rc;
 }
 
 int clog_is_spare(const clog_t *c, uint64_t base)

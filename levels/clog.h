@@ -226,6 +226,22 @@ int clog_walk_after(clog_t *c, uint64_t end, clog_walk_fn fn, void *ctx, char *e
  * the hot path: a segment switch otherwise writes one). 0, or -1 with err. */
 int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
 
+/* clog_prepare in steps, for an owner that cannot stop for a whole segment's
+ * pre-write and sync (the broker's storage thread: a segment switch without a
+ * spare held every job for ~40 ms at 16 MiB). When no spare lies past the
+ * log's end, each call writes at most `budget` bytes (at least 1 MiB) of zeros
+ * into one more, starting their writeback; the call that writes the last
+ * bytes gives it a header and a new life, syncs it, renames it past every
+ * segment and syncs the directory: a spare, which the next segment switch
+ * takes (a header, a rename). 1 when a spare was finished, 0 when it made
+ * progress or there was nothing to do, -1 with err when a write, sync or
+ * rename failed: the half-written file is removed, the log is as before (a
+ * switch pre-writes as without steps) and no step is tried again until the
+ * log's end enters another segment. clog_write_errno is not changed. The file
+ * being written is "clog-ffffffffffffffff.seg.new", which an open ignores and
+ * clog_close removes. Owner thread. */
+int clog_prepare_step(clog_t *c, uint64_t budget, char *err, size_t errlen);
+
 /* 1 when the segment at base is a spare (pre-written, waiting to be taken):
  * one that needs no recycling. A spare lies past the log's end, but after an
  * open at a later clock or a failed sync's carry (clog_abandon) — both start

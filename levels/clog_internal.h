@@ -41,7 +41,10 @@ struct clog {
     _Atomic uint64_t keep_from; /* clog_recycle refuses a segment not wholly below this (UINT64_MAX: no bound,
                                    clog_keep_from never called); set by any thread, read by the owner */
     _Atomic uint64_t written, durable;
-    int write_errno; /* clog_write_errno: the owner's last failed write system call (owner thread only) */
+    int write_errno;           /* clog_write_errno: the owner's last failed write system call (owner thread only) */
+    int step_fd;               /* clog_prepare_step: the spare it pre-writes (-1: none); owner thread */
+    uint64_t step_done;        /* ...its bytes written so far */
+    uint64_t step_refused_seg; /* ...a step failed while the log's end was in this segment: none until it leaves */
     /* A failed fdatasync stays failed until clog_abandon (fsyncgate: a second fdatasync through the same
        descriptor reports success over pages the kernel may have dropped). sync_lock serializes clog_sync, so no
        sync can take that success while another reports the error; the three below are under it. */

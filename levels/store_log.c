@@ -518,6 +518,28 @@ int store_log_sync(store_t *s, char *err, size_t errlen)
     return 0;
 }
 
+int store_log_prepare_step(store_t *s, uint64_t budget, char *err, size_t errlen)
+{
+    if (s->redo == NULL || s->broken) {
+        return 0;
+    }
+    char why[512];
+    int rc = clog_prepare_step(redo_log(s->redo), budget, why, sizeof why);
+    if (rc < 0) {
+        return log_failed(s, err, errlen, "pre-writing a spare segment of the commit log of ", "", why);
+    }
+    return rc;
+}
+
+uint64_t store_log_segment_room(const store_t *s)
+{
+    if (s->redo == NULL) {
+        return UINT64_MAX;
+    }
+    uint64_t end = clog_end(redo_log(s->redo)), size = s->opt.segment_bytes;
+    return size - end % size;
+}
+
 /* A checkpoint is due once checkpoint_bytes of log were applied since the
  * last one, or a second passed with anything applied since. */
 static int checkpoint_due(const store_t *s)

@@ -740,6 +740,114 @@ static void test_write_errno(void)
     clog_close(c);
 }
 
+/* The spare clog_prepare_step pre-writes in steps, and its file's size
+ * (-1: no such file). */
+#define STEP_SEG (UINT64_C(4) << 20)
+static long long step_file_size(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/clog-ffffffffffffffff.seg.new", dir);
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* A spare pre-written in steps of 1 MiB (4 MiB segments): each step grows
+ * the file by its budget and makes no segment; the step that writes the last
+ * bytes makes it the spare past every segment (the file gone); with a spare
+ * ahead a step does nothing; the segment switch takes that very file (same
+ * inode: no segment written at the switch), the records on both sides read
+ * back after a reopen; a spare half-written at the close is removed. */
+static void test_prepare_steps(void)
+{
+    clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
+    clog_t *c = NULL;
+    TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "open: %s", err);
+    uint64_t first;
+    append_batch(c, 1, 1000, 1, &first);
+    for (int k = 1; k <= 3; k++) {
+        TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0, "step %d: %s", k, err);
+        TU_CHECK(step_file_size() == (long long)k << 20, "step %d wrote %d MiB (file of %lld bytes)", k, k,
+                 step_file_size());
+    }
+    char path[600];
+    seg_file(STEP_SEG, path, sizeof path);
+    TU_CHECK(access(path, F_OK) != 0, "no segment before the last step");
+    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 1, "the last step finishes it: %s", err);
+    TU_CHECK(step_file_size() == -1, "the step file became the segment");
+    struct stat spare;
+    TU_REQUIRE(stat(path, &spare) == 0 && (uint64_t)spare.st_size == STEP_SEG, "the spare %s, whole", path);
+    TU_CHECK(clog_is_spare(c, STEP_SEG), "it is a spare");
+    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == -1,
+             "with a spare ahead a step writes nothing");
+    static uint64_t ids[2000]; /* records of 4000 bytes, 50 a batch, until one lies in the spare's segment */
+    static char p[4000];
+    clog_batch_t b = { 0 };
+    int n = 0;
+    while (n < 2000 && (n == 0 || ids[n - 1] < STEP_SEG)) {
+        payload(p, sizeof p, 100 + (uint64_t)n);
+        int rc = clog_batch_add(c, &b, p, sizeof p, &ids[n], err, sizeof err);
+        if (rc == CLOG_BATCH_FULL || (rc == 0 && ++n % 50 == 0)) {
+            TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+        } else {
+            TU_REQUIRE(rc == 0, "add: %s", err);
+        }
+    }
+    TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+    clog_batch_free(&b);
+    TU_REQUIRE(ids[n - 1] == STEP_SEG + 32, "the switch starts the spare's segment (%" PRIu64 ")", ids[n - 1]);
+    struct stat used;
+    TU_CHECK(stat(path, &used) == 0 && used.st_ino == spare.st_ino && !clog_is_spare(c, STEP_SEG),
+             "the switch took the spare's file, written by the steps");
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == 1 << 20,
+             "the next spare is begun");
+    clog_close(c);
+    TU_CHECK(step_file_size() == -1, "the close removes a half-written spare");
+    clog_open_report_t rep;
+    TU_REQUIRE(clog_open(&o, &c, &rep, err, sizeof err) == 0, "reopen: %s", err);
+    check_record(c, first, 1000, 1);
+    for (int i = 0; i < n; i += 7) {
+        check_record(c, ids[i], 4000, 100 + (uint64_t)i);
+    }
+    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
+    clog_close(c);
+}
+
+/* A step the file system refuses (a 16 KiB file-size limit) fails with the
+ * write's error and changes nothing: its file is removed, clog_write_errno
+ * still speaks of the appends (0), and no step is tried again while the log's
+ * end stays in its segment; the log appends as before, and the switch
+ * pre-writes its own segment. */
+static void test_prepare_step_refused(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t id;
+    append_batch(c, 1, 1000, 1, &id);
+    struct rlimit saved;
+    file_size_limit(16 << 10, &saved);
+    int rc = clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err);
+    file_size_limit(0, &saved);
+    TU_CHECK(rc == -1 && strstr(err, "cannot pre-write") != NULL && strstr(err, strerror(EFBIG)) != NULL,
+             "the refused step: rc %d, \"%s\"", rc, err);
+    TU_CHECK(step_file_size() == -1 && clog_write_errno(c) == 0, "its file removed (%lld), errno of the appends %d",
+             step_file_size(), clog_write_errno(c));
+    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == -1,
+             "not tried again within the segment");
+    uint64_t ids[80];
+    for (int i = 0; i < 80; i++) {
+        append_batch(c, 1, 1000, 10 + (uint64_t)i, &ids[i]);
+    }
+    TU_REQUIRE(ids[79] / SEG >= 1, "the log switched segments");
+    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 1, "in the next segment steps resume: %s",
+             err);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+    c = open_log(0, NULL);
+    check_record(c, id, 1000, 1);
+    check_record(c, ids[79], 1000, 89);
+    clog_close(c);
+}
+
 static const tu_test_t clog_tests[] = {
     { "append, read, reopen", test_append_read_reopen },
     { "offsets raised to the floor", test_floor_raises_offsets },
@@ -755,6 +863,8 @@ static const tu_test_t clog_tests[] = {
     { "a failed sync sticks until the abandon: no fdatasync retried, the durable end kept", test_failed_sync_sticks },
     { "bad inputs", test_bad_inputs },
     { "a refused write keeps its errno", test_write_errno },
+    { "a spare pre-written in steps is the one the switch takes", test_prepare_steps },
+    { "a refused step changes nothing", test_prepare_step_refused },
     { NULL, NULL },
 };
 
