@@ -778,7 +778,7 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
     c->write_errno = 0;
     unsigned have = 0;
     for (size_t i = 0; i < c->nsegs; i++) {
-        have += c->segs[i].spare && c->segs[i].base >= seg_base_of(c, c->end);
+        have += c->segs[i].spare; /* wherever it lies: a switch takes any spare */
     }
     while (have < spares) {
         uint64_t b = seg_base_of(c, c->end);
@@ -823,7 +823,7 @@ int clog_prepare_step(clog_t *c, uint64_t budget, char *err, size_t errlen)
             return 0;
         }
         for (size_t i = 0; i < c->nsegs; i++) {
-            if (c->segs[i].spare && c->segs[i].base >= seg) {
+            if (c->segs[i].spare) { /* any spare: the next switch takes it, wherever it lies */
                 return 0;
             }
         }

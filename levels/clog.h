@@ -222,15 +222,16 @@ int clog_walk(clog_t *c, uint64_t from, clog_walk_fn fn, void *ctx, char *err, s
  * of end's segment unused). Nothing to walk when end is the log's end. */
 int clog_walk_after(clog_t *c, uint64_t end, clog_walk_fn fn, void *ctx, char *err, size_t errlen);
 
-/* Pre-write segments until `spares` unused ones lie past the log's end (off
- * the hot path: a segment switch otherwise writes one). 0, or -1 with err. */
+/* Pre-write segments until `spares` spares wait (off the hot path: a segment
+ * switch otherwise writes one; it takes any spare, lowest first, wherever it
+ * lies). 0, or -1 with err. */
 int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
 
 /* clog_prepare in steps, for an owner that cannot stop for a whole segment's
  * pre-write and sync (the broker's storage thread: a segment switch without a
- * spare held every job for ~40 ms at 16 MiB). When no spare lies past the
- * log's end, each call writes at most `budget` bytes (at least 1 MiB) of zeros
- * into one more, starting their writeback; the call that writes the last
+ * spare held every job for ~40 ms at 16 MiB). When no spare waits, each
+ * call writes at most `budget` bytes (at least 1 MiB) of zeros into one
+ * more, starting their writeback; the call that writes the last
  * bytes gives it a header and a new life, syncs it, renames it past every
  * segment and syncs the directory: a spare, which the next segment switch
  * takes (a header, a rename). 1 when a spare was finished, 0 when it made
