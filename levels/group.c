@@ -488,6 +488,9 @@ int store_topic_delete(store_t *s, const char *topic, size_t topic_len, store_to
             }
         }
     }
+    if (t->queue != 0) { /* its CQ is dead: the redo skips its writes (topic_cq_bounds) */
+        map_del(&s->topic_queues, (const char *)&t->queue, sizeof t->queue);
+    }
     map_del(&s->topics, topic, topic_len);
     store_topic_free(t);
     *out = STORE_TOPIC_DELETED;

@@ -78,6 +78,10 @@ int store_load_topics(store_t *s, char *err, size_t errlen)
         t->appended = r.appended;
         t->removed = r.removed;
         t->delayed = r.delayed;
+        t->queue = r.queue; /* its CQ: topic_cq_load */
+        t->cq_seq_base = r.cq_seq_base;
+        t->cq_head = r.cq_head;
+        t->cq_tail = r.cq_tail;
         t->dirty = 0;
     }
     s->n_dirty_topics = 0;

@@ -576,12 +576,12 @@ static void test_refuse_other_format(void)
 {
     store_t *s = OPEN_DEFAULT();
     CLOSE(&s);
-    raw_put("Mformat", 7, "\0\0\0\7", 4, __LINE__);
+    raw_put("Mformat", 7, "\0\0\0\10", 4, __LINE__);
     store_options_t o;
     opts_default(&o);
     char err[512] = "";
     int rc = store_open(&o, T0, &s, err, sizeof err);
-    CHECK_REFUSAL(rc, err, "format version 7; this build reads versions 1 to 6", g_data);
+    CHECK_REFUSAL(rc, err, "format version 8; this build reads versions 1 to 7", g_data);
     TU_CHECK(s == NULL, "*out must stay NULL");
     raw_put("Mformat", 7, "\0\0\0\0", 4, __LINE__);
     rc = store_open(&o, T0, &s, err, sizeof err);
