@@ -491,6 +491,9 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
         return -1;
     }
     idx_journey_t *j = s->redo != NULL ? &journey : NULL;
+    if (j != NULL) {
+        s->batch_bytes += msg_record_size(&m); /* its record is in the batch: what bounds a batch's bytes */
+    }
     int pending_before = s->pending;
     /* the one lookup; a new topic is created where it always was (its
      * log_next_min is the sequence counter at that point) */

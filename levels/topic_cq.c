@@ -18,7 +18,10 @@
  * (a format-5 journey on a level walked by `L`) is appended with its id as
  * the entry's offset — no record of the log lies there — and its 'T' key at
  * the entry's seq holds it (the caller writes it): such an entry is live
- * while that key is.
+ * while that key is. So is one whose message has a record but no journey
+ * (dropped by an index rebuild): its slot names its old place. An entry whose
+ * slot does not vouch for it is judged by its 'T' key (one point read: a
+ * revoked entry's).
  *
  * Threading: the store's owner thread.
  */
@@ -54,7 +57,7 @@ static void cq_make(store_t *s, topic_state_t *t)
         s->topic_queue_next = STORE_TOPIC_QUEUE_FIRST;
     }
     t->queue = s->topic_queue_next++;
-    uint64_t past = t->log_next_min > STORE_TOPIC_CQ_SEQ ? t->log_next_min & ~STORE_TOPIC_CQ_SEQ : 0;
+    uint64_t past = t->log_next_min > STORE_TOPIC_CQ_SEQ ? t->log_next_min & ~STORE_TOPIC_CQ_SEQ : 0; /* a copy's */
     t->cq_seq_base = past;
     t->cq_head = t->cq_tail = 0;
     map_put(&s->topic_queues, (const char *)&t->queue, sizeof t->queue, t);
@@ -80,8 +83,9 @@ uint64_t topic_cq_append(store_t *s, topic_state_t *t, uint64_t offset, uint64_t
 }
 
 /* The message of a live entry e of t at index: 1 with *m (views into rd's
- * window), 0 when dead, -1 with err. A record not in the log: *in_t = 1 and
- * nothing read (its 'T' key holds it). */
+ * window), -1 with err; *in_t = 1 instead when the slot does not vouch for it
+ * (no record of the log there, a slot naming another place or revoked): its
+ * 'T' key holds it when it is live. */
 static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd, msg_t *m,
                         int *in_t, char *err, size_t errlen)
 {
@@ -107,7 +111,8 @@ static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_e
     }
     if (got == 0 || sl.id != e->log_offset || sl.queue != t->queue || sl.cq_index != index ||
         (sl.flags & SLOT_REVOKED)) {
-        return 0; /* revoked, or another message's place */
+        *in_t = 1; /* revoked, or its slot names another place: live only when its 'T' key holds it (a message */
+        return 1;  /* whose journey was dropped, index.c's rebuild: appended without one) */
     }
     if (msg_decode_record(rec.data, rec.len, e->log_offset, ordinal, m, why, sizeof why) != 0) {
         return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s",
@@ -317,6 +322,10 @@ int topic_cq_load(store_t *s, char *err, size_t errlen)
     while (map_next(&s->topics, &it, NULL, NULL, &tv)) {
         topic_state_t *t = tv;
         if (t->queue == 0) {
+            if (t->cq_seq_base > 0 && (STORE_TOPIC_CQ_SEQ | t->cq_seq_base) > t->log_next_min) {
+                t->log_next_min = STORE_TOPIC_CQ_SEQ | t->cq_seq_base; /* a copy's: its 'T' keys lie below */
+                t->held.applied_below = t->log_next_min;                /* and LevelDB holds them */
+            }
             continue;
         }
         if (t->queue < STORE_TOPIC_QUEUE_FIRST || t->queue >= s->topic_queue_next) {
@@ -327,6 +336,7 @@ int topic_cq_load(store_t *s, char *err, size_t errlen)
         uint64_t past = store_topic_cq_seq(t, t->cq_tail);
         if (past > t->log_next_min) {
             t->log_next_min = past;
+            t->held.applied_below = past; /* the 'T' keys of entries held by them lie below */
         }
     }
     return 0;
