@@ -65,6 +65,19 @@ topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t le
     if (t != NULL) {
         return t;
     }
+    t = store_topic_make(s, name, len);
+    if (s->redo != NULL) {
+        topic_cq_make(s, t); /* its CQ from its creation: the redo's bounds tell a made queue from one to come */
+    }
+    return t;
+}
+
+topic_state_t *store_topic_make(store_t *s, const char *name, size_t len)
+{
+    topic_state_t *t = map_get(&s->topics, name, len);
+    if (t != NULL) {
+        return t;
+    }
     t = xcalloc(1, sizeof *t);
     t->name = xstrndup(name, len);
     t->len = len;

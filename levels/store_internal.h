@@ -479,6 +479,11 @@ static inline uint64_t store_topic_cq_index(const topic_state_t *t, uint64_t seq
     return (seq & ~STORE_TOPIC_CQ_SEQ) - t->cq_seq_base;
 }
 
+/* Make t's CQ (t->queue 0): its number drawn, its meta records into the
+ * pending batch, its seq base past what t's log holds. Done when a topic is
+ * made with the log open, and for an older topic at its first append. */
+void topic_cq_make(store_t *s, topic_state_t *t);
+
 /* Append to t's log the message at log offset `offset` (its id; a message
  * with no record in the log passes its id too: its 'T' key at the returned
  * seq holds it, the caller writes it), arrived at stamp_ms: its CQ entry
@@ -515,9 +520,11 @@ int topic_cq_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, topic_st
                   size_t errlen);
 
 /* The redo's bounds of topic CQ queue (store_log.c's callback for queues from
- * STORE_TOPIC_QUEUE_FIRST): its topic's 'P' record as LevelDB holds it; 0
- * and 0 for a queue made in the batch being applied (no name yet); for a
- * deleted topic's, a window past every index (its writes skipped, its files
+ * STORE_TOPIC_QUEUE_FIRST): its topic's 'P' record as LevelDB holds it (in a
+ * replay: as the batches replayed so far, or later ones, left it); 0 and 0
+ * for a queue made in the batch being applied or later (no name yet, or a
+ * record without a queue); for a deleted topic's (no record, or one naming
+ * another queue), a window past every index (its writes skipped, its files
  * swept). */
 int topic_cq_bounds(store_t *s, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen);
 
@@ -1046,8 +1053,11 @@ int store_group_holds_none(const group_state_t *g, uint64_t id);
 /* The group of that name, or NULL. */
 group_state_t *store_group_get(const store_t *s, const char *name, size_t len);
 
-/* The topic of that name, created (in memory, its record dirty) when new. */
+/* The topic of that name, created (in memory, its record dirty) when new —
+ * with its topic CQ once the commit log is open (topic_cq_make). */
 topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len);
+/* The same without a CQ: a topic loaded from its record (store_load.c). */
+topic_state_t *store_topic_make(store_t *s, const char *name, size_t len);
 /* 0 when topic exists or one more topic is within opt.max_topics; else -1
  * and err names the topic and the limit (checked before anything that
  * would create it: SEND, a PULL that creates its group, GROUP CREATE). */

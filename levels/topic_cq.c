@@ -8,7 +8,7 @@
  * above every 'T' key (format 6's, or a copy's), so a group cursor walks the
  * 'T' range first and then the CQ, and every seq the store keeps (cursors,
  * positions, held leases, 'Y' lease seqs, the GC's head hint) means what it
- * did. The CQ is made at the topic's first append: its queue number drawn
+ * did. The CQ is made with the topic (an older one's at its first append): its queue number drawn
  * from 'M' "topic-queue-next", 'M' "topicq-<queue>" naming the topic (the
  * redo's bounds of a queue it replays are read through it), its seq base
  * past what the topic's log held (log_next_min).
@@ -50,8 +50,7 @@ topic_state_t *topic_cq_topic(store_t *s, uint32_t q)
     return map_get(&s->topic_queues, (const char *)&q, sizeof q);
 }
 
-/* t's CQ made: its number drawn, the meta records into the pending batch. */
-static void cq_make(store_t *s, topic_state_t *t)
+void topic_cq_make(store_t *s, topic_state_t *t)
 {
     if (s->topic_queue_next < STORE_TOPIC_QUEUE_FIRST) {
         s->topic_queue_next = STORE_TOPIC_QUEUE_FIRST;
@@ -73,7 +72,7 @@ static void cq_make(store_t *s, topic_state_t *t)
 uint64_t topic_cq_append(store_t *s, topic_state_t *t, uint64_t offset, uint64_t stamp_ms)
 {
     if (t->queue == 0) {
-        cq_make(s, t);
+        topic_cq_make(s, t);
     }
     uint64_t index = t->cq_tail++;
     store_log_cq_append(s, t->queue, index, offset, stamp_ms);
@@ -292,10 +291,12 @@ int topic_cq_bounds(store_t *s, uint32_t queue, uint64_t *head, uint64_t *tail, 
     if (v != NULL && r.queue == queue) {
         *head = r.cq_head;
         *tail = r.cq_tail;
-    } else { /* the topic was deleted (and maybe made again): its queue is dead, every write to it skipped */
+    } else if (v == NULL || r.queue != 0) {
+        /* the topic was deleted (and maybe made again, with another queue): its queue is dead, every write to it
+           skipped — a replay sees records as a later batch left them (design-commitlog.md §3) */
         *head = *tail = STORE_TOPIC_CQ_SEQ;
     }
-    return 0;
+    return 0; /* a record without a queue: as the batch before the one that made it left it (a replay): 0 and 0 */
 }
 
 int topic_cq_load(store_t *s, char *err, size_t errlen)
@@ -324,7 +325,7 @@ int topic_cq_load(store_t *s, char *err, size_t errlen)
         if (t->queue == 0) {
             if (t->cq_seq_base > 0 && (STORE_TOPIC_CQ_SEQ | t->cq_seq_base) > t->log_next_min) {
                 t->log_next_min = STORE_TOPIC_CQ_SEQ | t->cq_seq_base; /* a copy's: its 'T' keys lie below */
-                t->held.applied_below = t->log_next_min;                /* and LevelDB holds them */
+                t->held.applied_below = t->log_next_min;               /* and LevelDB holds them */
             }
             continue;
         }

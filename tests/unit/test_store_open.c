@@ -1519,8 +1519,7 @@ static void test_check_dir_reads_only(void)
     CHECK_EQ_U64(r.counts.topic, 10);
     /* LevelDB holds no record per message (design-commitlog.md 4a.5 and 4b: the CQs and slots hold them) */
     TU_CHECK(r.counts.records > 0 && r.counts.records < r.counts.messages && !r.torn && r.view[0] != '\0',
-             "records %" PRIu64 ", torn %d",
-             r.counts.records, r.torn);
+             "records %" PRIu64 ", torn %d", r.counts.records, r.torn);
     struct stat st;
     TU_CHECK(stat(r.view, &st) != 0 && errno == ENOENT, "the scratch view %s is left", r.view);
     CHECK_EQ_U64(dir_digest(g_data), before);
@@ -1922,17 +1921,34 @@ static int commit_big_batch_then_small(store_t *c, char *err, size_t errlen)
     memset(big, 'b', sizeof big);
     uint64_t id, due;
     /* 3 MB of LevelDB writes in one batch, 1 MiB segments: a batch of SENDs cannot be it (its messages are log
-       records, so it is cut to fit its segment), a due move of 15 large messages (a level entry each, read from
-       LevelDB and put in the topic log) is — sent on level 1 one to a commit, then moved together */
+       records, so it is cut to fit its segment), nor since design-commitlog.md 4b their arrival (a topic CQ
+       entry); a due move of 15 large retries (each a level entry moved to its group's retry queue, the message
+       copied in LevelDB) is — sent, leased and failed onto level 1 one to a commit, then moved together */
+    msg_owned_t m[15];
+    int n = 0;
     for (int i = 0; i < 15; i++)
-        if (send_raw(c, "t", 1, NULL, 0, big, sizeof big, 1, 0, T0, &id, &due, err, errlen) != 0 ||
+        if (send_raw(c, "t", 1, NULL, 0, big, sizeof big, 0, 0, T0, &id, &due, err, errlen) != 0 ||
             store_commit(c, err, errlen) != 0)
             return -1;
+    if (store_lease(c, "g", 1, "t", 1, 15, 60 * SEC, T0, m, &n, err, errlen) != 0 || store_commit(c, err, errlen) != 0)
+        return -1;
+    uint64_t ids[15];
+    for (int i = 0; i < n; i++) {
+        ids[i] = m[i].m.id;
+        msg_owned_free(&m[i]);
+    }
+    store_fail_req_t retry = { .level = 1, .reason = "again", .reason_len = 5 };
+    for (int i = 0; i < n; i++) {
+        int found = 0;
+        if (store_fail(c, "g", 1, ids[i], &retry, T0, &found, &due, err, errlen) != 0 || !found ||
+            store_commit(c, err, errlen) != 0)
+            return -1;
+    }
     int moved = 0, ready = 0;
-    if (store_move_due(c, due, 100, &moved, &ready, err, errlen) != 0 || store_commit(c, err, errlen) != 0)
+    if (n != 15 || store_move_due(c, due, 100, &moved, &ready, err, errlen) != 0 || store_commit(c, err, errlen) != 0)
         return -1;
     if (moved != 15) {
-        snprintf(err, errlen, "moved %d of 15", moved);
+        snprintf(err, errlen, "leased %d, moved %d of 15", n, moved);
         return -1;
     }
     for (int i = 0; i < 5; i++)
