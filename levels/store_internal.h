@@ -452,7 +452,7 @@ void segcount_free(store_t *s);
 /* ---- topic_cq.c: the topic log's consume queues (design-commitlog.md 4b) --------- */
 
 /* A topic CQ's queue numbers start here (above the levels and the lane). */
-#define STORE_TOPIC_QUEUE_FIRST ((uint32_t)65536)
+#define STORE_TOPIC_QUEUE_FIRST CQ_SMALL_QUEUE_FIRST /* their files are small (levels/cq.h) */
 
 /* The topic-log seq of a topic CQ entry is this bit | its index: above every
  * 'T' seq (the counter's, an arrival's id: both below 2^62), so cursors,
