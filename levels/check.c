@@ -86,6 +86,17 @@ static int scan_journey(void *ctx, const msg_t *m, const store_journey_t *at, ch
     return sj->fn(sj->ctx, &e) != 0 ? 1 : 0;
 }
 
+/* A topic CQ entry (topic_cq.c) as the topic-log entry it stands for: seq
+ * its CQ seq. */
+static int scan_topic_cq(void *ctx, topic_state_t *t, uint64_t index, const msg_t *m, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    const scan_journeys_t *sj = ctx;
+    store_entry_t e = { .range = STORE_TOPIC, .m = m, .seq = store_topic_cq_seq(t, index) };
+    return sj->fn(sj->ctx, &e) != 0 ? 1 : 0;
+}
+
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen)
 {
     if (store_read_begin_whole(s, err, errlen) != 0 || store_read_barrier(s, err, errlen) != 0) {
@@ -93,12 +104,15 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
     }
     int rc = 0;
     for (size_t i = 0; i < sizeof scan_ranges / sizeof scan_ranges[0] && rc == 0; i++) {
+        scan_journeys_t sj = { fn, ctx };
         if (i == 1) { /* the levels' journeys that only their CQs hold, after the `L` range */
-            scan_journeys_t sj = { fn, ctx };
             rc = store_journeys_each(s, scan_journey, &sj, err, errlen);
-            if (rc != 0) {
-                break;
-            }
+        }
+        if (i == 2) { /* the topic CQs' messages, after the 'T' range */
+            rc = topic_cqs_each(s, scan_topic_cq, &sj, err, errlen);
+        }
+        if (rc != 0) {
+            break;
         }
         enum key_tag tag = scan_ranges[i];
         char where[48];
@@ -542,6 +556,26 @@ static int check_journey(void *ctx, const msg_t *m, const store_journey_t *at, c
     return 0;
 }
 
+/* A topic CQ entry's message (topic_cq.c), checked as the topic-log entry
+ * store_scan makes of it; no 'X' to check (it has none), its segment's live
+ * count to be compared (check_cq_add_topic). */
+static int check_topic_cq(void *ctx, topic_state_t *t, uint64_t index, const msg_t *m, char *err, size_t errlen)
+{
+    check_journeys_t *cj = ctx;
+    if (m->topic.len != t->len || memcmp(m->topic.ptr, t->name, t->len) != 0) {
+        return err_set(err, errlen, "topic %s, CQ index %llu: its message %016llx is of topic %.*s", t->name,
+                       (unsigned long long)index, (unsigned long long)m->id, (int)m->topic.len, m->topic.ptr);
+    }
+    store_entry_t e = { .range = STORE_TOPIC, .m = m, .seq = store_topic_cq_seq(t, index) };
+    if (check_entry(cj->c, &e) != 0) {
+        return -1;
+    }
+    check_cq_add_topic(cj->c->cq, m->id);
+    cj->n->messages++;
+    cj->n->topic++;
+    return 0;
+}
+
 int store_check_counted(store_t *s, store_check_counts_t *counts, char *err, size_t errlen)
 {
     check_ctx_t c;
@@ -557,6 +591,9 @@ int store_check_counted(store_t *s, store_check_counts_t *counts, char *err, siz
     check_journeys_t cj = { &c, &n };
     if (rc == 0) {
         rc = store_journeys_each(s, check_journey, &cj, err, errlen);
+    }
+    if (rc == 0) {
+        rc = topic_cqs_each(s, check_topic_cq, &cj, err, errlen);
     }
     if (rc == 0) { /* before the counts: a damaged queue is named, not the depth it leaves */
         rc = check_cq_end(c.cq, err, errlen);

@@ -36,8 +36,19 @@ struct check_cq {
     store_t *s;
     check_cq_entry_t *e[LVL_MAX_LEVELS + 2]; /* per queue: the L entries whose journey names it, in scan order */
     size_t n[LVL_MAX_LEVELS + 2], cap[LVL_MAX_LEVELS + 2];
-    clog_reader_t rd; /* the records read (check_cq_add) */
+    clog_reader_t rd;    /* the records read (check_cq_add) */
+    uint64_t *topic_ids; /* the messages of the topic CQs (check_cq_add_topic) */
+    size_t n_topic, cap_topic;
 };
+
+void check_cq_add_topic(check_cq_t *c, uint64_t id)
+{
+    if (c->n_topic == c->cap_topic) {
+        c->cap_topic = c->cap_topic ? c->cap_topic * 2 : 256;
+        c->topic_ids = xrealloc(c->topic_ids, c->cap_topic * sizeof *c->topic_ids);
+    }
+    c->topic_ids[c->n_topic++] = id;
+}
 
 check_cq_t *check_cq_new(store_t *s)
 {
@@ -55,6 +66,7 @@ void check_cq_free(check_cq_t *c)
         free(c->e[q]);
     }
     clog_reader_free(&c->rd);
+    free(c->topic_ids);
     free(c);
 }
 
@@ -216,10 +228,13 @@ static int compare_counts(check_cq_t *c, char *err, size_t errlen)
                 seen += c->e[q][k].id - c->e[q][k].id % s->opt.segment_bytes == base;
             }
         }
+        for (size_t k = 0; k < c->n_topic; k++) {
+            seen += c->topic_ids[k] - c->topic_ids[k] % s->opt.segment_bytes == base;
+        }
         if (seen != s->seg[i].live) {
             return err_set(err, errlen,
                            "commit-log segment %016" PRIx64 ": its live count says %" PRIu64 " but %" PRIu64
-                           " of its messages are on their journey",
+                           " of its messages are on their journey or in a topic CQ",
                            base, s->seg[i].live, seen);
         }
     }
@@ -239,8 +254,14 @@ static int compare_counts(check_cq_t *c, char *err, size_t errlen)
 
 /* The window [*head, *tail) of queue q (a level or the lane); 0 when q is
  * neither. */
-static int queue_window(const store_t *s, uint32_t q, uint64_t *head, uint64_t *tail)
+static int queue_window(store_t *s, uint32_t q, uint64_t *head, uint64_t *tail)
 {
+    const topic_state_t *t = topic_cq_topic(s, q);
+    if (t != NULL) {
+        *head = t->cq_head;
+        *tail = t->cq_tail;
+        return 1;
+    }
     if (q == STORE_LANE_QUEUE) {
         *head = s->lane_head_written;
         *tail = s->lane != NULL ? lane_tail(s->lane) : 0;
@@ -281,8 +302,9 @@ static int compare_slots(check_cq_t *c, char *err, size_t errlen)
             if (slot_get(f, k, &sl, why, sizeof why) != 0) {
                 rc = err_set(err, errlen, "the where-slots of commit-log segment %016" PRIx64 ": %s", base, why);
             } else if (sl.id == 0 || sl.queue == 0 || (sl.flags & SLOT_REVOKED) ||
-                       !queue_window(s, sl.queue, &head, &tail)) {
-                continue;
+                       !queue_window(s, sl.queue, &head, &tail) ||
+                       (sl.cq_index < head && sl.queue >= STORE_TOPIC_QUEUE_FIRST)) {
+                continue; /* (a topic CQ's message below its head: collected, its slot kept) */
             } else if (sl.cq_index < head || sl.cq_index >= tail) {
                 rc = err_set(err, errlen,
                              "the where-slot of %016" PRIx64 " names %s, CQ index %" PRIu64

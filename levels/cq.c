@@ -1,10 +1,10 @@
 /*
  * levels/cq.c — a consume queue: 16-byte entries in pre-written files of
- * CQ_FILE_ENTRIES (contract in cq.h).
+ * CQ_FILE_ENTRIES, or fewer for the topics' queues (contract in cq.h).
  *
  * The queue keeps one fixfile (levels/fixfile.h) per file from the head's file
  * to the tail's, in files[0..nfiles) for file numbers first_file.. (file k
- * holds indexes [k * CQ_FILE_ENTRIES, (k + 1) * CQ_FILE_ENTRIES)). Only the
+ * holds indexes [k * entries, (k + 1) * entries), entries = 2^shift). Only the
  * tail file is appended to, so only it ever allocates an append buffer; an
  * index maps to (file, position) by a shift and a mask. The file switch: the
  * append whose index is the first of a file flushes the file before it, then
@@ -32,6 +32,8 @@
 
 struct cq {
     uint32_t queue;
+    unsigned shift;   /* a file holds 2^shift entries (cq_file_entries) */
+    uint64_t entries; /* 2^shift */
     uint64_t head, tail;
     uint64_t first_file; /* the file number of files[0] */
     size_t nfiles, cap;
@@ -41,13 +43,13 @@ struct cq {
 
 void cq_file_name(uint32_t queue, uint64_t index, char *name, size_t len)
 {
-    snprintf(name, len, "cq-%08" PRIx32 "-%016" PRIx64 ".q", queue, index & ~(CQ_FILE_ENTRIES - 1));
+    snprintf(name, len, "cq-%08" PRIx32 "-%016" PRIx64 ".q", queue, index & ~(cq_file_entries(queue) - 1));
 }
 
 static void cq_file_path(const cq_t *q, uint64_t file_no, char *path, size_t len)
 {
     char name[64];
-    cq_file_name(q->queue, file_no << CQ_FILE_SHIFT, name, sizeof name);
+    cq_file_name(q->queue, file_no << q->shift, name, sizeof name);
     snprintf(path, len, "%s/%s", q->dir, name);
 }
 
@@ -84,7 +86,7 @@ static void cq_sweep_below_head(cq_t *q)
             sscanf(de->d_name + strlen(prefix), "%16" SCNx64 "%3s", &first, tail) != 2 || strcmp(tail, ".q") != 0) {
             continue;
         }
-        if (first + CQ_FILE_ENTRIES <= q->head) {
+        if (first + q->entries <= q->head) {
             char path[PATH_MAX + 256];
             snprintf(path, sizeof path, "%s/%s", q->dir, de->d_name);
             unlink(path);
@@ -104,19 +106,20 @@ int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t 
     }
     cq_t *q = xcalloc(1, sizeof *q);
     q->queue = queue;
+    q->entries = cq_file_entries(queue);
+    q->shift = q->entries == CQ_FILE_ENTRIES ? CQ_FILE_SHIFT : CQ_SMALL_FILE_SHIFT;
     q->head = head;
     q->tail = tail;
     snprintf(q->dir, sizeof q->dir, "%s", dir);
-    q->first_file = head >> CQ_FILE_SHIFT;
-    uint64_t end_file = (tail + CQ_FILE_ENTRIES - 1) >> CQ_FILE_SHIFT; /* past the tail's file */
+    q->first_file = head >> q->shift;
+    uint64_t end_file = (tail + q->entries - 1) >> q->shift; /* past the tail's file */
     for (uint64_t k = q->first_file; k < end_file; k++) {
         char path[PATH_MAX];
         cq_file_path(q, k, path, sizeof path);
-        uint64_t file_tail = tail - (k << CQ_FILE_SHIFT);
+        uint64_t file_tail = tail - (k << q->shift);
         fixfile_t *f;
-        if (fixfile_open(path, CQ_ENTRY_BYTES, CQ_FILE_ENTRIES,
-                         file_tail < CQ_FILE_ENTRIES ? file_tail : CQ_FILE_ENTRIES, CQ_BUFFER_ENTRIES, &f, err,
-                         errlen) != 0) {
+        if (fixfile_open(path, CQ_ENTRY_BYTES, q->entries, file_tail < q->entries ? file_tail : q->entries,
+                         CQ_BUFFER_ENTRIES, &f, err, errlen) != 0) {
             err_prefix(err, errlen, "cq %08" PRIx32 " [%" PRIu64 ", %" PRIu64 ")", queue, head, tail);
             cq_close(q, NULL, 0);
             return -1;
@@ -131,7 +134,7 @@ int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t 
 /* The file holding index, which must be inside the open files. */
 static fixfile_t *cq_file_of(const cq_t *q, uint64_t index)
 {
-    return q->files[(index >> CQ_FILE_SHIFT) - q->first_file];
+    return q->files[(index >> q->shift) - q->first_file];
 }
 
 /* The append at a file's first index: flush the file before, make or open the new one. */
@@ -140,7 +143,7 @@ static int cq_switch_file(cq_t *q, char *err, size_t errlen)
     if (q->nfiles > 0 && fixfile_flush(q->files[q->nfiles - 1], err, errlen) != 0) {
         return -1;
     }
-    uint64_t k = q->tail >> CQ_FILE_SHIFT;
+    uint64_t k = q->tail >> q->shift;
     if (q->nfiles == 0) {
         q->first_file = k;
     }
@@ -149,8 +152,8 @@ static int cq_switch_file(cq_t *q, char *err, size_t errlen)
     struct stat st;
     fixfile_t *f;
     int rc = stat(path, &st) == 0
-                 ? fixfile_open(path, CQ_ENTRY_BYTES, CQ_FILE_ENTRIES, 0, CQ_BUFFER_ENTRIES, &f, err, errlen)
-                 : fixfile_create(path, CQ_ENTRY_BYTES, CQ_FILE_ENTRIES, CQ_BUFFER_ENTRIES, &f, err, errlen);
+                 ? fixfile_open(path, CQ_ENTRY_BYTES, q->entries, 0, CQ_BUFFER_ENTRIES, &f, err, errlen)
+                 : fixfile_create(path, CQ_ENTRY_BYTES, q->entries, CQ_BUFFER_ENTRIES, &f, err, errlen);
     if (rc != 0) {
         return err_prefix(err, errlen, "cq %08" PRIx32 ": append at %" PRIu64, q->queue, q->tail);
     }
@@ -167,7 +170,7 @@ int cq_append(cq_t *q, const cq_entry_t *e, uint64_t *index, char *err, size_t e
     if (q->tail == UINT64_MAX) {
         return err_set(err, errlen, "cq %08" PRIx32 ": index space exhausted", q->queue);
     }
-    uint64_t want_files = (q->tail >> CQ_FILE_SHIFT) - q->first_file + 1;
+    uint64_t want_files = (q->tail >> q->shift) - q->first_file + 1;
     if ((q->nfiles == 0 || q->nfiles < want_files) && cq_switch_file(q, err, errlen) != 0) {
         return -1;
     }
@@ -202,10 +205,10 @@ int cq_read(cq_t *q, uint64_t index, size_t n, cq_entry_t *out, char *err, size_
     char buf[64 * CQ_ENTRY_BYTES];
     while (n > 0) {
         fixfile_t *f = cq_file_of(q, index);
-        uint64_t at = index & (CQ_FILE_ENTRIES - 1);
+        uint64_t at = index & (q->entries - 1);
         size_t run = n < 64 ? n : 64;
-        if (run > CQ_FILE_ENTRIES - at) {
-            run = (size_t)(CQ_FILE_ENTRIES - at);
+        if (run > q->entries - at) {
+            run = (size_t)(q->entries - at);
         }
         if (fixfile_read(f, at, run, buf, err, errlen) != 0) {
             return err_prefix(err, errlen, "cq %08" PRIx32 ": read at %" PRIu64, q->queue, index);
@@ -238,7 +241,7 @@ int cq_rewrite(cq_t *q, uint64_t index, const cq_entry_t *e, char *err, size_t e
     }
     char rec[CQ_ENTRY_BYTES];
     cq_encode(rec, e);
-    if (fixfile_write(cq_file_of(q, index), index & (CQ_FILE_ENTRIES - 1), rec, err, errlen) != 0) {
+    if (fixfile_write(cq_file_of(q, index), index & (q->entries - 1), rec, err, errlen) != 0) {
         return err_prefix(err, errlen, "cq %08" PRIx32 ": rewrite at %" PRIu64, q->queue, index);
     }
     return 0;
@@ -257,7 +260,7 @@ int cq_advance_head(cq_t *q, uint64_t new_head, char *err, size_t errlen)
      * on the next file's first index, no file is left: the next append makes
      * that file (cq_switch_file). */
     size_t drop = 0;
-    while (drop < q->nfiles && ((q->first_file + drop + 1) << CQ_FILE_SHIFT) <= new_head) {
+    while (drop < q->nfiles && ((q->first_file + drop + 1) << q->shift) <= new_head) {
         drop++;
     }
     int rc = 0;

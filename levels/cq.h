@@ -2,7 +2,7 @@
  * levels/cq.h — a consume queue (CQ): fixed 16-byte entries (log offset u64,
  * due u64: a level's hop due, the remainder lane's due, or a topic's arrival
  * stamp), big-endian, in append order, in pre-written files of CQ_FILE_ENTRIES
- * entries named cq-<queue>-<first>.q (queue: 8 hex digits; first: the index of
+ * entries (cq_file_entries: fewer for the topics' queues) named cq-<queue>-<first>.q (queue: 8 hex digits; first: the index of
  * the file's first entry, 16 hex digits) in one directory.
  * docs/design-commitlog.md §2 (the layout), §3 (who holds head and tail).
  *
@@ -17,7 +17,7 @@
  * What the module trusts and guarantees. Head and tail are the caller's
  * (LevelDB's `C`/`P` records, advanced by the log's replay): cq_open takes
  * them and does not search the files for a tail. At open it checks that every
- * file covering [head, tail) is there and exactly CQ_FILE_BYTES long (else
+ * file covering [head, tail) is there and exactly its size long (else
  * an error naming the file: missing, short or damaged). Entries carry no
  * checksum: a read returns the bytes last written at that index, and refuses
  * an entry whose log offset is 0 (log offsets start above 0), which is a
@@ -46,6 +46,19 @@
 #define CQ_FILE_ENTRIES   (UINT64_C(1) << CQ_FILE_SHIFT)
 #define CQ_FILE_BYTES     (CQ_FILE_ENTRIES * CQ_ENTRY_BYTES)
 #define CQ_BUFFER_ENTRIES 1024 /* a run: entries flushed by one pwrite, at most */
+
+/* Queues numbered from CQ_SMALL_QUEUE_FIRST (the topics' CQs, one per topic:
+ * design-commitlog.md 4b) use files of 2^CQ_SMALL_FILE_SHIFT entries (64 KiB),
+ * so that a topic costs 64 KiB of pre-written file, not 4 MiB; their files
+ * are "CQ_FILE_BYTES long" at 1 / 64 of it (cq_file_entries). */
+#define CQ_SMALL_QUEUE_FIRST ((uint32_t)65536)
+#define CQ_SMALL_FILE_SHIFT  12
+
+/* The entries of one file of queue q. */
+static inline uint64_t cq_file_entries(uint32_t queue)
+{
+    return UINT64_C(1) << (queue >= CQ_SMALL_QUEUE_FIRST ? CQ_SMALL_FILE_SHIFT : CQ_FILE_SHIFT);
+}
 
 typedef struct cq_entry {
     uint64_t log_offset; /* the record's offset in the commit log; never 0 */

@@ -152,7 +152,7 @@ static void flush_records(store_t *s)
     for (size_t i = 0; i < s->n_dirty_topics; i++) {
         topic_state_t *t = s->dirty_topics[i];
         key_record(&k, KEY_TOPIC_RECORD, t->name, t->len);
-        record_topic_t r = { t->appended, t->removed, t->delayed };
+        record_topic_t r = { t->appended, t->removed, t->delayed, t->queue, t->cq_seq_base, t->cq_head, t->cq_tail };
         record_topic_encode(&r, v);
         store_put(s, &k, v, RECORD_TOPIC_BYTES);
         t->dirty = 0;

@@ -65,6 +65,19 @@ topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t le
     if (t != NULL) {
         return t;
     }
+    t = store_topic_make(s, name, len);
+    if (s->redo != NULL) {
+        topic_cq_make(s, t); /* its CQ from its creation: the redo's bounds tell a made queue from one to come */
+    }
+    return t;
+}
+
+topic_state_t *store_topic_make(store_t *s, const char *name, size_t len)
+{
+    topic_state_t *t = map_get(&s->topics, name, len);
+    if (t != NULL) {
+        return t;
+    }
     t = xcalloc(1, sizeof *t);
     t->name = xstrndup(name, len);
     t->len = len;
@@ -487,6 +500,9 @@ int store_topic_delete(store_t *s, const char *topic, size_t topic_len, store_to
                 break;
             }
         }
+    }
+    if (t->queue != 0) { /* its CQ is dead: the redo skips its writes (topic_cq_bounds) */
+        map_del(&s->topic_queues, (const char *)&t->queue, sizeof t->queue);
     }
     map_del(&s->topics, topic, topic_len);
     store_topic_free(t);

@@ -382,17 +382,26 @@ int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err,
     return found;
 }
 
-/* Drop id's 'X' and its 'K' entry. */
-static void home_drop(store_t *s, uint64_t id, const char *topic, size_t tlen, const char *key, size_t klen)
+/* Drop id's 'K' entry, and its 'X' when it has one (with_x). */
+static void home_drop_as(store_t *s, uint64_t id, const char *topic, size_t tlen, const char *key, size_t klen,
+                         int with_x)
 {
     key_buf_t k;
-    key_msg_index(&k, id);
-    store_del(s, &k);
+    if (with_x) {
+        key_msg_index(&k, id);
+        store_del(s, &k);
+    }
     if (klen > 0) {
         key_entry(&k, topic, tlen, key, klen, id);
         store_del(s, &k);
         key_count_add(s, topic, tlen, key, klen, -1);
     }
+}
+
+/* Drop id's 'X' and its 'K' entry. */
+static void home_drop(store_t *s, uint64_t id, const char *topic, size_t tlen, const char *key, size_t klen)
+{
+    home_drop_as(s, id, topic, tlen, key, klen, 1);
 }
 
 /* 1 when a live group of topic t (NULL: none) other than the one of `except`
@@ -444,7 +453,8 @@ static int any_copy(store_t *s, uint64_t id, char *err, size_t errlen)
     return rc != 0 ? -1 : found;
 }
 
-int idx_home_gone(store_t *s, const topic_state_t *t, const msg_t *m, char *err, size_t errlen)
+/* idx_home_gone for m with an 'X' record (with_x) or without one. */
+static int home_gone(store_t *s, const topic_state_t *t, const msg_t *m, int with_x, char *err, size_t errlen)
 {
     int other = live_copy(s, t, m->id, NULL, err, errlen);
     if (other < 0) {
@@ -454,9 +464,19 @@ int idx_home_gone(store_t *s, const topic_state_t *t, const msg_t *m, char *err,
         idx_place_t none = { 0 };
         home_write(s, m->id, &none, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len, NULL);
     } else {
-        home_drop(s, m->id, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len);
+        home_drop_as(s, m->id, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len, with_x);
     }
     return 0;
+}
+
+int idx_home_gone(store_t *s, const topic_state_t *t, const msg_t *m, char *err, size_t errlen)
+{
+    return home_gone(s, t, m, 1, err, errlen);
+}
+
+int idx_home_gone_unindexed(store_t *s, const topic_state_t *t, const msg_t *m, char *err, size_t errlen)
+{
+    return home_gone(s, t, m, 0, err, errlen);
 }
 
 /* ---- 'Y' ---------------------------------------------------------------------------------- */
@@ -589,14 +609,34 @@ typedef struct build_ctx {
     int failed;
 } build_ctx_t;
 
+/* 1 when the scanned entry e is a message of its topic's CQ whose record is
+ * in the log (no 'X': design-commitlog.md 4b), 0 when not (a 'T' key), -1
+ * with err. */
+static int entry_in_topic_cq(build_ctx_t *b, const store_entry_t *e)
+{
+    topic_state_t *t = e->range == STORE_TOPIC ? map_get(&b->s->topics, e->m->topic.ptr, e->m->topic.len) : NULL;
+    if (t == NULL || !store_topic_seq_on_cq(t, e->seq)) {
+        return 0;
+    }
+    key_buf_t k;
+    key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, e->seq);
+    int in_t = store_has(b->s, &k, b->err, b->errlen);
+    return in_t < 0 ? -1 : !in_t;
+}
+
 static int build_entry(void *ctx, const store_entry_t *e)
 {
     build_ctx_t *b = ctx;
     const msg_t *m = e->m;
     idx_place_t p = entry_place(e);
     if (!b->copies) {
-        if (e->range == STORE_LEVEL && (e->seq & STORE_JOURNEY_SEQ) && !b->s->levels[e->level].on_l) {
-            idx_key_put(b->s, m); /* a journey only its CQ holds (journey.c): no 'X' until it arrives */
+        int in_cq = entry_in_topic_cq(b, e);
+        if (in_cq < 0) {
+            b->failed = 1;
+            return 1;
+        }
+        if ((e->range == STORE_LEVEL && (e->seq & STORE_JOURNEY_SEQ) && !b->s->levels[e->level].on_l) || in_cq) {
+            idx_key_put(b->s, m); /* a journey only its CQ holds (journey.c), a topic CQ's message: no 'X' */
         } else if (!entry_is_copy(e)) {
             idx_home_put(b->s, m, &p, 1, NULL);
         }
@@ -701,6 +741,17 @@ static int count_journey(void *ctx, const msg_t *m, const store_journey_t *at, c
     return 0;
 }
 
+/* topic_cqs_each's callback for idx_open: a topic CQ's message counted live in its segment. */
+static int count_topic_cq(void *ctx, topic_state_t *t, uint64_t index, const msg_t *m, char *err, size_t errlen)
+{
+    (void)t;
+    (void)index;
+    (void)err;
+    (void)errlen;
+    segcount_add(ctx, m->id, +1);
+    return 0;
+}
+
 int idx_open(store_t *s, char *err, size_t errlen)
 {
     key_buf_t k;
@@ -715,7 +766,8 @@ int idx_open(store_t *s, char *err, size_t errlen)
        again. */
     segcount_drop_all(s);
     store_journeys_abandon(s);
-    if (store_journeys_each(s, count_journey, s, err, errlen) != 0) {
+    if (store_journeys_each(s, count_journey, s, err, errlen) != 0 ||
+        topic_cqs_each(s, count_topic_cq, s, err, errlen) != 0) {
         return -1;
     }
     /* Homes first and committed, so pass 2 sees which messages have one. */
@@ -754,6 +806,24 @@ static int check_fail(idx_check_t *c, const char *what, const msg_t *m, const st
     err_set(c->err, c->errlen, "message %016llx in range '%c'%s%.*s: %s", (unsigned long long)m->id, (char)e->range,
             m->group.len ? " of group " : "", (int)m->group.len, m->group.ptr ? m->group.ptr : "", what);
     return -1;
+}
+
+/* A group copy m (its copy index place got) of a message with no 'X': 1 when
+ * the message is in its topic's CQ (topic_cq.c) and a lease's seq (got 'I'
+ * with a seq) names its entry, 2 when it is there but the seq names another,
+ * 0 when it is not there, -1 with err. */
+static int copy_of_cq_message(idx_check_t *c, const msg_t *m, const idx_place_t *got)
+{
+    clog_reader_t rd = { 0 };
+    msg_t cm;
+    topic_state_t *t;
+    idx_journey_t j;
+    int in = topic_cq_find(c->s, m->id, &rd, &cm, &t, &j, c->err, c->errlen);
+    clog_reader_free(&rd);
+    if (in <= 0) {
+        return in;
+    }
+    return got->tag != 'I' || got->seq == 0 || got->seq == store_topic_cq_seq(t, j.cq_index) ? 1 : 2;
 }
 
 int idx_check_entry(idx_check_t *c, const store_entry_t *e)
@@ -821,7 +891,14 @@ int idx_check_entry(idx_check_t *c, const store_entry_t *e)
     }
     const group_state_t *g = store_group_get(c->s, m->group.ptr, m->group.len);
     if (!found && g != NULL && g->gen == m->group_gen) { /* a deleted group's retry keeps no 'X' */
-        return check_fail(c, "no message index record", m, e);
+        int in_cq = copy_of_cq_message(c, m, &got);      /* its own copy in its topic's CQ: no 'X' either */
+        if (in_cq < 0) {
+            return -1;
+        }
+        if (in_cq == 0) {
+            return check_fail(c, "no message index record", m, e);
+        }
+        seq_ok = in_cq == 1;
     }
     if (!seq_ok) {
         return check_fail(c, "its lease was taken from a topic-log seq its message index record does not name", m, e);
@@ -966,7 +1043,8 @@ int idx_check_record(idx_check_t *c, const char *key, size_t klen, const char *v
 }
 
 /* A 'K' entry (key) whose id has no 'X': the id must be on a journey only
- * its CQ holds (journey.c), with that topic and key in its record. */
+ * its CQ holds (journey.c), or in its topic's CQ (topic_cq.c), with that
+ * topic and key in its record. */
 static int check_unhomed_key(idx_check_t *c, const char *key, size_t klen)
 {
     key_index_parsed_t kp;
@@ -977,8 +1055,15 @@ static int check_unhomed_key(idx_check_t *c, const char *key, size_t klen)
     msg_t m;
     store_journey_t at;
     int on = store_journey_find(c->s, kp.id, &rd, &m, &at, c->err, c->errlen);
-    int ok = on > 0 && !at.on_l && m.topic.len == kp.topic_len && memcmp(m.topic.ptr, kp.topic, kp.topic_len) == 0 &&
-             m.key.len == kp.key_len && memcmp(m.key.ptr, kp.key, kp.key_len) == 0;
+    int ok = on > 0 && !at.on_l;
+    if (on == 0) { /* in its topic's CQ (topic_cq.c): no 'X' either */
+        topic_state_t *t;
+        idx_journey_t j;
+        on = topic_cq_find(c->s, kp.id, &rd, &m, &t, &j, c->err, c->errlen);
+        ok = on > 0;
+    }
+    ok = ok && m.topic.len == kp.topic_len && memcmp(m.topic.ptr, kp.topic, kp.topic_len) == 0 &&
+         m.key.len == kp.key_len && memcmp(m.key.ptr, kp.key, kp.key_len) == 0;
     clog_reader_free(&rd);
     if (on < 0) {
         return err_prefix(c->err, c->errlen, "key index entry of %016llx: ", (unsigned long long)kp.id);

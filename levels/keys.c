@@ -141,16 +141,34 @@ void record_topic_encode(const record_topic_t *r, char *out)
     be64_put(out, r->appended);
     be64_put(out + 8, r->removed);
     be64_put(out + 16, r->delayed);
+    be64_put(out + 24, r->queue);
+    be64_put(out + 32, r->cq_seq_base);
+    be64_put(out + 40, r->cq_head);
+    be64_put(out + 48, r->cq_tail);
 }
 
 int record_topic_decode(const char *v, size_t vlen, record_topic_t *r)
 {
-    if (vlen != RECORD_TOPIC_BYTES && vlen != RECORD_TOPIC_OLD) {
+    if (vlen != RECORD_TOPIC_BYTES && vlen != RECORD_TOPIC_DELAYED && vlen != RECORD_TOPIC_OLD) {
         return -1;
     }
+    memset(r, 0, sizeof *r);
     r->appended = be64_get(v);
     r->removed = be64_get(v + 8);
-    r->delayed = vlen == RECORD_TOPIC_BYTES ? be64_get(v + 16) : 0;
+    r->delayed = vlen >= RECORD_TOPIC_DELAYED ? be64_get(v + 16) : 0;
+    if (vlen == RECORD_TOPIC_BYTES) {
+        uint64_t q = be64_get(v + 24);
+        if (q > UINT32_MAX) {
+            return -1;
+        }
+        r->queue = (uint32_t)q;
+        r->cq_seq_base = be64_get(v + 32);
+        r->cq_head = be64_get(v + 40);
+        r->cq_tail = be64_get(v + 48);
+        if (r->cq_tail < r->cq_head || r->cq_seq_base + r->cq_tail < r->cq_seq_base) {
+            return -1;
+        }
+    }
     return 0;
 }
 

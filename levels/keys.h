@@ -127,7 +127,8 @@ enum key_tag {
 #define RECORD_LEVEL_BYTES   64 /* with retries and flags (design-commitlog.md 4a.4) */
 #define RECORD_LEVEL_CQ      48 /* with the level CQ's head and tail (4a.3): decoded as RECORD_LEVEL_ON_L */
 #define RECORD_LEVEL_OLD     32 /* before them: decoded with both 0, as RECORD_LEVEL_ON_L */
-#define RECORD_TOPIC_BYTES   24
+#define RECORD_TOPIC_BYTES   56 /* with its topic CQ (design-commitlog.md 4b) */
+#define RECORD_TOPIC_DELAYED 24 /* before it: decoded with no queue */
 #define RECORD_TOPIC_OLD     16 /* before the delayed counter */
 #define RECORD_GROUP_VERSION 1
 #define RECORD_GROUP_FIXED   (1 + 4 + 8 * 9 + 2) /* a group record without its topic name */
@@ -435,13 +436,17 @@ int record_level_decode(const char *v, size_t vlen, record_level_t *r);
 typedef struct record_topic {
     uint64_t appended, removed; /* entries that ever entered / left the topic log */
     uint64_t delayed;           /* messages on their SEND journey in the level queues */
+    uint32_t queue;             /* its topic CQ's queue number (0: none yet) */
+    uint64_t cq_seq_base;       /* entry i's seq is STORE_TOPIC_CQ_SEQ | (base + i); 'T' keys lie below */
+    uint64_t cq_head, cq_tail;  /* the CQ's window [cq_head, cq_tail) */
 } record_topic_t;
 
 /* Encode into out[RECORD_TOPIC_BYTES]. */
 void record_topic_encode(const record_topic_t *r, char *out);
 
-/* 0 (an older RECORD_TOPIC_OLD-byte record decodes with delayed 0), or -1
- * when v has neither length. */
+/* 0 (an older RECORD_TOPIC_DELAYED-byte record decodes with no queue, a
+ * RECORD_TOPIC_OLD-byte one with delayed 0 too), or -1 when v has none of
+ * the lengths. */
 int record_topic_decode(const char *v, size_t vlen, record_topic_t *r);
 
 /* Encode into out[RECORD_GROUP_MAX]; returns the length. */

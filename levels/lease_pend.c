@@ -86,11 +86,9 @@ static void pend_release(group_state_t *g, const lease_pend_t *p)
  * it from the list. */
 static int pend_write(store_t *s, group_state_t *g, lease_pend_t *p, char *err, size_t errlen)
 {
-    key_buf_t k;
-    key_queue(&k, KEY_TOPIC_LOG, g->topic->name, g->topic->len, p->log_seq);
     char *v;
     size_t vlen;
-    int found = store_get(s, &k, &v, &vlen, err, errlen);
+    int found = topic_log_get(s, g->topic, p->log_seq, &v, &vlen, err, errlen); /* a 'T' key or a CQ entry */
     if (found <= 0) {
         return found < 0 ? -1
                          : err_set(err, errlen,
@@ -104,7 +102,7 @@ static int pend_write(store_t *s, group_state_t *g, lease_pend_t *p, char *err, 
         store_lease_write(s, g, &m, p->deadline, p->log_seq);
         pend_remove(s, g, p);
     }
-    leveldb_free(v);
+    free(v);
     return rc;
 }
 

@@ -204,6 +204,7 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
            (got = queue_walk_next(&w, &key, &klen, &val, &vlen, "a queue", err, errlen)) != 0) {
         uint64_t seq;
         if (got < 0) {
+            *failed_seq = w.failed_seq; /* a topic CQ entry's (its record, slot or entry unreadable) */
             rc = -1;
             break;
         }

@@ -389,43 +389,54 @@ uint64_t store_level_enqueue(store_t *s, topic_state_t *topic, msg_t *m, int lev
     return level_enqueue(s, topic, m, level, delay_ms, now_ms, NULL);
 }
 
-/* Append m to t's log (a new message: no group yet; stamped now). A message
- * coming off a level (level_seq: its level entry's seq, whose
- * STORE_JOURNEY_SEQ bit is dropped; 0 for a SEND without delay) keeps that
- * seq when it comes after everything t's log holds or has promised to a
- * cursor (log_next_min), and its 'X' is not rewritten: it names
- * the level entry, which is gone, and idx_home_read finds the message in the
- * log under the same seq (keys.h). Otherwise it takes a fresh seq and 'X'
- * says where. In due order, which is how the levels are served, most arrivals
- * keep theirs: one LevelDB record less per message. j: m's journey (NULL:
- * none): its slot rewritten to say "in the topic log" (queue 0; its topic CQ
- * entry is step 4b's). */
+/* Append m to t's log (a new message: no group yet; stamped now). With the
+ * commit log (design-commitlog.md 4b) the entry goes to t's topic CQ
+ * (topic_cq.c): for a message with its record in the log (j: its journey,
+ * not NULL) the entry and its slot rewritten to name it are all — no 'T',
+ * no 'X'; a message without (a format-5 journey off a level walked by `L`)
+ * gets the CQ seq too, its 'T' key and 'X' there. Without the log (before it
+ * opens) as format 6 did: a level's message (level_seq: its level entry's
+ * seq, whose STORE_JOURNEY_SEQ bit is dropped; 0 for a SEND without delay)
+ * keeps that seq when it comes after everything t's log holds, and 'X' is
+ * not rewritten (idx_home_read finds it under the same seq); otherwise a
+ * fresh seq and 'X' says where. */
 static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_seq, uint64_t now_ms, idx_journey_t *j)
 {
-    key_buf_t k;
     m->stamp_ms = now_ms;
     m->dest = MSG_DEST_TOPIC;
     m->group.ptr = NULL;
     m->group.len = 0;
     m->group_gen = 0;
     uint64_t kept = level_seq & ~STORE_JOURNEY_SEQ; /* a journey's level entry: its id */
-    uint64_t seq = level_seq != 0 && kept >= t->log_next_min ? kept : s->next_seq++;
-    if (seq >= s->next_seq) {
-        s->next_seq = seq + 1; /* the counter stays above every seq taken */
+    uint64_t seq;
+    if (s->redo != NULL) {
+        seq = topic_cq_append(s, t, m->id, now_ms);
+        kept = 0;
+        if (j != NULL) {
+            j->queue = t->queue;
+            j->cq_index = store_topic_cq_index(t, seq);
+            store_log_slot(s, m->id, j, 0);
+            s->pending++; /* the entry and the slot are writes even with no LevelDB one */
+        }
+    } else {
+        seq = level_seq != 0 && kept >= t->log_next_min ? kept : s->next_seq++;
+        if (seq >= s->next_seq) {
+            s->next_seq = seq + 1; /* the counter stays above every seq taken */
+        }
+        t->log_next_min = seq + 1;
     }
-    key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, seq);
-    store_put_msg(s, &k, m);
-    topic_held_note(s, t, seq); /* its log's walks read it through the overlay until it is applied */
-    if (j != NULL) {
-        j->queue = 0;
-        j->cq_index = 0;
-        store_log_slot(s, m->id, j, 0);
+    if (s->redo == NULL || j == NULL) {
+        key_buf_t k;
+        key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, seq);
+        store_put_msg(s, &k, m);
+        if (s->redo == NULL) {
+            topic_held_note(s, t, seq); /* its log's walks read it through the overlay until it is applied */
+        }
+        if (seq != kept) {
+            idx_place_t p = { 'T', 0, 0, seq };
+            idx_home_put(s, m, &p, 0, NULL);
+        }
     }
-    if (seq != kept) {
-        idx_place_t p = { 'T', 0, 0, seq };
-        idx_home_put(s, m, &p, 0, j);
-    }
-    t->log_next_min = seq + 1;
     t->appended++;
     store_mark_topic(s, t);
     store_mark_woken(s, t);
@@ -480,6 +491,9 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
         return -1;
     }
     idx_journey_t *j = s->redo != NULL ? &journey : NULL;
+    if (j != NULL) {
+        s->batch_bytes += msg_record_size(&m); /* its record is in the batch: what bounds a batch's bytes */
+    }
     int pending_before = s->pending;
     /* the one lookup; a new topic is created where it always was (its
      * log_next_min is the sequence counter at that point) */
@@ -490,6 +504,9 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
             topic = store_topic_get_or_create(s, req->topic, req->topic_len);
         }
         topic_append(s, topic, &m, 0, now_ms, j);
+        if (j != NULL) {
+            segcount_add(s, m.id, +1); /* its record is read until the topic's GC passes it */
+        }
     } else {
         level_enqueue(s, topic, &m, req->level, delay, now_ms, j);
         if (j != NULL) {
@@ -826,10 +843,7 @@ static int route_due(store_t *s, topic_state_t *topic, msg_t *m, int level, uint
         return 0;
     }
     if (m->dest == MSG_DEST_TOPIC) {
-        topic_append(s, topic, m, seq, now_ms, j);
-        if (j != NULL) {
-            segcount_add(s, m->id, -1); /* the topic log holds its own copy */
-        }
+        topic_append(s, topic, m, seq, now_ms, j); /* its record stays counted: the topic CQ reads it */
         return 1;
     }
     group_state_t *g = store_group_get(s, m->group.ptr, m->group.len);

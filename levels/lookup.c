@@ -277,6 +277,30 @@ static int view_journey(store_t *s, store_msg_view_t *v, int with_payload, char 
     return found < 0 ? -1 : found > 0 && !at.on_l;
 }
 
+/* The own copy of v->id when it is in its topic's CQ (topic_cq.c;
+ * design-commitlog.md 4b): *h as an 'X' record would say it (place 'T' at
+ * its CQ seq; topic and key views into rd's window), the message kept. 1
+ * when it is, 0 when not (then 'X' says where), -1 with err. */
+static int view_topic_cq(store_t *s, store_msg_view_t *v, clog_reader_t *rd, idx_home_t *h, int with_payload, char *err,
+                         size_t errlen)
+{
+    msg_t m;
+    topic_state_t *t;
+    idx_journey_t j;
+    int found = topic_cq_find(s, v->id, rd, &m, &t, &j, err, errlen);
+    if (found <= 0) {
+        return found;
+    }
+    memset(h, 0, sizeof *h);
+    h->place = (idx_place_t){ 'T', 0, 0, store_topic_cq_seq(t, j.cq_index) };
+    h->topic = m.topic.ptr;
+    h->topic_len = m.topic.len;
+    h->key = m.key.ptr;
+    h->key_len = m.key.len;
+    view_keep_msg(v, &m, with_payload);
+    return 1;
+}
+
 /* The view of id, without store_read_begin (the caller did it). */
 static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_t *v, char *err, size_t errlen)
 {
@@ -289,14 +313,20 @@ static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_
         }
         return on_journey < 0 ? -1 : 0;
     }
-    char *hbuf;
+    char *hbuf = NULL;
     idx_home_t h;
-    int found = idx_home_read(s, id, &hbuf, &h, err, errlen);
+    clog_reader_t rd = { 0 };
+    int found = view_topic_cq(s, v, &rd, &h, with_payload, err, errlen); /* in its topic's CQ: no 'X' */
+    int in_cq = found > 0;
+    if (found == 0) {
+        found = idx_home_read(s, id, &hbuf, &h, err, errlen);
+    }
     if (found <= 0) {
+        clog_reader_free(&rd);
         return found; /* 0: GONE */
     }
     int rc = 0;
-    if (h.place.tag != 0) {
+    if (h.place.tag != 0 && !in_cq) {
         rc = view_home(s, v, &h, with_payload, err, errlen);
     }
     if (rc == 0) {
@@ -325,6 +355,7 @@ static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_
         }
     }
     leveldb_free(hbuf);
+    clog_reader_free(&rd);
     if (rc != 0) {
         store_msg_view_free(v);
         return -1;
@@ -503,6 +534,41 @@ static int revoke_journey(store_t *s, store_revoke_result_t *r, msg_t *m, const 
     return rc;
 }
 
+/* Revoke m, READY in its topic t's CQ at j (topic_cq.c) unless a group took
+ * it: its slot flagged revoked (its entry stays: the walks and the GC pass
+ * it), its topic's retained count and every group's backlog down by one, its
+ * segment's live count down, its 'K' dropped (it has no 'X'). */
+static int revoke_topic_cq(store_t *s, store_revoke_result_t *r, msg_t *m, topic_state_t *t, const idx_journey_t *j,
+                           char *err, size_t errlen)
+{
+    const group_state_t *past = group_past(t, store_topic_cq_seq(t, j->cq_index));
+    if (past != NULL) {
+        store_msg_view_t v;
+        if (view_build(s, m->id, 0, &v, err, errlen) != 0) {
+            return -1;
+        }
+        const char *st = store_msg_state_name(v.state == STORE_MSG_GONE ? STORE_MSG_DONE : v.state);
+        refuse(r, m->id, "already delivered to group %s (%s)", past->name, st);
+        store_msg_view_free(&v);
+        return 0;
+    }
+    store_log_slot(s, m->id, j, SLOT_REVOKED);
+    s->pending++; /* the slot is a write even with no LevelDB one */
+    segcount_add(s, m->id, -1);
+    t->removed++;
+    store_mark_topic(s, t);
+    for (group_state_t *g = t->first_group; g != NULL; g = g->next_in_topic) {
+        g->position++; /* its backlog (appended - position) loses the message */
+        store_mark_group(s, g);
+    }
+    if (idx_home_gone_unindexed(s, t, m, err, errlen) != 0) {
+        return -1;
+    }
+    r->from_ready++;
+    r->revoked++;
+    return 0;
+}
+
 /* Revoke one message by id (store_read_begin done by the caller). */
 static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_t errlen)
 {
@@ -515,6 +581,14 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
         int jrc = on_journey < 0 ? -1 : revoke_journey(s, r, &jm, &at, err, errlen);
         clog_reader_free(&rd);
         return jrc;
+    }
+    topic_state_t *ct;
+    idx_journey_t cj;
+    int in_cq = on_journey == 0 ? topic_cq_find(s, id, &rd, &jm, &ct, &cj, err, errlen) : 0;
+    if (in_cq != 0) {
+        int crc = in_cq < 0 ? -1 : revoke_topic_cq(s, r, &jm, ct, &cj, err, errlen);
+        clog_reader_free(&rd);
+        return crc;
     }
     clog_reader_free(&rd);
     char *hbuf;
@@ -807,6 +881,44 @@ static int peek_level_cq(store_t *s, int l, int count, uint64_t max_bytes, msg_o
     return rc;
 }
 
+/* PEEK of a topic's log: its walk from the head (topic_walk.c: the 'T' range,
+ * then its CQ), each message with its arrival stamp in hop_due. */
+static int peek_topic(store_t *s, const char *topic, size_t topic_len, int count, uint64_t max_bytes, msg_owned_t *out,
+                      uint64_t *hop_due, int *n, char *err, size_t errlen)
+{
+    topic_state_t *t = map_get(&s->topics, topic, topic_len);
+    if (t == NULL || t->appended == t->removed || count < 1) {
+        return 0;
+    }
+    uint64_t left = t->appended - t->removed;
+    uint64_t bytes = 0;
+    queue_walk_t w;
+    queue_walk_topic(&w, s, t, t->head_hint);
+    const char *key, *val;
+    size_t klen, vlen;
+    int rc = 0, got;
+    while (*n < count && left > 0 && bytes < max_bytes &&
+           (got = queue_walk_next(&w, &key, &klen, &val, &vlen, "a topic log", err, errlen)) != 0) {
+        msg_t m;
+        if (got < 0 || store_decode(val, vlen, &m, "a topic log", err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        hop_due[*n] = m.stamp_ms;
+        msg_owned_copy(&out[(*n)++], &m);
+        bytes += m.payload.len;
+        left--; /* no step past the last one: it could walk the next range's deleted keys */
+    }
+    queue_walk_end(&w);
+    if (rc != 0) {
+        for (int i = 0; i < *n; i++) {
+            msg_owned_free(&out[i]);
+        }
+        *n = 0;
+    }
+    return rc;
+}
+
 int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int count, uint64_t max_bytes,
                msg_owned_t *out, uint64_t *hop_due, int *n, char *err, size_t errlen)
 {
@@ -823,27 +935,17 @@ int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int c
     if (level > 0 && !s->levels[level].on_l && s->redo != NULL) {
         return peek_level_cq(s, level, count, max_bytes, out, hop_due, n, err, errlen);
     }
-    key_buf_t k;
-    size_t plen;
-    uint64_t left;
-    if (level > 0) {
-        const level_state_t *ls = &s->levels[level];
-        uint64_t due, seq;
-        if (!store_level_first_key(s, level, &due, &seq) || count < 1) {
-            return 0;
-        }
-        key_level(&k, level, due, seq);
-        plen = 2;
-        left = ls->depth;
-    } else {
-        const topic_state_t *t = map_get(&s->topics, topic, topic_len);
-        if (t == NULL || t->appended == t->removed || count < 1) {
-            return 0;
-        }
-        key_queue(&k, KEY_TOPIC_LOG, topic, topic_len, t->head_hint);
-        plen = 1 + topic_len + 1;
-        left = t->appended - t->removed;
+    if (level == 0) {
+        return peek_topic(s, topic, topic_len, count, max_bytes, out, hop_due, n, err, errlen);
     }
+    key_buf_t k; /* a level walked by `L` */
+    size_t plen = 2;
+    uint64_t due, seq;
+    if (!store_level_first_key(s, level, &due, &seq) || count < 1) {
+        return 0;
+    }
+    key_level(&k, level, due, seq);
+    uint64_t left = s->levels[level].depth;
     leveldb_iterator_t *it = store_iter_at(s, &k);
     const char *key;
     size_t klen;
@@ -851,11 +953,11 @@ int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int c
     int rc = 0;
     while (*n < count && left > 0 && bytes < max_bytes && store_iter_in(it, k.b, plen, &key, &klen)) {
         msg_t m;
-        if (store_iter_msg(it, &m, level > 0 ? "a level queue" : "a topic log", err, errlen) != 0) {
+        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) {
             rc = -1;
             break;
         }
-        hop_due[*n] = level > 0 ? be64_get(key + 2) : m.stamp_ms;
+        hop_due[*n] = be64_get(key + 2);
         msg_owned_copy(&out[(*n)++], &m);
         bytes += m.payload.len;
         if (--left == 0) {

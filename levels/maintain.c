@@ -36,7 +36,9 @@ static uint64_t topic_min_cursor(const topic_state_t *t)
 
 /* Collect up to budget topic-log entries of t below seq `below` (with no group
  * and keep_retained: only those past retention; below is then UINT64_MAX).
- * Returns the count, -1 on error. */
+ * A 'T' entry is deleted; a topic CQ entry (design-commitlog.md 4b) is passed
+ * by the CQ's head, which also passes the dead entries (revoked) before the
+ * first one kept. Returns the count, -1 on error. */
 static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_ms, int keep_retained, int budget,
                     char *err, size_t errlen)
 {
@@ -48,7 +50,8 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
     queue_walk_topic(&w, s, t, head_hint_was); /* arrivals still held are read through the overlay: no barrier */
     const char *key, *val;
     size_t klen, vlen;
-    int n = 0, rc = 0, got;
+    int n = 0, rc = 0, got = 1;
+    uint64_t cq_head = t->cq_head; /* past what it collects and the dead entries before */
     while (n < budget && (got = queue_walk_next(&w, &key, &klen, &val, &vlen, "a topic log", err, errlen)) != 0) {
         uint64_t seq;
         if (got < 0 || key_queue_parse(key, klen, w.prefix.n, &seq) != 0) {
@@ -57,6 +60,7 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
         }
         if (seq >= below) {
             t->head_hint = seq; /* the first entry it keeps */
+            cq_head = w.given_cq ? w.given_index : cq_head;
             break;
         }
         msg_t m;
@@ -66,19 +70,40 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
         }
         if (t->groups == 0 && keep_retained && m.stamp_ms + s->opt.retention_ms > now_ms) {
             t->head_hint = seq;
+            cq_head = w.given_cq ? w.given_index : cq_head;
             break;
         }
-        if (idx_home_gone(s, t, &m, err, errlen) != 0) { /* the message index (levels/index.c) */
-            rc = -1;
-            break;
+        if (w.given_cq && !w.given_in_t) { /* a CQ entry: its head moves past it (below), no delete */
+            if (idx_home_gone_unindexed(s, t, &m, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
+            segcount_add(s, m.id, -1); /* its record is no longer read */
+        } else {
+            if (idx_home_gone(s, t, &m, err, errlen) != 0) { /* the message index (levels/index.c) */
+                rc = -1;
+                break;
+            }
+            store_del_raw(s, key, klen);
         }
-        store_del_raw(s, key, klen);
+        if (w.given_cq) {
+            cq_head = w.given_index + 1;
+        }
         t->removed++;
         t->head_hint = seq + 1;
-        t->pops_since_compact++;
+        t->pops_since_compact += !w.given_cq || w.given_in_t; /* tombstones of 'T' deletes only */
         n++;
     }
+    if (rc == 0 && got == 0 && w.has_cq) {
+        cq_head = t->cq_tail; /* the walk ended: what is left of the window is dead */
+    }
     queue_walk_end(&w);
+    if (cq_head > t->cq_head) {
+        t->cq_head = cq_head;
+        store_log_cq_head(s, t->queue, cq_head);
+        s->pending++; /* a write even with no LevelDB one */
+        store_mark_topic(s, t);
+    }
     if (n > 0) {
         store_mark_topic(s, t);
     }

@@ -75,6 +75,25 @@ struct store_snapshot {
     size_t n_journeys;              /* in batches of about SNAP_BATCH_BYTES */
 };
 
+/* m as the copy keeps it: under key k, with an 'X' record naming place p,
+ * into the current batch of sn's journeys (a new one past SNAP_BATCH_BYTES). */
+static void snap_put(store_snapshot_t *sn, const key_buf_t *k, const msg_t *m, const idx_place_t *p)
+{
+    if (sn->n_journeys == 0 || sn->journeys[sn->n_journeys - 1].bytes >= SNAP_BATCH_BYTES) {
+        sn->journeys = xrealloc(sn->journeys, (sn->n_journeys + 1) * sizeof *sn->journeys);
+        sn->journeys[sn->n_journeys++] = (struct journey_batch){ leveldb_writebatch_create(), 0, 0 };
+    }
+    struct journey_batch *jb = &sn->journeys[sn->n_journeys - 1];
+    size_t n = msg_encoded_size(m);
+    char *v = xmalloc(n);
+    msg_encode(m, v, n);
+    leveldb_writebatch_put(jb->b, k->b, k->n, v, n);
+    free(v);
+    idx_home_batch_put(jb->b, m, p);
+    jb->bytes += k->n + n + 64;
+    jb->keys += 2;
+}
+
 /* A journey only its CQ holds (journey.c), as the copy keeps it: an `L`
  * entry under the key a journey has (STORE_JOURNEY_SEQ | id) and an 'X'
  * record naming it, so that the copy, whose levels are walked by `L`
@@ -83,25 +102,26 @@ static int snap_journey(void *ctx, const msg_t *m, const store_journey_t *at, ch
 {
     (void)err;
     (void)errlen;
-    store_snapshot_t *sn = ctx;
-    if (sn->n_journeys == 0 || sn->journeys[sn->n_journeys - 1].bytes >= SNAP_BATCH_BYTES) {
-        sn->journeys = xrealloc(sn->journeys, (sn->n_journeys + 1) * sizeof *sn->journeys);
-        sn->journeys[sn->n_journeys++] = (struct journey_batch){ leveldb_writebatch_create(), 0, 0 };
-    }
-    struct journey_batch *jb = &sn->journeys[sn->n_journeys - 1];
-    leveldb_writebatch_t *b = jb->b;
     key_buf_t k;
     uint64_t seq = STORE_JOURNEY_SEQ | m->id;
     key_level(&k, at->level, at->hop_due, seq);
-    size_t n = msg_encoded_size(m);
-    char *v = xmalloc(n);
-    msg_encode(m, v, n);
-    leveldb_writebatch_put(b, k.b, k.n, v, n);
-    free(v);
     idx_place_t p = { 'L', at->level, at->hop_due, seq };
-    idx_home_batch_put(b, m, &p);
-    jb->bytes += k.n + n + 64;
-    jb->keys += 2;
+    snap_put(ctx, &k, m, &p);
+    return 0;
+}
+
+/* A message of a topic CQ (topic_cq.c; design-commitlog.md 4b), as the copy
+ * keeps it: a 'T' entry at its CQ seq and an 'X' record naming it, so that
+ * the copy, whose topics have no CQ (copied_value), walks them as 'T'. */
+static int snap_topic_cq(void *ctx, topic_state_t *t, uint64_t index, const msg_t *m, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    key_buf_t k;
+    uint64_t seq = store_topic_cq_seq(t, index);
+    key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, seq);
+    idx_place_t p = { 'T', 0, 0, seq };
+    snap_put(ctx, &k, m, &p);
     return 0;
 }
 
@@ -122,7 +142,8 @@ store_snapshot_t *store_snapshot_take(store_t *s, char *err, size_t errlen)
     sn->db = s->db;
     /* The copy holds no log (design-commitlog.md 4a.5): the journeys that only the CQs hold are read now, on
        the owner's thread, at the snapshot's moment, and held until the copy is written. */
-    if (store_journeys_each(s, snap_journey, sn, err, errlen) != 0) {
+    if (store_journeys_each(s, snap_journey, sn, err, errlen) != 0 ||
+        topic_cqs_each(s, snap_topic_cq, sn, err, errlen) != 0) {
         journeys_free(sn);
         free(sn);
         return NULL;
@@ -227,6 +248,15 @@ static const char *copied_value(const char *k, size_t kn, const char *v, size_t 
         }
         record_level_encode(&r, out);
         *vn = RECORD_LEVEL_BYTES;
+        return out;
+    }
+    record_topic_t t;
+    if (k[0] == KEY_TOPIC_RECORD && outcap >= RECORD_TOPIC_BYTES && *vn == RECORD_TOPIC_BYTES &&
+        record_topic_decode(v, *vn, &t) == 0 && t.queue != 0) {
+        t.cq_seq_base += t.cq_tail; /* no CQ: its messages are 'T' entries at their CQ seqs, and new ones above */
+        t.queue = 0;
+        t.cq_head = t.cq_tail = 0;
+        record_topic_encode(&t, out);
         return out;
     }
     if (kn == lane.n && memcmp(k, lane.b, kn) == 0 && *vn == 16 && outcap >= 16) {

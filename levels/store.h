@@ -56,8 +56,14 @@
  * record (design-commitlog.md 4a.5), which version 5's readers would lose; a
  * level of version 5 that holds journeys in `L` is walked by `L` until it
  * empties (found at every open), so the upgrade writes the marker only and a
- * check reads version 5 as it is. */
-#define STORE_FORMAT_VERSION          6
+ * check reads version 5 as it is. 7: a message that arrives at its topic
+ * from the commit log has no 'T' entry and no 'X' record: its topic CQ entry
+ * and where-slot are its record, its topic-log seq STORE_TOPIC_CQ_SEQ | its
+ * index, and a topic record ('P') is 56 bytes (design-commitlog.md 4b), which
+ * version 6's readers would lose or refuse; a version-6 topic's 'T' entries
+ * are walked before its CQ until its GC empties them, so the upgrade writes
+ * the marker only and a check reads version 6 as it is. */
+#define STORE_FORMAT_VERSION          7
 #define STORE_FORMAT_OLDEST           1
 #define STORE_FORMAT_SAME_RECORDS     3 /* the oldest format whose records this build reads unchanged */
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)

@@ -134,6 +134,12 @@ typedef struct topic_state {
     char *name;
     size_t len;
     topic_held_t held; /* its appends not yet in LevelDB (topic_held.c), read by its log's walks (topic_walk.c) */
+    /* its topic CQ (topic_cq.c; design-commitlog.md 4b): queue 0 until its
+     * first append in format 7; entries [cq_head, cq_tail), entry i's seq
+     * STORE_TOPIC_CQ_SEQ | (cq_seq_base + i): the CQ starts at index 0 and its
+     * seqs above every 'T' key the topic held then */
+    uint32_t queue;
+    uint64_t cq_seq_base, cq_head, cq_tail;
     uint64_t appended, removed;
     uint64_t delayed;            /* its messages on their SEND journey in the level queues (keys.h 'P') */
     uint64_t sent;               /* SENDs accepted since open (not persisted: /metrics' counter) */
@@ -276,9 +282,11 @@ struct store {
 
     uint64_t next_seq, persisted_seq;
     level_state_t levels[LVL_MAX_LEVELS + 1];
-    map_t topics;   /* name → topic_state_t* */
-    map_t groups;   /* name → group_state_t* */
-    map_t deleting; /* name → group_state_t* being deleted (group_delete.c) */
+    map_t topics;              /* name → topic_state_t* */
+    map_t topic_queues;        /* topic CQ queue number (4 bytes) → topic_state_t* (topic_cq.c) */
+    uint32_t topic_queue_next; /* the next topic CQ's queue number ('M' "topic-queue-next") */
+    map_t groups;              /* name → group_state_t* */
+    map_t deleting;            /* name → group_state_t* being deleted (group_delete.c) */
     topic_state_t **dirty_topics;
     size_t n_dirty_topics, cap_dirty_topics;
     group_state_t **dirty_groups;
@@ -440,7 +448,98 @@ void segcount_free(store_t *s);
 
 /* The remainder lane's consume queue number (the levels are 1..LVL_MAX_LEVELS). */
 #define STORE_LANE_QUEUE ((uint32_t)LVL_MAX_LEVELS + 1)
-#define STORE_META_LANE  "lane" /* 'M' record: the lane CQ's head and tail, u64 each */
+
+/* ---- topic_cq.c: the topic log's consume queues (design-commitlog.md 4b) --------- */
+
+/* A topic CQ's queue numbers start here (above the levels and the lane). */
+#define STORE_TOPIC_QUEUE_FIRST CQ_SMALL_QUEUE_FIRST /* their files are small (levels/cq.h) */
+
+/* The topic-log seq of a topic CQ entry is this bit | its index: above every
+ * 'T' seq (the counter's, an arrival's id: both below 2^62), so cursors,
+ * positions and leases' seqs order the two as one log. */
+#define STORE_TOPIC_CQ_SEQ (UINT64_C(1) << 62)
+
+/* The meta keys: the next queue number, and "topicq-<queue, 8 hex>" → the
+ * topic's name (for the redo's bounds of a queue it replays). */
+#define STORE_META_TOPIC_QUEUE_NEXT "topic-queue-next"
+
+/* 1 when seq is a topic CQ entry's of t (not a 'T' key below its start). */
+static inline int store_topic_seq_on_cq(const topic_state_t *t, uint64_t seq)
+{
+    return t->queue != 0 && seq >= (STORE_TOPIC_CQ_SEQ | t->cq_seq_base);
+}
+
+/* The seq of t's CQ entry at index, and the index of a seq on its CQ. */
+static inline uint64_t store_topic_cq_seq(const topic_state_t *t, uint64_t index)
+{
+    return STORE_TOPIC_CQ_SEQ | (t->cq_seq_base + index);
+}
+static inline uint64_t store_topic_cq_index(const topic_state_t *t, uint64_t seq)
+{
+    return (seq & ~STORE_TOPIC_CQ_SEQ) - t->cq_seq_base;
+}
+
+/* Make t's CQ (t->queue 0): its number drawn, its meta records into the
+ * pending batch, its seq base past what t's log holds. Done when a topic is
+ * made with the log open, and for an older topic at its first append. */
+void topic_cq_make(store_t *s, topic_state_t *t);
+
+/* Append to t's log the message at log offset `offset` (its id; a message
+ * with no record in the log passes its id too: its 'T' key at the returned
+ * seq holds it, the caller writes it), arrived at stamp_ms: its CQ entry
+ * (the queue made on the first append: its number drawn, its meta records
+ * written), t's tail and log_next_min moved. Returns its seq. Needs the
+ * redo. */
+uint64_t topic_cq_append(store_t *s, topic_state_t *t, uint64_t offset, uint64_t stamp_ms);
+
+/* One entry of t's CQ read as the topic log's walk gives it: 1 with *val
+ * (malloc'd, free()) the message as its 'T' value would hold it (stamped
+ * with the entry's arrival stamp) — TOPIC_CQ_IN_T instead of 1 when its 'T'
+ * key holds it; 0 when the entry is dead (its
+ * slot names another place or is revoked; a 'T'-held message's key gone);
+ * -1 with err (a damaged record, an unreadable entry or slot). rd: a
+ * reader kept across calls (clog_reader_free). e: the entry when the caller
+ * read it (NULL: read here). */
+int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd, char **val,
+                       size_t *vlen, char *err, size_t errlen);
+/* topic_cq_entry_msg's answer for a live entry whose message its 'T' key holds. */
+#define TOPIC_CQ_IN_T 2
+
+/* The topic-log entry of t at seq, 'T' key or CQ entry: as store_get (1 with
+ * *val, free(); 0 when gone; -1 with err). */
+int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, char **val, size_t *vlen, char *err, size_t errlen);
+
+/* The topic whose CQ is queue q, or NULL. */
+topic_state_t *topic_cq_topic(store_t *s, uint32_t q);
+
+/* A message found in its topic's CQ by its where-slot (as store_journey_find
+ * finds one on a level): 1 with *m (views into rd's window, stamped), *t and
+ * *j (ordinal, queue, CQ index) when id's slot names a topic CQ entry at or
+ * past its head that names id; 0 when not; -1 with err. */
+int topic_cq_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, topic_state_t **t, idx_journey_t *j, char *err,
+                  size_t errlen);
+
+/* The redo's bounds of topic CQ queue (store_log.c's callback for queues from
+ * STORE_TOPIC_QUEUE_FIRST): its topic's 'P' record as LevelDB holds it (in a
+ * replay: as the batches replayed so far, or later ones, left it); 0 and 0
+ * for a queue made in the batch being applied or later (no name yet, or a
+ * record without a queue); for a deleted topic's (no record, or one naming
+ * another queue), a window past every index (its writes skipped, its files
+ * swept). */
+int topic_cq_bounds(store_t *s, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen);
+
+/* Every live entry of every topic CQ whose message is in the log (an entry
+ * held by a 'T' key is that key's: the 'T' range gives it) in index order,
+ * topic by topic: fn(ctx, t, index, m) with m read from its record (views
+ * valid during the call); fn's non-zero stops the walk and is returned. One
+ * entry, record and slot read each: store_scan, store_check, not hot paths. */
+typedef int (*topic_cq_fn)(void *ctx, topic_state_t *t, uint64_t index, const msg_t *m, char *err, size_t errlen);
+int topic_cqs_each(store_t *s, topic_cq_fn fn, void *ctx, char *err, size_t errlen);
+
+/* Load: t's CQ from its record (after store_load_topics read it) and the
+ * queue counter. 0, or -1 with err. */
+int topic_cq_load(store_t *s, char *err, size_t errlen);
+#define STORE_META_LANE "lane" /* 'M' record: the lane CQ's head and tail, u64 each */
 
 /* level.c: a level's CQ head (design-commitlog.md 4a.3, 4a.4). Entries
  * enter a level CQ in due order (a hop's entry is not due before the last
@@ -649,7 +748,10 @@ void topic_held_free(topic_held_t *h);
 /* ---- topic_walk.c: a queue range in seq order, held writes merged --------------- */
 
 /* A walk of a queue range ('T' topic log or 'R' retry queue: tag name 0x00
- * seq) from a seq, in seq order. A topic's log is walked without the read
+ * seq) from a seq, in seq order; a topic with a CQ gives its 'T' keys below
+ * the CQ's seqs, then its live CQ entries (topic_cq_entry_msg), each as the
+ * key its seq would have (prefix + seq) and the message as a 'T' value would
+ * hold it (given_cq, given_in_t and given_index say which entry). A topic's log is walked without the read
  * barrier: LevelDB's entries as applied, merged with the topic's held
  * appends (read through the overlay, store_get) and with held deletes left
  * out. Any other range passes the barrier (store_iter_at). Steps are lazy:
@@ -668,6 +770,19 @@ typedef struct queue_walk {
     uint64_t iter_seq;  /* the seq of the iterator's entry given last */
     int iter_parsed;    /* and whether its key parsed */
     char *val;          /* the entry given last when it was read by a point read (free(3)) */
+    /* a topic with a CQ (topic_cq.c): its 'T' keys below t_end, then its CQ */
+    int has_cq;
+    int t_done;       /* the 'T' range is walked */
+    uint64_t t_end;   /* STORE_TOPIC_CQ_SEQ | cq_seq_base: the 'T' range's end */
+    uint64_t cq_next; /* the next CQ index to judge */
+    uint64_t run_at;  /* run[] holds entries [run_at, run_at + run_n) */
+    size_t run_n;
+    cq_entry_t run[64];
+    clog_reader_t rd;
+    uint64_t failed_seq; /* the seq of the CQ entry whose read failed (UINT64_MAX: none) */
+    int given_cq;        /* the entry given last is a CQ entry: at given_index, */
+    int given_in_t;      /* held by its 'T' key (a message with no record in the log) */
+    uint64_t given_index;
 } queue_walk_t;
 
 void queue_walk_topic(queue_walk_t *w, store_t *s, topic_state_t *t, uint64_t from);
@@ -938,8 +1053,11 @@ int store_group_holds_none(const group_state_t *g, uint64_t id);
 /* The group of that name, or NULL. */
 group_state_t *store_group_get(const store_t *s, const char *name, size_t len);
 
-/* The topic of that name, created (in memory, its record dirty) when new. */
+/* The topic of that name, created (in memory, its record dirty) when new —
+ * with its topic CQ once the commit log is open (topic_cq_make). */
 topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len);
+/* The same without a CQ: a topic loaded from its record (store_load.c). */
+topic_state_t *store_topic_make(store_t *s, const char *name, size_t len);
 /* 0 when topic exists or one more topic is within opt.max_topics; else -1
  * and err names the topic and the limit (checked before anything that
  * would create it: SEND, a PULL that creates its group, GROUP CREATE). */
@@ -1143,6 +1261,8 @@ void check_cq_free(check_cq_t *c);
 int check_cq_add(check_cq_t *c, int level, uint64_t due, const msg_t *m, const idx_journey_t *j, char *err,
                  size_t errlen);
 int check_cq_end(check_cq_t *c, char *err, size_t errlen);
+/* A message of a topic CQ (its segment's live count counts it). */
+void check_cq_add_topic(check_cq_t *c, uint64_t id);
 
 /* The journey kept in id's 'X' record: 1 with *j, 0 when id has no 'X' record
  * or it keeps none, -1 with err on a read error or a damaged record. */
@@ -1155,6 +1275,10 @@ void idx_key_put(store_t *s, const msg_t *m);
  * no live group of its topic t holds a copy, else keep 'X' with no place. A
  * read: one Get per group bound to t. */
 int idx_home_gone(store_t *s, const topic_state_t *t, const msg_t *m, char *err, size_t errlen);
+/* idx_home_gone for a message in its topic CQ, which has no 'X' (its slot is
+ * its record, design-commitlog.md 4b): the 'X' with no place is its first
+ * when a live group holds a copy; else only its 'K' entry goes. */
+int idx_home_gone_unindexed(store_t *s, const topic_state_t *t, const msg_t *m, char *err, size_t errlen);
 
 /* Group g (incarnation gen) holds message id at p: write its 'Y' entry. */
 void idx_copy_put(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen, const idx_place_t *p);

@@ -74,10 +74,14 @@ int store_load_topics(store_t *s, char *err, size_t errlen)
             leveldb_iter_destroy(it);
             return -1;
         }
-        topic_state_t *t = store_topic_get_or_create(s, name, len);
+        topic_state_t *t = store_topic_make(s, name, len); /* its CQ as its record says */
         t->appended = r.appended;
         t->removed = r.removed;
         t->delayed = r.delayed;
+        t->queue = r.queue; /* its CQ: topic_cq_load */
+        t->cq_seq_base = r.cq_seq_base;
+        t->cq_head = r.cq_head;
+        t->cq_tail = r.cq_tail;
         t->dirty = 0;
     }
     s->n_dirty_topics = 0;
@@ -117,7 +121,7 @@ int store_load_groups(store_t *s, char *err, size_t errlen)
         g->leases_untracked = r.inflight; /* which ids they are is not read at open */
         g->dlq = r.dlq;
         g->created_ms = r.created_ms;
-        g->topic = store_topic_get_or_create(s, r.topic, r.topic_len);
+        g->topic = store_topic_make(s, r.topic, r.topic_len);
         g->name = xstrndup(name, len);
         g->len = len;
         if (r.flags & RECORD_GROUP_DELETING) {

@@ -68,14 +68,17 @@ static int lane_bounds(store_t *s, uint64_t *head, uint64_t *tail, char *err, si
  * far, the overlay not asked (at open, before the store's records are
  * loaded; while running, at the apply of the first batch naming the queue,
  * whose writes come after that record's). No record: a new queue, 0 and 0.
- * Queues are the levels 1..count and the remainder lane (its `M` "lane"
- * record); topic CQs are step 4b's. */
+ * Queues are the levels 1..count, the remainder lane (its `M` "lane"
+ * record) and the topic CQs (their `P` records: topic_cq_bounds). */
 static int level_queue_bounds(void *ctx, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
 {
     store_t *s = ctx;
     *head = *tail = 0;
     if (queue == STORE_LANE_QUEUE) {
         return lane_bounds(s, head, tail, err, errlen);
+    }
+    if (queue >= STORE_TOPIC_QUEUE_FIRST) {
+        return topic_cq_bounds(s, queue, head, tail, err, errlen); /* a topic's CQ (topic_cq.c) */
     }
     if (queue < 1 || queue > (uint32_t)s->opt.levels.count) {
         return err_set(err, errlen, "the commit log in %s names consume queue %" PRIu32 ", which is no level of its %d",

@@ -17,8 +17,10 @@
  */
 #include "levels/store_internal.h"
 #include "base/alloc.h"
+#include "base/err.h"
 #include "levels/clog_overlay.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +43,7 @@ static void walk_begin(queue_walk_t *w, store_t *s, enum key_tag tag, const char
 {
     memset(w, 0, sizeof *w);
     w->s = s;
+    w->failed_seq = UINT64_MAX;
     key_queue_prefix(&w->prefix, tag, name, len);
 }
 
@@ -54,6 +57,18 @@ void queue_walk_topic(queue_walk_t *w, store_t *s, topic_state_t *t, uint64_t fr
         return;
     }
     w->t = t;
+    if (t->queue != 0) {
+        w->has_cq = 1;
+        w->t_end = STORE_TOPIC_CQ_SEQ | t->cq_seq_base;
+        w->cq_next = from >= w->t_end ? store_topic_cq_index(t, from) : 0;
+        if (w->cq_next < t->cq_head) {
+            w->cq_next = t->cq_head;
+        }
+        if (from >= w->t_end) {
+            w->iter_done = 1; /* nothing of the 'T' range: no seek */
+            return;
+        }
+    }
     topic_held_prune(s, t);
     w->held_next = held_from(&t->held, from);
     w->check_deletes = topic_held_deletes(s);
@@ -85,6 +100,10 @@ static int iter_entry(queue_walk_t *w, const char **key, size_t *klen, uint64_t 
         return 0;
     }
     *parsed = key_queue_parse(*key, *klen, w->prefix.n, seq) == 0;
+    if (w->has_cq && *parsed && *seq >= w->t_end) {
+        w->iter_done = 1; /* the CQ's seqs: its entries give them ('T' keys there are its entries') */
+        return 0;
+    }
     return 1;
 }
 
@@ -122,11 +141,68 @@ static int give_applied(queue_walk_t *w, const char *ik, size_t iklen, const cha
     return 1;
 }
 
+/* The next live entry of the topic's CQ (queue_walk_next's answer). */
+static int cq_range_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen, char *err,
+                         size_t errlen)
+{
+    topic_state_t *t = w->t;
+    while (w->cq_next < t->cq_tail) {
+        uint64_t i = w->cq_next++;
+        if (i < w->run_at || i >= w->run_at + w->run_n) {
+            char why[512];
+            uint64_t left = t->cq_tail - i;
+            w->run_at = i;
+            w->run_n = left < 64 ? (size_t)left : 64;
+            if (redo_cq_read(w->s->redo, t->queue, i, w->run_n, w->run, why, sizeof why) != 0) {
+                w->run_n = 0;
+                w->failed_seq = store_topic_cq_seq(t, i);
+                return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": %s", t->name, i, why);
+            }
+        }
+        int live = topic_cq_entry_msg(w->s, t, i, &w->run[i - w->run_at], &w->rd, &w->val, vlen, err, errlen);
+        if (live < 0) {
+            w->failed_seq = store_topic_cq_seq(t, i);
+            return -1;
+        }
+        if (live == 0) {
+            continue; /* revoked, or its 'T' key gone */
+        }
+        w->given_cq = 1;
+        w->given_in_t = live == TOPIC_CQ_IN_T;
+        w->given_index = i;
+        w->held_key = w->prefix;
+        key_u64(&w->held_key, store_topic_cq_seq(t, i));
+        *key = w->held_key.b;
+        *klen = w->held_key.n;
+        *val = w->val;
+        return 1;
+    }
+    return 0;
+}
+
+static int t_range_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen,
+                        const char *what, char *err, size_t errlen);
+
 int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen, const char *what,
                     char *err, size_t errlen)
 {
     free(w->val);
     w->val = NULL;
+    w->given_cq = 0;
+    if (!w->t_done) {
+        int rc = t_range_next(w, key, klen, val, vlen, what, err, errlen);
+        if (rc != 0 || !w->has_cq) {
+            return rc;
+        }
+        w->t_done = 1;
+    }
+    return w->has_cq ? cq_range_next(w, key, klen, val, vlen, err, errlen) : 0;
+}
+
+/* The next entry of the 'T' range (merged with held appends). */
+static int t_range_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen,
+                        const char *what, char *err, size_t errlen)
+{
     if (w->at_iter) {
         iter_step(w, w->iter_seq, w->iter_parsed);
         w->at_iter = 0;
@@ -175,6 +251,7 @@ void queue_walk_end(queue_walk_t *w)
 {
     free(w->val);
     w->val = NULL;
+    clog_reader_free(&w->rd);
     if (w->it != NULL) {
         leveldb_iter_destroy(w->it);
         w->it = NULL;

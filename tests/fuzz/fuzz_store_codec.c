@@ -115,9 +115,11 @@ static void fuzz_topic_record(const char *v, size_t n)
     char again[RECORD_TOPIC_BYTES];
     if (record_topic_decode(v, n, &r) == 0) {
         record_topic_encode(&r, again);
-        CHECK(n == RECORD_TOPIC_BYTES || n == RECORD_TOPIC_OLD);
-        CHECK(memcmp(again, v, n) == 0);
-        CHECK(n == RECORD_TOPIC_BYTES || r.delayed == 0);
+        CHECK(n == RECORD_TOPIC_BYTES || n == RECORD_TOPIC_DELAYED || n == RECORD_TOPIC_OLD);
+        CHECK(memcmp(again, v, n) == 0); /* a shorter record is the longer one's prefix */
+        CHECK(n >= RECORD_TOPIC_DELAYED || r.delayed == 0);
+        CHECK(n == RECORD_TOPIC_BYTES || (r.queue == 0 && r.cq_seq_base == 0 && r.cq_head == 0 && r.cq_tail == 0));
+        CHECK(r.cq_head <= r.cq_tail);
     }
 }
 

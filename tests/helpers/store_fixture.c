@@ -6,6 +6,7 @@
 
 #include <CUnit/CUnit.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <leveldb/c.h>
 #include <stdio.h>
@@ -365,6 +366,35 @@ char *raw_replace_at(const char *key, size_t klen, const char *with, size_t wlen
     TU_REQUIRE_AT(dberr == NULL && good != NULL, line, "no value to replace: %s", dberr ? dberr : "absent");
     raw_put(key, klen, with, wlen, line);
     return good;
+}
+
+char *raw_replace_or_add_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line)
+{
+    leveldb_t *db = raw_open(line);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *dberr = NULL;
+    *vlen = 0;
+    char *old = leveldb_get(db, ro, key, klen, vlen, &dberr);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    TU_REQUIRE_AT(dberr == NULL, line, "reading the value to replace: %s", dberr ? dberr : "");
+    raw_put(key, klen, with, wlen, line);
+    return old;
+}
+
+void record_flip_at(uint64_t id, uint64_t at, int line)
+{
+    uint64_t base = id - id % TU_SEGMENT_BYTES;
+    char path[800];
+    snprintf(path, sizeof path, "%s/clog-%016" PRIx64 ".seg", g_data, base);
+    int fd = open(path, O_RDWR);
+    TU_REQUIRE(fd >= 0, "line %d: open %s", line, path);
+    unsigned char b;
+    off_t off = (off_t)(id - base + at);
+    TU_REQUIRE(pread(fd, &b, 1, off) == 1, "line %d: read %s", line, path);
+    b ^= 0x5a;
+    TU_REQUIRE(pwrite(fd, &b, 1, off) == 1, "line %d: write %s", line, path);
+    close(fd);
 }
 
 uint64_t be64_at(const char *p)

@@ -188,6 +188,19 @@ void raw_put(const char *key, size_t klen, const char *val, size_t vlen, int lin
 char *raw_replace_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line);
 #define RAW_REPLACE(key, klen, with, wlen, vlen) raw_replace_at((key), (klen), (with), (wlen), (vlen), __LINE__)
 
+/* RAW_REPLACE for a key that may be absent: NULL (and *vlen 0) when it was,
+ * so that raw_put(key, klen, old, *vlen) puts back what was there (deletes
+ * the key again when nothing was). */
+char *raw_replace_or_add_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line);
+#define RAW_REPLACE_OR_ADD(key, klen, with, wlen, vlen) \
+    raw_replace_or_add_at((key), (klen), (with), (wlen), (vlen), __LINE__)
+
+/* Flip byte `at` of message id's record in its commit-log segment (the
+ * fixture's segment size): a record whose CRC fails. Flipping it again
+ * repairs it. */
+void record_flip_at(uint64_t id, uint64_t at, int line);
+#define RECORD_FLIP(id) record_flip_at((id), 40, __LINE__)
+
 /* The big-endian u64 at p; write v at p big-endian. */
 uint64_t be64_at(const char *p);
 void be64_to(char *p, uint64_t v);

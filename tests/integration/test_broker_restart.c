@@ -1284,19 +1284,37 @@ static void test_damaged_retry_head(void)
 #define SKIP_FLAG          "3s"
 #define SKIP_END_MARGIN_MS 15000
 
-/* REVOKE id on bt_conn: how many messages it revoked (-1: no such field). */
-static long long revoke_id(const char *id)
+/* Flip a byte inside message id's record (hex id) in the stopped or running
+ * broker's commit log: the segment file whose base is the greatest at or
+ * below id; flipping it again repairs it (the record's CRC fails between). */
+static void flip_record(const char *id_hex)
 {
-    long long revoked = -1;
-    resp_reply_t *r = rc_cmd(&bt_conn, "REVOKE", id, NULL);
-    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY, "REVOKE %s: no array (%s)", id, bt_conn.err);
-    for (size_t i = 0; i + 1 < r->count; i += 2) {
-        if (r->elements[i].str != NULL && strcmp(r->elements[i].str, "revoked") == 0) {
-            revoked = r->elements[i + 1].integer;
+    uint64_t id = strtoull(id_hex, NULL, 16), best = 0;
+    DIR *d = opendir(bt_broker.data_dir);
+    BP_REQUIRE(d != NULL, "opendir %s", bt_broker.data_dir);
+    struct dirent *de;
+    int found = 0;
+    while ((de = readdir(d)) != NULL) {
+        uint64_t base;
+        char tail[8];
+        if (sscanf(de->d_name, "clog-%16" SCNx64 "%7s", &base, tail) == 2 && strcmp(tail, ".seg") == 0 && base <= id &&
+            (!found || base > best)) {
+            best = base;
+            found = 1;
         }
     }
-    resp_reply_free(r);
-    return revoked;
+    closedir(d);
+    BP_REQUIRE(found, "no commit-log segment holds %s in %s", id_hex, bt_broker.data_dir);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/clog-%016" PRIx64 ".seg", bt_broker.data_dir, best);
+    int fd = open(path, O_RDWR);
+    BP_REQUIRE(fd >= 0, "open %s: %s", path, strerror(errno));
+    unsigned char b;
+    off_t off = (off_t)(id - best + 40);
+    BP_REQUIRE(pread(fd, &b, 1, off) == 1, "read %s", path);
+    b ^= 0x5a;
+    BP_REQUIRE(pwrite(fd, &b, 1, off) == 1, "write %s", path);
+    close(fd);
 }
 
 /* A PULL parked at a skipped topic log: group g of topic rq holds a, b and
@@ -1320,12 +1338,10 @@ static void park_at_damaged_log(char *ida, char *idb, char *idc, size_t idlen, r
     rc_close(&bt_conn);
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
 
-    static const char log_rq[] = { 'T', 'r', 'q', '\0' };
-    char *good = NULL;
-    size_t goodlen = 0;
-    uint64_t seq_a = 0;
-    replace_queue_head(log_rq, sizeof log_rq, "damaged", 7, &good, &goodlen, &seq_a);
-    free(good);
+    /* a's topic-log entry is its topic CQ's first (design-commitlog.md 4b: seq bit 62 | 0, the CQ made with the
+       topic by GROUP CREATE), and what it holds is a's record in the commit log: damaged there */
+    uint64_t seq_a = UINT64_C(1) << 62;
+    flip_record(ida);
     BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
 
@@ -1343,22 +1359,23 @@ static void park_at_damaged_log(char *ida, char *idb, char *idc, size_t idlen, r
              "INFO group_queues_damaged '%s' with g's topic log skipped (want 1)", v);
 }
 
-/* REVOKE the damaged a, then read the parked PULL's answer on c: it must be
- * b and c within SKIP_MS + SKIP_END_MARGIN_MS; the recovery logged once.
- * Returns when the answer came (monotonic ms). */
-static uint64_t revoke_and_expect_b_c(const char *ida, const char *idb, const char *idc, rc_conn_t *c)
+/* Repair the damaged a (its record flipped back: a REVOKE reads the damaged
+ * record to find its where-slot, and fails), then read the parked PULL's
+ * answer on c: it must be a, b and c within SKIP_MS + SKIP_END_MARGIN_MS; the
+ * recovery logged once. Returns when the answer came (monotonic ms). */
+static uint64_t repair_and_expect_a_b_c(const char *ida, const char *idb, const char *idc, rc_conn_t *c)
 {
     char e[8192], v[64];
-    long long revoked = revoke_id(ida);
-    BP_REQUIRE(revoked == 1, "REVOKE of the damaged a: %lld revoked (want 1)", revoked);
-    uint64_t revoked_at = tu_now_mono_ms();
+    flip_record(ida);
+    uint64_t repaired_at = tu_now_mono_ms();
     resp_reply_t *r = rc_read(c, SKIP_MS + SKIP_END_MARGIN_MS);
     uint64_t answered = tu_now_mono_ms();
-    rc_msg_t m0, m1;
-    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 2 && rc_msg_at(r, 0, &m0, e, sizeof e) == 0 &&
-                 rc_msg_at(r, 1, &m1, e, sizeof e) == 0 && strcmp(m0.id, idb) == 0 && strcmp(m1.id, idc) == 0,
-             "the PULL parked at the skipped log got %s %llu ms after the REVOKE (want b and c within %d ms)",
-             r == NULL ? c->err : rc_describe(r, e, sizeof e), (unsigned long long)(answered - revoked_at),
+    rc_msg_t m0, m1, m2;
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 3 && rc_msg_at(r, 0, &m0, e, sizeof e) == 0 &&
+                 rc_msg_at(r, 1, &m1, e, sizeof e) == 0 && rc_msg_at(r, 2, &m2, e, sizeof e) == 0 &&
+                 strcmp(m0.id, ida) == 0 && strcmp(m1.id, idb) == 0 && strcmp(m2.id, idc) == 0,
+             "the PULL parked at the skipped log got %s %llu ms after the repair (want a, b and c within %d ms)",
+             r == NULL ? c->err : rc_describe(r, e, sizeof e), (unsigned long long)(answered - repaired_at),
              SKIP_MS + SKIP_END_MARGIN_MS);
     resp_reply_free(r);
     rc_close(c);
@@ -1373,12 +1390,12 @@ static uint64_t revoke_and_expect_b_c(const char *ida, const char *idb, const ch
 
 /* A PULL … BLOCK parked while its group's only non-empty queue is skipped
  * for damage is woken when the skip ends. Group g's topic log is damaged at
- * its cursor (a, its head); the PULL meets it, skips the log and parks. The
- * damaged entry is then REVOKEd (the repair a running broker allows: its
- * directory is locked), which adds nothing ready and wakes nobody. Before,
+ * its cursor (a, its head: its record in the commit log); the PULL meets it,
+ * skips the log and parks. The record is then repaired in place (the byte
+ * flipped back), which tells the broker nothing and wakes nobody. Before,
  * the PULL waited for its BLOCK (150 s) or a new message; now the skip's end
  * (SKIP_MS after the PULL met the damage: --damage-retry) tries it again and
- * it gets b and c, not before the skip's end (so not woken by the REVOKE),
+ * it gets a, b and c, not before the skip's end (so not woken by the repair),
  * long before its BLOCK, with no message sent; the recovery logged once. */
 static void test_damage_skip_end_wakes(void)
 {
@@ -1390,7 +1407,7 @@ static void test_damage_skip_end_wakes(void)
     BP_REQUIRE(parked - sent < SKIP_MS / 2,
                "parking the PULL took %llu ms: too late in the %d ms skip to tell its end from the REVOKE",
                (unsigned long long)(parked - sent), SKIP_MS);
-    uint64_t answered = revoke_and_expect_b_c(ida, idb, idc, &c);
+    uint64_t answered = repair_and_expect_a_b_c(ida, idb, idc, &c);
     BP_CHECK(answered - sent >= SKIP_MS - 100, "the PULL was answered after %llu ms, before the %d ms skip ended",
              (unsigned long long)(answered - sent), SKIP_MS);
 }
@@ -1400,7 +1417,7 @@ static void test_damage_skip_end_wakes(void)
  * skips (two ends passed with a still damaged) the finding is logged once,
  * hourglass_group_damage_events_total stays 1 (it counts findings, not
  * retries: store.h, store_group_damage_events), group_queues_damaged 1 and
- * the PULL parked; once a is REVOKEd the next skip's end answers it (so the
+ * the PULL parked; once a is repaired the next skip's end answers it (so the
  * tries that failed kept the wake-ups coming). */
 static void test_damage_retry_same_finding(void)
 {
@@ -1421,7 +1438,7 @@ static void test_damage_retry_same_finding(void)
              events, damaged);
     BP_CHECK(bp_info_field(&bt_conn, "blocked_clients", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
              "INFO blocked_clients '%s' after two skips' ends with a still damaged (want 1: the PULL parked)", v);
-    (void)revoke_and_expect_b_c(ida, idb, idc, &c);
+    (void)repair_and_expect_a_b_c(ida, idb, idc, &c);
 }
 
 static int g_hold_ms; /* the held fsync of the test running (preload_holding_shim) */

@@ -283,6 +283,35 @@ static void test_file_switch(void)
     TU_CHECK(!file_exists(0), "a file wholly below the head is swept at open");
 }
 
+/* A topic's queue (from CQ_SMALL_QUEUE_FIRST: design-commitlog.md 4b) uses
+ * files of 2^12 entries, 64 KiB: the switch, a read across it, a reopen and
+ * the head's deletes go by that size. */
+static void test_small_files(void)
+{
+    const uint32_t queue = CQ_SMALL_QUEUE_FIRST + 3;
+    const uint64_t per = cq_file_entries(queue);
+    TU_REQUIRE(per == 4096 && cq_file_entries(QUEUE) == CQ_FILE_ENTRIES, "files of %" PRIu64 " entries", per);
+    char err[512] = "", name[64], path[4200];
+    cq_t *q = NULL;
+    TU_REQUIRE(cq_open(dir, queue, 0, 0, &q, err, sizeof err) == 0, "open: %s", err);
+    APPEND_N(q, 0, per + 5);
+    cq_file_name(queue, per + 1, name, sizeof name);
+    TU_CHECK(strcmp(name, "cq-00010003-0000000000001000.q") == 0, "second file named %s", name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    TU_CHECK(stat(path, &st) == 0 && (uint64_t)st.st_size == per * CQ_ENTRY_BYTES, "%s: want %" PRIu64 " bytes", path,
+             per * CQ_ENTRY_BYTES);
+    EXPECT_ENTRIES(q, per - 3, 6, 6); /* one read across the two files */
+    TU_REQUIRE(cq_close(q, err, sizeof err) == 0, "close: %s", err);
+    TU_REQUIRE(cq_open(dir, queue, 2, per + 5, &q, err, sizeof err) == 0, "reopen: %s", err);
+    EXPECT_ENTRIES(q, 2, per + 3, 64);
+    TU_REQUIRE(cq_advance_head(q, per + 1, err, sizeof err) == 0, "advance: %s", err);
+    cq_file_name(queue, 0, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TU_CHECK(stat(path, &st) != 0, "the first 64 KiB file stays below the head");
+    TU_REQUIRE(cq_close(q, err, sizeof err) == 0, "close: %s", err);
+}
+
 static void test_bad_inputs(void)
 {
     char err[512] = "";
@@ -450,6 +479,7 @@ static const tu_test_t cq_tests[] = {
     { "rewrites below the buffer are held until a flush", test_rewrite_held },
     { "reopen at the caller's head and tail", test_reopen },
     { "file switch at 2^18 entries", test_file_switch },
+    { "a topic's queue: files of 2^12 entries", test_small_files },
     { "bad inputs: ranges, zero offsets, missing and short files", test_bad_inputs },
     { "a sync handed to another thread: buffer written, dirty files duplicated", test_sync_handoff },
     { NULL, NULL },

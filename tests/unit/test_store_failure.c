@@ -106,7 +106,8 @@ static void test_commit_failure_breaks_store(void)
 static void test_refused_append_closes_clean(void)
 {
     enum {
-        SENDS = 2, /* of PAYLOAD each: what a 256 KiB segment holds; the next SEND's record needs a new segment */
+        SENDS =
+            3, /* of PAYLOAD each: what a 256 KiB segment holds with their batches' room (design-commitlog.md 4b: no 'T' copy); the next SEND's record needs a new segment */
         PAYLOAD = 40 << 10,
         SEGMENT = 256 << 10,
         ROOM = 64 << 10
@@ -527,6 +528,16 @@ static int send_big_last(store_t *c, char *err, size_t errlen, int tail_small)
                      err, errlen) != 0 ||
             commit_into_leveldb(c, err, errlen) != 0)
             return -1;
+        if (is_big) { /* its large LevelDB record: a written lease's copy (design-commitlog.md 4b: the SEND's message
+                         is its commit-log record, no 'T' copy) */
+            msg_owned_t m;
+            int n = 0;
+            if (store_lease(c, "g", 1, "t", 1, 1, 60000, T0, &m, &n, err, errlen) != 0 ||
+                commit_into_leveldb(c, err, errlen) != 0)
+                return -1;
+            if (n == 1)
+                msg_owned_free(&m);
+        }
     }
     return 0;
 }

@@ -409,12 +409,12 @@ static void test_index_journey_by_slot(void)
     CLOSE(&s);
 }
 
-/* A message coming off a level served from its CQ enters the topic log
- * under a fresh seq and gets its first 'X' there (design-commitlog.md 4a.5:
- * on its journey its CQ entry and slot are its only record; before, it kept
- * its level entry's seq and 'X' was not rewritten). GET, FIND, REVOKE, the
- * lease's order (the order of arrival), the GC and store_check read both
- * places alike, across a reopen. */
+/* A message coming off a level served from its CQ enters the topic log as
+ * its topic CQ's entry, with no 'X' at all (design-commitlog.md 4b; 4a.5 wrote
+ * its first 'X' at the arrival, 4a.4 kept its level entry's seq): its
+ * where-slot names the entry. GET, FIND, REVOKE, the lease's order (the order
+ * of arrival), the GC and store_check read both places alike, across a
+ * reopen. */
 static void test_index_arrival_keeps_seq(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -434,11 +434,11 @@ static void test_index_arrival_keeps_seq(void)
     }
     TU_CHECK(state_of(s, d, NULL, &gs) == STORE_MSG_DELAYED, "d is not delayed");
     CLOSE(&s);
-    /* a journey on a level served from its CQ has no 'X' (design-commitlog.md 4a.5): its first is written at its
-       arrival, naming its topic-log seq */
-    TU_CHECK(raw_home_tag(b, __LINE__) == 'T', "b's 'X' must name its topic-log seq from its arrival");
-    TU_CHECK(raw_home_tag(c, __LINE__) == 'T', "c's 'X' must name its topic-log seq from its arrival");
-    TU_CHECK(raw_home_tag(a, __LINE__) == 'T', "a's 'X' must name its topic-log seq from its arrival");
+    /* a journey on a level served from its CQ has no 'X' (design-commitlog.md 4a.5), nor has a message in its
+       topic CQ (4b) */
+    TU_CHECK(raw_home_tag(b, __LINE__) == 0, "b is in its topic CQ: no 'X'");
+    TU_CHECK(raw_home_tag(c, __LINE__) == 0, "c is in its topic CQ: no 'X'");
+    TU_CHECK(raw_home_tag(a, __LINE__) == 0, "a is in its topic CQ: no 'X'");
     TU_CHECK(raw_home_tag(d, __LINE__) == 0, "d is on its level: no 'X' yet");
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
@@ -556,15 +556,15 @@ static void test_index_dedup_joins_batch(void)
         REQUIRE_OK(store_send_dedup(s, &r, T0, &id[i], i == 0 ? &first_due : &due, &dup, err, sizeof err), err);
         CHECK_EQ_U64(dup, 0);
     }
-    /* each: its level CQ entry and slot (no `L`, no 'X': design-commitlog.md 4a.5), 'K' and the key's count —
-       all still pending: no DEDUP SEND committed */
-    CHECK_EQ_U64(store_pending(s), 9);
+    /* each: its level CQ entry and slot (no `L`, no 'X': design-commitlog.md 4a.5), 'K' and the key's count;
+       and the new topic's CQ meta records (4b) — all still pending: no DEDUP SEND committed */
+    CHECK_EQ_U64(store_pending(s), 11);
     r.key = "a";
     REQUIRE_OK(store_send_dedup(s, &r, T0 + 5, &id[3], &due, &dup, err, sizeof err), err);
     TU_CHECK(dup == 1 && id[3] == id[0] && due == first_due,
              "a again in the same batch: dup %d id %" PRIu64 " due %" PRIu64 ", want 1, %" PRIu64 ", %" PRIu64, dup,
              id[3], due, id[0], first_due);
-    CHECK_EQ_U64(store_pending(s), 9);
+    CHECK_EQ_U64(store_pending(s), 11);
     COMMIT(s);
     REQUIRE_OK(store_send_dedup(s, &r, T0 + 6, &id[3], &due, &dup, err, sizeof err), err);
     TU_CHECK(dup == 1 && id[3] == id[0], "a after the commit: dup %d", dup); /* from the committed index */

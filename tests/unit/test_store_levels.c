@@ -506,24 +506,6 @@ static void test_level_clock_jump(void)
     free_msgs(m, n);
 }
 
-/* Flip byte `at` of message id's record in its commit-log segment (the
- * fixture's segment size): a record whose CRC fails. Flipping it again
- * repairs it. */
-static void record_flip_at(uint64_t id, uint64_t at, int line)
-{
-    uint64_t base = id - id % TU_SEGMENT_BYTES;
-    char path[800];
-    snprintf(path, sizeof path, "%s/clog-%016" PRIx64 ".seg", g_data, base);
-    int fd = open(path, O_RDWR);
-    TU_REQUIRE(fd >= 0, "line %d: open %s", line, path);
-    unsigned char b;
-    off_t off = (off_t)(id - base + at);
-    TU_REQUIRE(pread(fd, &b, 1, off) == 1, "line %d: read %s", line, path);
-    b ^= 0x5a;
-    TU_REQUIRE(pwrite(fd, &b, 1, off) == 1, "line %d: write %s", line, path);
-    close(fd);
-}
-#define RECORD_FLIP(id) record_flip_at((id), 40, __LINE__)
 
 /* A level whose head is damaged (its due move fails before it takes
  * anything: its message's record in the commit log fails its CRC — the
@@ -864,13 +846,16 @@ static int segment_present(uint64_t base)
 
 /* A commit-log segment holding a message on its journey is not recycled
  * (design-commitlog.md §5: its live count, 'S'), however far the checkpoint
- * moved past it, until the message arrives; a segment of messages sent
- * without delay (in the topic log at once) goes at the next checkpoint. */
+ * moved past it, until the message arrives and its topic's GC passes it (4b:
+ * its topic CQ entry reads the record until then); a segment of messages sent
+ * without delay (in the topic log at once) goes at the first checkpoint after
+ * the GC collected them (retention 1 s here: no group). */
 static void test_level_segment_kept_while_delayed(void)
 {
     store_options_t o;
     opts_default(&o);
     o.segment_bytes = UINT64_C(1) << 20;
+    o.retention_ms = SEC;
     static char big[100000];
     memset(big, 'b', sizeof big);
     store_t *s = OPEN(&o);
@@ -886,6 +871,15 @@ static void test_level_segment_kept_while_delayed(void)
     uint64_t size = o.segment_bytes, first = delayed - delayed % size, second = first + size;
     TU_REQUIRE(last - last % size > second, "4 MB of SENDs stayed in %" PRIx64, last - last % size);
     CLOSE(&s);
+    s = OPEN(&o);
+    TU_CHECK(segment_present(second), "the segment %016" PRIx64 " of messages in the topic log went before the GC",
+             second);
+    int work = 0;
+    store_topic_info_t ti;
+    REQUIRE_OK(store_maintain(s, T0 + 2 * SEC, 1000, &work, err, sizeof err), err);
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.retained == 0 && ti.appended == 40,
+             "the GC left %" PRIu64 " of the 40 messages past retention", ti.retained);
+    CLOSE(&s);
     s = OPEN(&o); /* its checkpoint lies past both, and recycles */
     TU_CHECK(segment_present(first), "the segment %016" PRIx64 " of a delayed message was recycled", first);
     TU_CHECK(!segment_present(second), "the segment %016" PRIx64 " of messages in the topic log was kept", second);
@@ -894,7 +888,14 @@ static void test_level_segment_kept_while_delayed(void)
     CHECK_STORE(s);
     CLOSE(&s);
     s = OPEN(&o);
-    TU_CHECK(!segment_present(first), "the segment %016" PRIx64 " was kept after its message arrived", first);
+    TU_CHECK(segment_present(first), "the segment %016" PRIx64 " went while its message is in the topic log", first);
+    REQUIRE_OK(store_maintain(s, T0 + 12 * SEC, 1000, &work, err, sizeof err), err);
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.retained == 0 && ti.appended == 41,
+             "the GC left %" PRIu64 " messages, want the arrived one collected", ti.retained);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN(&o);
+    TU_CHECK(!segment_present(first), "the segment %016" PRIx64 " was kept after its message was collected", first);
     CHECK_STORE(s);
     CLOSE(&s);
 }
@@ -920,9 +921,9 @@ static uint64_t raw_count(char tag, int line)
 
 /* A SEND journey on a level served from its CQ writes no `L` entry and no
  * 'X' record — at SEND, at a hop, onto the lane (design-commitlog.md 4a.5):
- * its CQ entry and where-slot are its only record; its first 'X' is written
- * at its arrival. The messages still move at their dues, GET sees them, and a
- * reopen keeps them. */
+ * its CQ entry and where-slot are its only record; nor at its arrival (4b: a
+ * topic CQ entry, no 'T', no 'X'). The messages still move at their dues, GET
+ * sees them, and a reopen keeps them. */
 static void test_level_journeys_write_no_l(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -936,7 +937,8 @@ static void test_level_journeys_write_no_l(void)
     CHECK_STORE(s);
     CLOSE(&s);
     CHECK_EQ_U64(raw_count('L', __LINE__), 0);
-    CHECK_EQ_U64(raw_count('X', __LINE__), 2); /* a and k, arrived */
+    CHECK_EQ_U64(raw_count('X', __LINE__), 0); /* a and k arrived: in their topic CQ */
+    CHECK_EQ_U64(raw_count('T', __LINE__), 0);
     s = OPEN_DEFAULT();
     store_msg_state_t gs;
     for (int i = 1; i <= 3; i++)

@@ -11,6 +11,7 @@
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_topics [suite [test]].
  */
+#include "levels/keys.h"
 #include "levels/store.h"
 #include "tests/helpers/store_fixture.h"
 #include "tests/helpers/testutil.h"
@@ -319,12 +320,24 @@ static void test_topic_delayed(void)
     CHECK_TOPIC(s, "t", 1, 1, 2);
     CLOSE(&s);
 
-    /* An older directory: 16-byte topic records (appended, removed), no
-     * marker; the counters are counted once at open. */
-    char rec[24] = { 0 };
-    rec[7] = 2; /* appended 2, removed 0: both topics */
-    raw_put("Pt", 2, rec, 16, __LINE__);
-    raw_put("Pu", 2, rec, 16, __LINE__);
+    /* An older directory: topic records whose delayed counter is 0, no
+     * marker; the counters are counted once at open. (The records keep the
+     * rest of their bytes, their topic CQs: a directory old enough to have
+     * 16-byte records has no topic CQ, design-commitlog.md 4b.) */
+    char rec[RECORD_TOPIC_BYTES] = { 0 };
+    size_t tlen, ulen;
+    char *tv = RAW_REPLACE("Pt", 2, "", 0, &tlen);
+    char *uv = RAW_REPLACE("Pu", 2, "", 0, &ulen);
+    TU_REQUIRE(tlen == RECORD_TOPIC_BYTES && ulen == RECORD_TOPIC_BYTES, "topic records of %zu and %zu bytes", tlen,
+               ulen);
+    memcpy(rec, tv, tlen);
+    memset(rec + 16, 0, 8);
+    raw_put("Pt", 2, rec, tlen, __LINE__);
+    memcpy(rec, uv, ulen);
+    memset(rec + 16, 0, 8);
+    raw_put("Pu", 2, rec, ulen, __LINE__);
+    leveldb_free(tv);
+    leveldb_free(uv);
     raw_put("Mtopic-delayed", 14, NULL, 0, __LINE__);
     s = OPEN_DEFAULT();
     CHECK_TOPIC(s, "t", 1, 1, 2);
@@ -335,8 +348,11 @@ static void test_topic_delayed(void)
     CLOSE(&s);
 
     /* A wrong counter is named by the checker. */
+    tv = RAW_REPLACE("Pt", 2, "", 0, &tlen);
+    memcpy(rec, tv, tlen);
+    leveldb_free(tv);
     rec[23] = 5;
-    raw_put("Pt", 2, rec, 24, __LINE__);
+    raw_put("Pt", 2, rec, tlen, __LINE__);
     s = OPEN_DEFAULT();
     CHECK_REFUSAL(store_check(s, err, sizeof err), err, "topic t delayed counter says 5", "levels hold 1");
     CLOSE(&s);

@@ -1,0 +1,382 @@
+/*
+ * levels/topic_cq.c — the topic log on topic consume queues
+ * (design-commitlog.md 4b): a topic's arrivals (a SEND without delay, a
+ * journey's last hop) are an entry (log offset, arrival stamp) of its topic
+ * CQ and a where-slot naming it, not a 'T' copy of the message and its 'X'.
+ *
+ * Seqs: entry i of topic t is topic-log seq STORE_TOPIC_CQ_SEQ | (base + i),
+ * above every 'T' key (format 6's, or a copy's), so a group cursor walks the
+ * 'T' range first and then the CQ, and every seq the store keeps (cursors,
+ * positions, held leases, 'Y' lease seqs, the GC's head hint) means what it
+ * did. The CQ is made with the topic (an older one's at its first append): its queue number drawn
+ * from 'M' "topic-queue-next", 'M' "topicq-<queue>" naming the topic (the
+ * redo's bounds of a queue it replays are read through it), its seq base
+ * past what the topic's log held (log_next_min).
+ *
+ * An entry is live when the record at its offset has a where-slot naming
+ * (queue, index) back and not revoked. A message with no record in the log
+ * (a format-5 journey on a level walked by `L`) is appended with its id as
+ * the entry's offset — no record of the log lies there — and its 'T' key at
+ * the entry's seq holds it (the caller writes it): such an entry is live
+ * while that key is. So is one whose message has a record but no journey
+ * (dropped by an index rebuild): its slot names its old place. An entry whose
+ * slot does not vouch for it is judged by its 'T' key (one point read: a
+ * revoked entry's).
+ *
+ * Threading: the store's owner thread.
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "base/err.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 'M' "topicq-<queue>". */
+static void key_topic_queue(key_buf_t *k, uint32_t queue)
+{
+    char name[32];
+    snprintf(name, sizeof name, "topicq-%08" PRIx32, queue);
+    key_meta(k, name);
+}
+
+topic_state_t *topic_cq_topic(store_t *s, uint32_t q)
+{
+    if (q < STORE_TOPIC_QUEUE_FIRST) {
+        return NULL;
+    }
+    return map_get(&s->topic_queues, (const char *)&q, sizeof q);
+}
+
+void topic_cq_make(store_t *s, topic_state_t *t)
+{
+    if (s->topic_queue_next < STORE_TOPIC_QUEUE_FIRST) {
+        s->topic_queue_next = STORE_TOPIC_QUEUE_FIRST;
+    }
+    t->queue = s->topic_queue_next++;
+    uint64_t past = t->log_next_min > STORE_TOPIC_CQ_SEQ ? t->log_next_min & ~STORE_TOPIC_CQ_SEQ : 0; /* a copy's */
+    t->cq_seq_base = past;
+    t->cq_head = t->cq_tail = 0;
+    map_put(&s->topic_queues, (const char *)&t->queue, sizeof t->queue, t);
+    key_buf_t k;
+    char v[4];
+    key_meta(&k, STORE_META_TOPIC_QUEUE_NEXT);
+    be32_put(v, s->topic_queue_next);
+    store_put(s, &k, v, sizeof v);
+    key_topic_queue(&k, t->queue);
+    store_put(s, &k, t->name, t->len);
+}
+
+uint64_t topic_cq_append(store_t *s, topic_state_t *t, uint64_t offset, uint64_t stamp_ms)
+{
+    if (t->queue == 0) {
+        topic_cq_make(s, t);
+    }
+    uint64_t index = t->cq_tail++;
+    store_log_cq_append(s, t->queue, index, offset, stamp_ms);
+    uint64_t seq = store_topic_cq_seq(t, index);
+    t->log_next_min = seq + 1;
+    return seq;
+}
+
+/* The message of a live entry e of t at index: 1 with *m (views into rd's
+ * window), -1 with err; *in_t = 1 instead when the slot does not vouch for it
+ * (no record of the log there, a slot naming another place or revoked): its
+ * 'T' key holds it when it is live. */
+static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd, msg_t *m,
+                        int *in_t, char *err, size_t errlen)
+{
+    *in_t = 0;
+    clog_record_t rec;
+    char why[512];
+    int rc = clog_read(redo_log(s->redo), e->log_offset, rd, &rec, why, sizeof why);
+    if (rc == CLOG_NOT_RECORD) {
+        *in_t = 1;
+        return 1;
+    }
+    uint32_t ordinal = 0;
+    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
+        return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s",
+                       t->name, index, e->log_offset, why);
+    }
+    slot_t sl;
+    size_t got = 0;
+    uint64_t base = e->log_offset - e->log_offset % s->opt.segment_bytes;
+    if (redo_slot_read(s->redo, base, ordinal, 1, &sl, &got, why, sizeof why) != 0) {
+        return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the where-slot of %016" PRIx64 ": %s", t->name,
+                       index, e->log_offset, why);
+    }
+    if (got == 0 || sl.id != e->log_offset || sl.queue != t->queue || sl.cq_index != index ||
+        (sl.flags & SLOT_REVOKED)) {
+        *in_t = 1; /* revoked, or its slot names another place: live only when its 'T' key holds it (a message */
+        return 1;  /* whose journey was dropped, index.c's rebuild: appended without one) */
+    }
+    if (msg_decode_record(rec.data, rec.len, e->log_offset, ordinal, m, why, sizeof why) != 0) {
+        return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s",
+                       t->name, index, e->log_offset, why);
+    }
+    m->stamp_ms = e->due;
+    m->dest = MSG_DEST_TOPIC;
+    m->group.ptr = NULL;
+    m->group.len = 0;
+    m->group_gen = 0;
+    return 1;
+}
+
+/* t's 'T' key at seq (a message with no record in the log): store_get's
+ * answer with *val copied into a malloc'd buffer. */
+static int t_key_get(store_t *s, topic_state_t *t, uint64_t seq, char **val, size_t *vlen, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, seq);
+    char *v;
+    int found = store_get(s, &k, &v, vlen, err, errlen);
+    if (found <= 0) {
+        return found;
+    }
+    *val = xmemdup(v, *vlen);
+    leveldb_free(v);
+    return 1;
+}
+
+int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd, char **val,
+                       size_t *vlen, char *err, size_t errlen)
+{
+    cq_entry_t read;
+    if (e == NULL) {
+        char why[512];
+        if (redo_cq_read(s->redo, t->queue, index, 1, &read, why, sizeof why) != 0) {
+            return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": %s", t->name, index, why);
+        }
+        e = &read;
+    }
+    msg_t m;
+    int in_t;
+    int live = entry_record(s, t, index, e, rd, &m, &in_t, err, errlen);
+    if (live <= 0) {
+        return live;
+    }
+    if (in_t) {
+        int found = t_key_get(s, t, store_topic_cq_seq(t, index), val, vlen, err, errlen);
+        return found > 0 ? TOPIC_CQ_IN_T : found;
+    }
+    *vlen = msg_encoded_size(&m);
+    *val = xmalloc(*vlen);
+    msg_encode(&m, *val, *vlen);
+    return 1;
+}
+
+int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, char **val, size_t *vlen, char *err, size_t errlen)
+{
+    if (!store_topic_seq_on_cq(t, seq)) {
+        return t_key_get(s, t, seq, val, vlen, err, errlen);
+    }
+    uint64_t index = store_topic_cq_index(t, seq);
+    if (index < t->cq_head || index >= t->cq_tail) {
+        return 0;
+    }
+    clog_reader_t rd = { 0 };
+    int rc = topic_cq_entry_msg(s, t, index, NULL, &rd, val, vlen, err, errlen);
+    clog_reader_free(&rd);
+    return rc > 0 ? 1 : rc;
+}
+
+int topic_cq_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, topic_state_t **t, idx_journey_t *j, char *err,
+                  size_t errlen)
+{
+    if (s->redo == NULL || id == 0 || s->topic_queues.used == 0) {
+        return 0;
+    }
+    clog_record_t rec;
+    char why[512];
+    int rc = clog_read(redo_log(s->redo), id, rd, &rec, why, sizeof why);
+    if (rc == CLOG_NOT_RECORD) {
+        return 0;
+    }
+    uint32_t ordinal = 0;
+    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
+    }
+    slot_t sl;
+    size_t got = 0;
+    if (redo_slot_read(s->redo, id - id % s->opt.segment_bytes, ordinal, 1, &sl, &got, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the where-slot of %016" PRIx64 " in %s: %s", id, s->path, why);
+    }
+    if (got == 0 || sl.id != id || (sl.flags & SLOT_REVOKED)) {
+        return 0;
+    }
+    topic_state_t *at = topic_cq_topic(s, sl.queue);
+    if (at == NULL || sl.cq_index < at->cq_head || sl.cq_index >= at->cq_tail) {
+        return 0; /* not in a topic CQ, or collected: 'X' says what is left */
+    }
+    cq_entry_t e;
+    if (redo_cq_read(s->redo, sl.queue, sl.cq_index, 1, &e, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the topic CQ entry of %016" PRIx64 " (topic %s, index %" PRIu64 ") in %s: %s", id,
+                       at->name, sl.cq_index, s->path, why);
+    }
+    if (e.log_offset != id) {
+        return err_set(err, errlen,
+                       "the where-slot of %016" PRIx64 " names topic %s's CQ index %" PRIu64
+                       ", whose entry names %016" PRIx64 " (corrupt)",
+                       id, at->name, sl.cq_index, e.log_offset);
+    }
+    if (msg_decode_record(rec.data, rec.len, id, ordinal, m, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
+    }
+    m->stamp_ms = e.due;
+    m->dest = MSG_DEST_TOPIC;
+    m->group.ptr = NULL;
+    m->group.len = 0;
+    m->group_gen = 0;
+    *t = at;
+    j->ordinal = ordinal;
+    j->queue = sl.queue;
+    j->cq_index = sl.cq_index;
+    return 1;
+}
+
+/* The name 'M' "topicq-<queue>" gives (*name malloc'd by LevelDB, or NULL
+ * when there is none): 0, or -1 with err. */
+static int queue_name(store_t *s, uint32_t queue, char **name, size_t *len, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_topic_queue(&k, queue);
+    char *dberr = NULL;
+    *name = leveldb_get(s->db, s->ropt, k.b, k.n, len, &dberr);
+    if (dberr != NULL) {
+        err_set(err, errlen, "reading the name of topic CQ %08" PRIx32 " in %s: %s", queue, s->path, dberr);
+        leveldb_free(dberr);
+        return -1;
+    }
+    return 0;
+}
+
+int topic_cq_bounds(store_t *s, uint32_t queue, uint64_t *head, uint64_t *tail, char *err, size_t errlen)
+{
+    *head = *tail = 0;
+    char *name;
+    size_t len;
+    if (queue_name(s, queue, &name, &len, err, errlen) != 0) {
+        return -1;
+    }
+    if (name == NULL) {
+        return 0; /* made in the batch being applied: a new queue */
+    }
+    key_buf_t k;
+    int bad_name = len == 0 || len > MSG_MAX_NAME;
+    if (!bad_name) {
+        key_record(&k, KEY_TOPIC_RECORD, name, len);
+    }
+    leveldb_free(name);
+    if (bad_name) {
+        return err_set(err, errlen, "corrupt name of topic CQ %08" PRIx32 " in %s (%zu bytes)", queue, s->path, len);
+    }
+    char *dberr = NULL;
+    size_t n = 0;
+    char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
+    if (dberr != NULL) {
+        err_set(err, errlen, "reading the record of topic CQ %08" PRIx32 " in %s: %s", queue, s->path, dberr);
+        leveldb_free(dberr);
+        return -1;
+    }
+    record_topic_t r;
+    int bad = v != NULL && record_topic_decode(v, n, &r) != 0;
+    leveldb_free(v);
+    if (bad) {
+        return err_set(err, errlen, "corrupt record of the topic of CQ %08" PRIx32 " in %s (%zu bytes)", queue, s->path,
+                       n);
+    }
+    if (v != NULL && r.queue == queue) {
+        *head = r.cq_head;
+        *tail = r.cq_tail;
+    } else if (v == NULL || r.queue != 0) {
+        /* the topic was deleted (and maybe made again, with another queue): its queue is dead, every write to it
+           skipped — a replay sees records as a later batch left them (design-commitlog.md §3) */
+        *head = *tail = STORE_TOPIC_CQ_SEQ;
+    }
+    return 0; /* a record without a queue: as the batch before the one that made it left it (a replay): 0 and 0 */
+}
+
+int topic_cq_load(store_t *s, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_meta(&k, STORE_META_TOPIC_QUEUE_NEXT);
+    char *v;
+    size_t vlen;
+    int found = store_get(s, &k, &v, &vlen, err, errlen);
+    if (found < 0) {
+        return -1;
+    }
+    if (found) {
+        int bad = vlen != 4;
+        s->topic_queue_next = bad ? 0 : be32_get(v);
+        leveldb_free(v);
+        if (bad) {
+            return err_set(err, errlen, "corrupt meta record %s in %s (%zu bytes)", STORE_META_TOPIC_QUEUE_NEXT,
+                           s->path, vlen);
+        }
+    }
+    map_iter_t it = { 0 };
+    void *tv;
+    while (map_next(&s->topics, &it, NULL, NULL, &tv)) {
+        topic_state_t *t = tv;
+        if (t->queue == 0) {
+            if (t->cq_seq_base > 0 && (STORE_TOPIC_CQ_SEQ | t->cq_seq_base) > t->log_next_min) {
+                t->log_next_min = STORE_TOPIC_CQ_SEQ | t->cq_seq_base; /* a copy's: its 'T' keys lie below */
+                t->held.applied_below = t->log_next_min;               /* and LevelDB holds them */
+            }
+            continue;
+        }
+        if (t->queue < STORE_TOPIC_QUEUE_FIRST || t->queue >= s->topic_queue_next) {
+            return err_set(err, errlen, "topic %s names CQ %08" PRIx32 ", not one drawn (next %08" PRIx32 ") in %s",
+                           t->name, t->queue, s->topic_queue_next, s->path);
+        }
+        map_put(&s->topic_queues, (const char *)&t->queue, sizeof t->queue, t);
+        uint64_t past = store_topic_cq_seq(t, t->cq_tail);
+        if (past > t->log_next_min) {
+            t->log_next_min = past;
+            t->held.applied_below = past; /* the 'T' keys of entries held by them lie below */
+        }
+    }
+    return 0;
+}
+
+int topic_cqs_each(store_t *s, topic_cq_fn fn, void *ctx, char *err, size_t errlen)
+{
+    if (s->redo == NULL) {
+        return 0;
+    }
+    clog_reader_t rd = { 0 };
+    map_iter_t it = { 0 };
+    void *tv;
+    int rc = 0;
+    while (rc == 0 && map_next(&s->topics, &it, NULL, NULL, &tv)) {
+        topic_state_t *t = tv;
+        cq_entry_t run[64];
+        uint64_t run_at = t->cq_head;
+        size_t run_n = 0;
+        for (uint64_t i = t->cq_head; t->queue != 0 && i < t->cq_tail && rc == 0; i++) {
+            if (i >= run_at + run_n) {
+                char why[512];
+                run_at = i;
+                run_n = t->cq_tail - i < 64 ? (size_t)(t->cq_tail - i) : 64;
+                if (redo_cq_read(s->redo, t->queue, i, run_n, run, why, sizeof why) != 0) {
+                    rc = err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": %s", t->name, i, why);
+                    break;
+                }
+            }
+            msg_t m;
+            int in_t;
+            int live = entry_record(s, t, i, &run[i - run_at], &rd, &m, &in_t, err, errlen);
+            if (live < 0) {
+                rc = -1;
+            } else if (live > 0 && !in_t) {
+                rc = fn(ctx, t, i, &m, err, errlen);
+            }
+        }
+    }
+    clog_reader_free(&rd);
+    return rc;
+}
