@@ -259,7 +259,10 @@ static uint64_t highest_segment_base(void)
     return highest;
 }
 
-/* SENDs of 200 000 bytes, each committed alone, at now: with 1 MiB segments, several segments' worth. */
+/* SENDs of 200 000 bytes, each committed alone at now and then collected (the store's retention is 1 s and "t" has
+ * no group: the GC at now + 2 s takes it), so their segments are free for the next checkpoint's recycling — a
+ * message in its topic's CQ keeps its segment until the GC passes it. With 1 MiB segments, several segments'
+ * worth. */
 static void commit_big_sends(store_t *s, int sends, uint64_t now)
 {
     static char big[200000];
@@ -267,7 +270,10 @@ static void commit_big_sends(store_t *s, int sends, uint64_t now)
     char err[512] = "";
     for (int i = 0; i < sends; i++) {
         uint64_t id, due;
+        int work = 0;
         REQUIRE_OK(send_raw(s, "t", 1, "", 0, big, sizeof big, 0, 0, now, &id, &due, err, sizeof err), err);
+        COMMIT(s);
+        REQUIRE_OK(store_maintain(s, now + 2 * SEC, 1000, &work, err, sizeof err), err);
         COMMIT(s);
     }
 }
@@ -313,6 +319,7 @@ static void check_spares_below_checkpoint(int failed_sync)
     opts_default(&o);
     o.segment_bytes = UINT64_C(1) << 20;
     o.checkpoint_bytes = STORE_CHECKPOINT_MIN_BYTES;
+    o.retention_ms = SEC; /* commit_big_sends collects what it sent */
     store_t *s = open_at(&o, T0, __LINE__);
     commit_big_sends(s, SENDS, T0);
     CLOSE(&s);
@@ -380,6 +387,7 @@ static void test_spares_below_end_taken_again(void)
     opts_default(&o);
     o.segment_bytes = UINT64_C(1) << 20;
     o.checkpoint_bytes = STORE_CHECKPOINT_MIN_BYTES;
+    o.retention_ms = SEC; /* commit_big_sends collects what it sent */
     int files[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t now = T0 + (uint64_t)r * 60000;
