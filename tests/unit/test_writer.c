@@ -282,13 +282,19 @@ static int loop_until(struct event_base *base, int *flag, int want)
  * just past the furthest byte written in dir (tu_store_bytes_used: a write past it fails with EFBIG,
  * which the writer takes for a full disk). *saved is the limit to give back
  * with disk_back. */
-static void disk_nearly_full(const char *dir, struct rlimit *saved)
+/* No write past `bytes` into any file (RLIMIT_FSIZE, SIGXFSZ ignored: the write fails with EFBIG) until disk_back. */
+static void file_writes_below(rlim_t bytes, struct rlimit *saved)
 {
     TU_REQUIRE(getrlimit(RLIMIT_FSIZE, saved) == 0, "getrlimit: %s", strerror(errno));
     struct rlimit lim = *saved;
-    lim.rlim_cur = (rlim_t)tu_store_bytes_used(dir) + 65536;
+    lim.rlim_cur = bytes;
     signal(SIGXFSZ, SIG_IGN);
     TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+}
+
+static void disk_nearly_full(const char *dir, struct rlimit *saved)
+{
+    file_writes_below((rlim_t)tu_store_bytes_used(dir) + 65536, saved);
 }
 
 static void disk_back(const struct rlimit *saved)
@@ -362,9 +368,10 @@ static void test_second_commit_failure(void)
     }
     TU_REQUIRE(writer_parked(w) == 1, "the big job did not park");
 
-    /* the "disk" now takes a small write, not a 1 MiB one */
+    /* the "disk" now takes a small write, not a 1 MiB one: the store is new, so its commit log starts at its first
+       segment's head and takes the small SEND's record there; the big one's would end past 1 MiB into the file */
     struct rlimit saved;
-    disk_nearly_full(rig.data, &saved);
+    file_writes_below(512 * 1024, &saved);
 
     job_t *small = job_make(small_exec);
     small->seq = 2;
