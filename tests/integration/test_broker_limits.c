@@ -61,9 +61,12 @@
  *    each take under 10 times what they took before the groups, + 250 ms);
  *  - info_groups: a plain INFO lists the first 100 of 150 groups and says 50
  *    are unlisted; INFO groups / all / everything list all 150;
- *  - disk_back: the broker's own SENDs of 60 KiB fill a 48 MiB tmpfs, which
- *    then grows to 96 MiB: the first SEND once INFO says writes resumed is
- *    acknowledged, and disk_full_events is 1.
+ *  - disk_back: SENDs of 32 KiB with a KEY, each leased unacknowledged
+ *    (lease-write-delay 0), leave four LevelDB tables; a filler fills the
+ *    48 MiB tmpfs, the store reopens on the full disk, and GETs of the first
+ *    messages make LevelDB compact there and fail ("Compaction error" in its
+ *    LOG); the tmpfs grows to 96 MiB: the first SEND once INFO says writes
+ *    resumed is acknowledged, and disk_full_events is 1.
  *
  * Run one: ./tests/integration/test_broker_limits limits
  */
@@ -442,7 +445,8 @@ static void fill_dlq(int n)
     memset(payload, 'd', plen);
     payload[plen] = '\0';
     for (int i = 0; i < n; i++)
-        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, NULL) == 0, "SEND %d: %s", i, e);
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, "KEY", "k", NULL) == 0, "SEND %d: %s",
+                   i, e);
     free(payload);
     BP_REQUIRE(
         bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "big", "FROM", "FIRST", "MAXRETRY", "0", NULL) == 0,
@@ -1255,15 +1259,30 @@ static int disk_full_is(void *ctx)
            atoll(v) == ((disk_state_t *)ctx)->want;
 }
 
-/* The broker fills the disk itself (LevelDB's own files, not a filler), so
- * the store it reopens on the full disk has flushes and compactions to do
- * that fail there; then the tmpfs grows (as an operator grows a volume). Once
- * INFO says writes resumed, the very next SEND is acknowledged and the
- * episode counts one disk-full event. (LevelDB keeps the error of a failed
- * background write until it is reopened: the first SEND after "writes
- * resume" used to get a stale "No space left" and count a second event.) */
+/* A LevelDB background write that fails on the full disk, then the disk
+ * grows (as an operator grows a volume): once INFO says writes resumed, the
+ * very next SEND is acknowledged and the episode counts one disk-full event.
+ * (LevelDB keeps the error of a failed background write until it is
+ * reopened: the first SEND after "writes resume" used to get a stale "No
+ * space left" and count a second event.)
+ *
+ * Since the topic log lives in the commit log (format 7) a SEND writes
+ * little to LevelDB and the store reopened on the full disk has no
+ * compaction pending, so the case makes one. Each SEND carries the same KEY
+ * (its key entries put LevelDB's 'K' keys in every memtable) and is leased
+ * unacknowledged at once (--lease-write-delay 0: the 32 KiB lease copy goes
+ * to LevelDB), so the memtables' key ranges overlap; four are flushed (the
+ * overlapping ones stay in level 0, under its compaction trigger of 4), a
+ * filler takes the disk, and the SEND that fails reopens the store, whose
+ * recovery adds a fifth table (three in level 0). GETs of the first
+ * messages then look up keys that the newest level-0 tables cover but do not
+ * hold: LevelDB charges those misses to the newest table and, after about a
+ * hundred, compacts it with the tables it overlaps (~6 MB) — more than the
+ * ~4 MB the released reserve left free: "Compaction error: ... No space
+ * left" in LevelDB's LOG, after the reopen, on the store writes resume on. */
 /* test_disk_back: the LevelDB info log of the broker's store. */
 static char g_leveldb_log[800];
+static char g_back_ids[100][32]; /* the first SENDs' ids, looked up on the full disk */
 
 static int leveldb_log_has_error(void *arg)
 {
@@ -1271,59 +1290,116 @@ static int leveldb_log_has_error(void *arg)
     return tu_file_count(g_leveldb_log, "Compaction error: ") > 0;
 }
 
+/* One round of 20 GETs of the first messages (each answered), then: did a
+ * background write fail? */
+static int lookups_failed_a_compaction(void *ctx)
+{
+    int *gets = ctx;
+    for (int i = 0; i < 20; i++, (*gets)++) {
+        resp_reply_t *r = rc_cmd(&bt_conn, "GET", g_back_ids[*gets % 100], NULL);
+        BP_REQUIRE(r != NULL && r->type != RESP_REPLY_ERROR, "GET %s on the full disk: %s", g_back_ids[*gets % 100],
+                   r == NULL ? "no reply" : r->str);
+        resp_reply_free(r);
+    }
+    return leveldb_log_has_error(NULL);
+}
+
+static int store_reopened(void *ctx)
+{
+    (void)ctx;
+    return info_ll("reopens") >= 1;
+}
+
+/* SEND a fresh incompressible payload (printable bytes of the generator at
+ * *seed) to topic big with KEY k (its id into id[idlen]), and lease it to
+ * group g unacknowledged: 0, or -1 with the refusal in e. */
+static int send_and_lease(char *payload, int len, uint32_t *seed, char *id, size_t idlen, char *e, size_t elen)
+{
+    uint32_t x = *seed;
+    for (int k = 0; k < len; k++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        payload[k] = (char)('!' + x % 90);
+    }
+    payload[len] = '\0';
+    *seed = x;
+    if (bp_send(&bt_conn, id, idlen, e, elen, "big", payload, "KEY", "k", NULL) != 0)
+        return -1;
+    resp_reply_t *r = bp_pull(&bt_conn, e, elen, "g", "big", "COUNT", "1", "LEASE", "1h", NULL);
+    int leased = r != NULL && r->count == 1;
+    if (r != NULL && !leased)
+        snprintf(e, elen, "PULL: %zu messages, want 1", r->count);
+    resp_reply_free(r);
+    return leased ? 0 : -1;
+}
+
 static void test_disk_back(void)
 {
     enum {
-        PAYLOAD = 60 * 1024
+        PAYLOAD = 32 * 1024
     };
-    char e[1024], id[32], data[700];
+    char e[1024], id[32], data[700], filler[700];
     mount_tmpfs();
     snprintf(data, sizeof data, "%s/data", g_mnt);
-    const char *extra[] = { "--dir", data, "--disk-reserve", "8mb", "--write-buffer-size", "4mb",
-                            "--commitlog-segment-size", "2mb",
-                            /* ONE_MB_MESSAGES but for max-payload: a 2mb segment holds a message of at most ~760 KiB */
-                            "--max-payload", "512kb", "--max-bulk", "1mb", "--max-query", "2mb", NULL };
+    snprintf(filler, sizeof filler, "%s/filler", g_mnt);
+    snprintf(g_leveldb_log, sizeof g_leveldb_log, "%s/LOG", data);
+    const char *extra[] = { "--dir", data, "--disk-reserve", "4mb", "--write-buffer-size", "2mb", "--lease-write-delay",
+                            "0", "--commitlog-segment-size", "2mb",
+                            /* a 2mb segment holds a message of at most ~760 KiB */
+                            "--max-payload", "512kb", NULL };
     bt_start(extra);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "big", NULL) == 0, "GROUP CREATE: %s", e);
 
-    /* payloads LevelDB cannot compress: printable bytes of a fixed-seed generator */
     char *payload = malloc(PAYLOAD + 1);
     BP_REQUIRE(payload != NULL, "out of memory");
-    uint32_t x = 2463534242u;
-    int refused = 0, sent = 0;
-    for (int i = 0; i < 2000 && !refused; i++) {
-        for (int k = 0; k < PAYLOAD; k++) {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            payload[k] = (char)('!' + x % 90);
-        }
-        payload[PAYLOAD] = '\0';
-        if (bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, NULL) != 0)
-            refused = 1;
-        else
-            sent++;
+    uint32_t seed = 2463534242u;
+    int sent = 0, last = -1;
+    for (int i = 0; i < 1000 && (last < 0 || sent < last); i++) {
+        BP_REQUIRE(send_and_lease(payload, PAYLOAD, &seed, id, sizeof id, e, sizeof e) == 0,
+                   "SEND %d before the disk filled: %s", i, e);
+        if (i < 100)
+            snprintf(g_back_ids[i], sizeof g_back_ids[i], "%s", id);
+        sent++;
+        if (last < 0 && tu_file_count(g_leveldb_log, " bytes OK") >= 4)
+            last = sent + 8; /* the fourth flush: a few more for the memtable the reopen's recovery flushes */
     }
+    BP_REQUIRE(last > 0 && sent >= 100, "%d SENDs of %d KiB flushed LevelDB's memtable %d times, not 4", sent,
+               PAYLOAD / 1024, tu_file_count(g_leveldb_log, " bytes OK"));
+    BP_REQUIRE(tu_file_count(g_leveldb_log, "Compacting") == 0, "LevelDB compacted before the disk filled (%s)",
+               g_leveldb_log);
+
+    fill_disk(filler);
+    int refused = 0, on_full = 0;
+    for (; on_full < 100 && !refused; on_full++)
+        refused = send_and_lease(payload, PAYLOAD, &seed, id, sizeof id, e, sizeof e) != 0;
     free(payload);
-    BP_REQUIRE(refused, "%d SENDs of %d KiB fitted on a 48 MiB disk", sent, PAYLOAD / 1024);
+    BP_REQUIRE(refused, "%d SENDs and leases of %d KiB kept succeeding on a full disk", on_full, PAYLOAD / 1024);
     BP_REQUIRE(info_ll("disk_full") == 1, "a SEND was refused ('%s') but INFO disk_full is not 1", e);
     BP_CHECK(info_ll("disk_full_events") == 1, "disk_full_events %lld after the disk filled",
              info_ll("disk_full_events"));
-    /* the store reopened on the full disk tries a compaction there and fails: what LevelDB then keeps refusing
-     * writes with (its LOG says so; waited for, not slept on, so the test cannot pass without it) */
-    snprintf(g_leveldb_log, sizeof g_leveldb_log, "%s/LOG", data);
-    BP_REQUIRE(tu_poll_until(leveldb_log_has_error, NULL, 30000, 20) == 0,
-               "no background write failed on the full disk within 30 s (%s has no 'Compaction error')", g_leveldb_log);
+    BP_REQUIRE(tu_poll_until(store_reopened, NULL, 30000, 20) == 0, "the store did not reopen on the full disk");
+    /* the store reopened on the full disk compacts there and fails: what LevelDB then keeps refusing writes with
+     * (its LOG says so; waited for, not slept on, so the test cannot pass without it) */
+    int gets = 0;
+    BP_REQUIRE(tu_poll_until(lookups_failed_a_compaction, &gets, 30000, 20) == 0,
+               "no background write failed on the full disk within 30 s of GETs (%d; %s has no 'Compaction error')",
+               gets, g_leveldb_log);
+    BP_CHECK(info_ll("reopens") == 1, "the store reopened %lld times on the full disk", info_ll("reopens"));
 
     BP_REQUIRE(mount("tmpfs", g_mnt, "tmpfs", MS_REMOUNT, "size=96m") == 0, "remount the tmpfs at 96m: %s",
                strerror(errno));
     disk_state_t back = { .want = 0 };
     BP_REQUIRE(tu_poll_until(disk_full_is, &back, 30000, 20) == 0, "INFO disk_full still 1 30 s after space returned");
+    BP_CHECK(bp_log_contains(&bt_broker, "a background write that failed while the disk was full"),
+             "the broker's log does not say the store refused writes after the space returned");
     BP_CHECK(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", "after", NULL) == 0,
              "the first SEND after writes resumed: %s", e);
     BP_CHECK(info_ll("disk_full") == 0, "INFO disk_full after the first SEND that followed the space's return");
     BP_CHECK(info_ll("disk_full_events") == 1, "disk_full_events %lld for one full disk", info_ll("disk_full_events"));
-    printf("disk_back: %d SENDs of %d KiB filled the disk; writes resumed, reopens %lld\n", sent, PAYLOAD / 1024,
-           info_ll("reopens"));
+    printf("disk_back: %d SENDs of %d KiB leased (4 memtable flushes), a filler filled the disk (SENDs on it until one "
+           "was refused: %d); %d GETs failed a compaction; writes resumed, reopens %lld\n",
+           sent, PAYLOAD / 1024, on_full, gets, info_ll("reopens"));
     rc_close(&bt_conn);
     BP_CHECK(bp_destroy(&bt_broker) == 0, "the broker did not end cleanly");
     unmount_tmpfs();
