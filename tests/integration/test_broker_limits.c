@@ -1271,15 +1271,16 @@ static int disk_full_is(void *ctx)
  * compaction pending, so the case makes one. Each SEND carries the same KEY
  * (its key entries put LevelDB's 'K' keys in every memtable) and is leased
  * unacknowledged at once (--lease-write-delay 0: the 32 KiB lease copy goes
- * to LevelDB), so the memtables' key ranges overlap; four are flushed (the
- * overlapping ones stay in level 0, under its compaction trigger of 4), a
- * filler takes the disk, and the SEND that fails reopens the store, whose
- * recovery adds a fifth table (three in level 0). GETs of the first
- * messages then look up keys that the newest level-0 tables cover but do not
- * hold: LevelDB charges those misses to the newest table and, after about a
- * hundred, compacts it with the tables it overlaps (~6 MB) — more than the
- * ~4 MB the released reserve left free: "Compaction error: ... No space
- * left" in LevelDB's LOG, after the reopen, on the store writes resume on. */
+ * to LevelDB), so the memtables' key ranges overlap; four are flushed
+ * (LevelDB puts the first two in levels 2 and 1, the next two stay in level
+ * 0, under its compaction trigger of 4), a filler takes the disk, and the
+ * SEND that fails reopens the store, whose recovery adds a fifth table (three
+ * in level 0). GETs of the first messages then read keys LevelDB looks for
+ * past the newest level-0 table: it charges those misses to that table and,
+ * after about a hundred, compacts it with the tables it overlaps ("Compacting
+ * 3@0 + 1@1", ~6 MB) — more than the ~4 MB the released reserve left free:
+ * "Compaction error: ... No space left" in LevelDB's LOG, after the reopen,
+ * on the store writes resume on. */
 /* test_disk_back: the LevelDB info log of the broker's store. */
 static char g_leveldb_log[800];
 static char g_back_ids[100][32]; /* the first SENDs' ids, looked up on the full disk */
