@@ -136,6 +136,24 @@ int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t 
     return 0;
 }
 
+int cq_make_first_file(const char *dir, uint32_t queue, char *err, size_t errlen)
+{
+    char name[64], path[PATH_MAX];
+    cq_file_name(queue, 0, name, sizeof name);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) {
+        return err_set(err, errlen, "cq %08" PRIx32 ": directory path too long", queue);
+    }
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        return 0; /* a previous life made it: the first append opens it with no entries */
+    }
+    fixfile_t *f;
+    if (fixfile_create(path, CQ_ENTRY_BYTES, cq_file_entries(queue), CQ_BUFFER_ENTRIES, &f, err, errlen) != 0) {
+        return err_prefix(err, errlen, "cq %08" PRIx32 ": its first file made ahead", queue);
+    }
+    return fixfile_close(f, err, errlen);
+}
+
 /* The file holding index, which must be inside the open files. */
 static fixfile_t *cq_file_of(const cq_t *q, uint64_t index)
 {
