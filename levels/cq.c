@@ -69,9 +69,14 @@ static void cq_push_file(cq_t *q, fixfile_t *f)
 }
 
 /* Delete this queue's files wholly below the head: left by a crash between a
- * head advance and its deletes. */
+ * head advance and its deletes. A head inside the queue's first file has no
+ * file below it, and the directory (one file per topic and more) is not read:
+ * a batch making n topics opens n new queues (design-commitlog.md 4b). */
 static void cq_sweep_below_head(cq_t *q)
 {
+    if (q->head < q->entries) {
+        return;
+    }
     DIR *d = opendir(q->dir);
     if (d == NULL) {
         return; /* cq_open's file checks report an unreadable directory */
@@ -129,6 +134,24 @@ int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t 
     cq_sweep_below_head(q);
     *out = q;
     return 0;
+}
+
+int cq_make_first_file(const char *dir, uint32_t queue, char *err, size_t errlen)
+{
+    char name[64], path[PATH_MAX];
+    cq_file_name(queue, 0, name, sizeof name);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) {
+        return err_set(err, errlen, "cq %08" PRIx32 ": directory path too long", queue);
+    }
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        return 0; /* a previous life made it: the first append opens it with no entries */
+    }
+    fixfile_t *f;
+    if (fixfile_create(path, CQ_ENTRY_BYTES, cq_file_entries(queue), CQ_BUFFER_ENTRIES, &f, err, errlen) != 0) {
+        return err_prefix(err, errlen, "cq %08" PRIx32 ": its first file made ahead", queue);
+    }
+    return fixfile_close(f, err, errlen);
 }
 
 /* The file holding index, which must be inside the open files. */

@@ -71,6 +71,15 @@ typedef struct cq cq_t;
  * new queue: no file is made until the first append). */
 int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t **out, char *err, size_t errlen);
 
+/* Make queue `queue`'s first file (the one holding index 0) in dir ahead of
+ * the queue's first append, pre-written and synced as cq_append would make it,
+ * so that the append — in the redo's apply, after its batch is durable — only
+ * opens it. A file already there is left as it is. For a queue made on the
+ * storage thread before anything is appended to it (a topic's, when the topic
+ * is made). 0, or -1 with err: nothing is lost, the first append makes the
+ * file then (and reports its own failure). */
+int cq_make_first_file(const char *dir, uint32_t queue, char *err, size_t errlen);
+
 /* Append e at index tail (returned in *index, may be NULL); e->log_offset != 0. */
 int cq_append(cq_t *q, const cq_entry_t *e, uint64_t *index, char *err, size_t errlen);
 

@@ -312,6 +312,35 @@ static void test_small_files(void)
     TU_REQUIRE(cq_close(q, err, sizeof err) == 0, "close: %s", err);
 }
 
+/* A topic's first file made ahead (when the topic is made): the queue's
+ * first append opens it instead of making it, a second make leaves it (and
+ * its entries) alone, and a make that cannot write names the queue. */
+static void test_first_file_ahead(void)
+{
+    const uint32_t queue = CQ_SMALL_QUEUE_FIRST + 7;
+    char err[512] = "", name[64], path[4200];
+    cq_file_name(queue, 0, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TU_REQUIRE(cq_make_first_file(dir, queue, err, sizeof err) == 0, "make: %s", err);
+    struct stat made, st;
+    TU_REQUIRE(stat(path, &made) == 0, "%s made", path);
+    TU_CHECK((uint64_t)made.st_size == cq_file_entries(queue) * CQ_ENTRY_BYTES, "%s: %lld bytes", path,
+             (long long)made.st_size);
+    cq_t *q = NULL;
+    TU_REQUIRE(cq_open(dir, queue, 0, 0, &q, err, sizeof err) == 0, "open: %s", err);
+    APPEND_N(q, 0, 3);
+    TU_REQUIRE(cq_close(q, err, sizeof err) == 0, "close: %s", err);
+    TU_CHECK(cq_make_first_file(dir, queue, err, sizeof err) == 0, "a second make: %s", err);
+    TU_CHECK(stat(path, &st) == 0 && st.st_ino == made.st_ino, "the appends and a second make kept the file made");
+    TU_REQUIRE(cq_open(dir, queue, 0, 3, &q, err, sizeof err) == 0, "reopen: %s", err);
+    EXPECT_ENTRIES(q, 0, 3, 3);
+    TU_REQUIRE(cq_close(q, err, sizeof err) == 0, "close: %s", err);
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/no-such-dir", dir);
+    EXPECT_ERROR(cq_make_first_file(missing, queue, err, sizeof err), err, "cq 00010007: its first file made ahead",
+                 "cannot create");
+}
+
 static void test_bad_inputs(void)
 {
     char err[512] = "";
@@ -480,6 +509,7 @@ static const tu_test_t cq_tests[] = {
     { "reopen at the caller's head and tail", test_reopen },
     { "file switch at 2^18 entries", test_file_switch },
     { "a topic's queue: files of 2^12 entries", test_small_files },
+    { "a topic's first file made ahead: the first append opens it", test_first_file_ahead },
     { "bad inputs: ranges, zero offsets, missing and short files", test_bad_inputs },
     { "a sync handed to another thread: buffer written, dirty files duplicated", test_sync_handoff },
     { NULL, NULL },
