@@ -275,6 +275,102 @@ static void test_level_hop_behind_lag(void)
     CLOSE(&s);
 }
 
+/* A steady stream like hourglass-bench's steady-ms: STREAM_PER_MS SENDs of a
+ * random DELAY 1 ms .. 9999 ms every millisecond for STREAM_SEND_MS, the due
+ * move at every millisecond except the first pause_ms of every
+ * STREAM_PERIOD_MS (a storage thread held up), each ready message leased as
+ * soon as the move made it ready. A message may be late by the pause that
+ * held its last move back, never more: a lagging move's hops must not carry
+ * its lag on (design-commitlog.md "steady-ms tail (s45)"). Returns the
+ * largest lateness seen; every message is checked to arrive, never early,
+ * with its journey's due. */
+enum {
+    STREAM_PER_MS = 3,
+    STREAM_SEND_MS = 3000,
+    STREAM_PERIOD_MS = 170,
+    STREAM_N = STREAM_PER_MS * STREAM_SEND_MS
+};
+
+static uint64_t steady_stream_max_late(uint64_t pause_ms, int *late_over_pause)
+{
+    store_t *s = OPEN_DEFAULT();
+    static uint64_t due_of[STREAM_N], id_of[STREAM_N];
+    static msg_owned_t m[STREAM_N];
+    uint32_t seed = 12345u;
+    int sent = 0, done = 0, early = 0, wrong_due = 0;
+    uint64_t max_late = 0, max_late_delay = 0;
+    *late_over_pause = 0;
+    for (uint64_t now = T0; done < STREAM_N; now++) {
+        TU_REQUIRE(now < T0 + STREAM_SEND_MS + 20 * SEC, "%d of %d delivered by +%" PRIu64 " ms", done, STREAM_N,
+                   now - T0);
+        for (int k = 0; k < STREAM_PER_MS && now < T0 + STREAM_SEND_MS; k++, sent++) {
+            seed = seed * 1103515245u + 12345u;
+            uint64_t delay = 1 + (seed >> 8) % 9999;
+            id_of[sent] = SEND(s, "t", "x", 0, delay, now, &due_of[sent]);
+            TU_REQUIRE(due_of[sent] == now + delay, "due +%" PRIu64 " for a delay of %" PRIu64, due_of[sent] - now,
+                       delay);
+        }
+        if (now == T0) {
+            GROUP_CREATE(s, "g", "t", 1, T0);
+        }
+        if ((now - T0) % STREAM_PERIOD_MS < pause_ms) {
+            continue; /* the move held up */
+        }
+        MOVE(s, now, 1000000, NULL);
+        int n = LEASE_N(s, "g", "t", STREAM_N, LEASE, now, m);
+        for (int j = 0; j < n; j++) {
+            int i = -1; /* ids grow in send order */
+            for (int lo = 0, hi = sent - 1; lo <= hi;) {
+                int mid = (lo + hi) / 2;
+                if (id_of[mid] == m[j].m.id) {
+                    i = mid;
+                    break;
+                }
+                if (id_of[mid] < m[j].m.id)
+                    lo = mid + 1;
+                else
+                    hi = mid - 1;
+            }
+            TU_REQUIRE(i >= 0, "leased an id %" PRIu64 " never sent", m[j].m.id);
+            wrong_due += m[j].m.due_ms != due_of[i];
+            early += now < due_of[i];
+            uint64_t late = now > due_of[i] ? now - due_of[i] : 0;
+            *late_over_pause += late > pause_ms;
+            if (late > max_late) {
+                max_late = late;
+                max_late_delay = due_of[i] - (T0 + (uint64_t)(i / STREAM_PER_MS));
+            }
+        }
+        ACK_LEASED(s, "g", m, n);
+        done += n;
+    }
+    TU_CHECK(early == 0 && wrong_due == 0, "%d early, %d with another due", early, wrong_due);
+    if (*late_over_pause > 0) {
+        fprintf(stderr,
+                "pause %" PRIu64 " ms: %d messages late by more, up to %" PRIu64 " ms (a delay of %" PRIu64 " ms)\n",
+                pause_ms, *late_over_pause, max_late, max_late_delay);
+    }
+    CHECK_STORE(s);
+    CLOSE(&s);
+    return max_late;
+}
+
+static void test_level_steady_stream_exact(void)
+{
+    int over = 0;
+    uint64_t late = steady_stream_max_late(0, &over);
+    TU_CHECK(late == 0, "with a due move every millisecond, a message came %" PRIu64 " ms late", late);
+}
+
+static void test_level_steady_stream_lag_not_carried(void)
+{
+    int over = 0;
+    uint64_t late = steady_stream_max_late(50, &over);
+    TU_CHECK(late <= 50 && over == 0,
+             "with the move held up 50 ms every 170 ms, %d messages came later than that, up to %" PRIu64 " ms", over,
+             late);
+}
+
 /* A table whose smallest level does not divide the delay: the message is
  * never early and late by less than the smallest level (table.h). */
 static void test_level_custom_table_remainder(void)
@@ -966,6 +1062,8 @@ static const tu_test_t level_tests[] = {
     { "a hop behind a lagging due move waits for its level's last due; a remainder is exact",
       test_level_hop_behind_lag },
     { "exact to the ms, 1 ms .. 3 h", test_level_exact_every_ms },
+    { "a steady stream of random delays is exact to the ms", test_level_steady_stream_exact },
+    { "a steady stream with a lagging move: late by that lag at most", test_level_steady_stream_lag_not_carried },
     { "order with remainders", test_level_order_with_remainders },
     { "a damaged level is skipped, the others move", test_level_damaged_skipped },
     { "each level's CQ equals its L range", test_level_cq_equals_l_range },
