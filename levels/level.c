@@ -1006,10 +1006,18 @@ static int serve_level_walk(store_t *s, int l, uint64_t bound, uint64_t now_ms, 
 
 #define MOVE_RUN 64 /* CQ entries and slots read in one run */
 
+/* The log's read-ahead window of a due move. Small: level 1's CQ and the
+ * lane hold hops of messages sent seconds apart beside new SENDs, so the
+ * next record is seldom in the window, and each refill copies the whole
+ * window (a 64 KiB one was ~1 refill a record in steady-ms: the storage
+ * thread's CPU +45 % over main's, design-commitlog.md "steady-ms tail
+ * (s45)"); records in append order still share a refill. A record longer
+ * than the window is read whole (clog_read). */
+#define MOVE_LOG_WINDOW (4 << 10)
+
 /* What a due move reads the level CQs, the lane, the slots and the log
  * through: a run of one CQ, a run of one slot file, and a read-ahead window
- * of the log (journeys are read in about the order their records were
- * appended). Valid for one store_move_due: it commits the pending batch
+ * of the log (MOVE_LOG_WINDOW). Valid for one store_move_due: it commits the pending batch
  * first, so everything read is in the log, the overlay or the files, and
  * nothing it reads is appended to meanwhile. */
 typedef struct move_reads {
@@ -1362,7 +1370,7 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
     }
     s->lane_move_tail = s->lane != NULL ? lane_tail(s->lane) : 0;
     move_reads_t r = { .s = s, .cq_queue = UINT32_MAX, .slot_base = UINT64_MAX };
-    r.rd.window = 64 << 10;
+    r.rd.window = MOVE_LOG_WINDOW;
     int rc = 0;
     while (*moved < max && s->batch_bytes < STORE_BATCH_MAX_BYTES) {
         /* Serve the level whose head is due first, up to where another level's
