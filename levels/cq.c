@@ -279,11 +279,17 @@ int cq_advance_head(cq_t *q, uint64_t new_head, char *err, size_t errlen)
                        q->queue, new_head, q->head, q->tail);
     }
     q->head = new_head;
-    /* File k goes when all its entries are below the head. When the tail sits
-     * on the next file's first index, no file is left: the next append makes
+    return 0;
+}
+
+int cq_release_below(cq_t *q, uint64_t durable_head, char *err, size_t errlen)
+{
+    uint64_t below = durable_head < q->head ? durable_head : q->head;
+    /* File k goes when all its entries are below it. When the tail sits on
+     * the next file's first index, no file is left: the next append makes
      * that file (cq_switch_file). */
     size_t drop = 0;
-    while (drop < q->nfiles && ((q->first_file + drop + 1) << q->shift) <= new_head) {
+    while (drop < q->nfiles && ((q->first_file + drop + 1) << q->shift) <= below) {
         drop++;
     }
     int rc = 0;
@@ -295,7 +301,7 @@ int cq_advance_head(cq_t *q, uint64_t new_head, char *err, size_t errlen)
         }
         if (unlink(path) != 0 && rc == 0) {
             rc = err_set(err, errlen, "cq %08" PRIx32 ": %s: cannot delete below the head %" PRIu64 ": %s", q->queue,
-                         path, new_head, strerror(errno));
+                         path, below, strerror(errno));
         }
     }
     memmove(q->files, q->files + drop, (q->nfiles - drop) * sizeof *q->files);

@@ -11,8 +11,8 @@
  * (a run), and cq_append flushes by itself when the buffer is full or the
  * tail crosses into the next file (the file switch: the next file is made,
  * pre-written, when its first entry is appended). cq_rewrite overwrites an
- * entry in place. cq_advance_head moves the head and deletes the files whose
- * entries are all below it.
+ * entry in place. cq_advance_head moves the head; cq_release_below deletes
+ * the files whose entries are all below a head an open would read back.
  *
  * What the module trusts and guarantees. Head and tail are the caller's
  * (LevelDB's `C`/`P` records, advanced by the log's replay): cq_open takes
@@ -89,10 +89,16 @@ int cq_read(cq_t *q, uint64_t index, size_t n, cq_entry_t *out, char *err, size_
 /* Overwrite the entry at index (inside [head, tail)); e->log_offset != 0. */
 int cq_rewrite(cq_t *q, uint64_t index, const cq_entry_t *e, char *err, size_t errlen);
 
-/* Move the head to new_head (head <= new_head <= tail) and delete the files
- * whose entries are all below it (a failed delete is reported; the head has
- * moved anyway, and the next open deletes the file). */
+/* Move the head to new_head (head <= new_head <= tail). Its files stay:
+ * the head an open reads back (LevelDB's, the redo's) may lag this one until
+ * a checkpoint covers the move, and the open needs the file its head lies in
+ * (cq_release_below deletes them then). */
 int cq_advance_head(cq_t *q, uint64_t new_head, char *err, size_t errlen);
+
+/* Delete the files whose entries all lie below both durable_head (a head an
+ * open reads back: the one a finished checkpoint covers) and the head. A
+ * failed delete is reported; the next open deletes the file. */
+int cq_release_below(cq_t *q, uint64_t durable_head, char *err, size_t errlen);
 
 /* Write buffered entries (cq_flush); and fdatasync the files written since the
  * last cq_sync (cq_sync). */

@@ -158,7 +158,11 @@ static void test_head_advance(void)
     EXPECT_ERROR(cq_read(q, 99, 1, &e, err, sizeof err), err, "outside", "[99, 100)");
     EXPECT_ENTRIES(q, 100, 10, 1);
     TU_REQUIRE(cq_advance_head(q, CQ_FILE_ENTRIES + 5, err, sizeof err) == 0, "advance: %s", err);
-    TU_CHECK(!file_exists(0), "the first file, all below the head, is deleted");
+    TU_CHECK(file_exists(0), "the first file went at the head move (an open may read back an older head)");
+    TU_REQUIRE(cq_release_below(q, 100, err, sizeof err) == 0, "release below 100: %s", err);
+    TU_CHECK(file_exists(0), "the first file went below a durable head inside it");
+    TU_REQUIRE(cq_release_below(q, UINT64_MAX, err, sizeof err) == 0, "release below the head: %s", err);
+    TU_CHECK(!file_exists(0), "the first file, all below the durable head, is deleted");
     TU_CHECK(file_exists(CQ_FILE_ENTRIES), "the second file stays");
     EXPECT_ENTRIES(q, CQ_FILE_ENTRIES + 5, 5, 5);
     EXPECT_ERROR(cq_advance_head(q, 10, err, sizeof err), err, "outside", "only moves forward");
@@ -306,6 +310,7 @@ static void test_small_files(void)
     TU_REQUIRE(cq_open(dir, queue, 2, per + 5, &q, err, sizeof err) == 0, "reopen: %s", err);
     EXPECT_ENTRIES(q, 2, per + 3, 64);
     TU_REQUIRE(cq_advance_head(q, per + 1, err, sizeof err) == 0, "advance: %s", err);
+    TU_REQUIRE(cq_release_below(q, per + 1, err, sizeof err) == 0, "release: %s", err);
     cq_file_name(queue, 0, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     TU_CHECK(stat(path, &st) != 0, "the first 64 KiB file stays below the head");
