@@ -673,7 +673,7 @@ static int release_cq_files(redo_t *r, char *err, size_t errlen)
 }
 
 /* Owner thread, no finish running elsewhere: a checkpoint begun and not
- * finished is finished here (its B is below the one to take). */
+ * finished is finished here, and the CQ files below the heads it covers go. */
 static int finish_open_checkpoint(redo_t *r, char *err, size_t errlen)
 {
     if (!atomic_load(&r->ckpt.open)) {
@@ -682,11 +682,10 @@ static int finish_open_checkpoint(redo_t *r, char *err, size_t errlen)
     return redo_checkpoint_finish(r, err, errlen) != 0 ? -1 : release_cq_files(r, err, errlen);
 }
 
-/* A whole checkpoint on the owner thread (begin, then finish). */
+/* A whole checkpoint on the owner thread (begin, then finish and release). */
 static int checkpoint_at(redo_t *r, uint64_t b, int clean, char *err, size_t errlen)
 {
-    if (checkpoint_begin_at(r, b, clean, err, errlen) != 0 || redo_checkpoint_finish(r, err, errlen) != 0 ||
-        release_cq_files(r, err, errlen) != 0) {
+    if (checkpoint_begin_at(r, b, clean, err, errlen) != 0 || finish_open_checkpoint(r, err, errlen) != 0) {
         return -1;
     }
     if (b > r->applied) {

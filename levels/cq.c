@@ -69,7 +69,8 @@ static void cq_push_file(cq_t *q, fixfile_t *f)
 }
 
 /* Delete this queue's files wholly below the head: left by a crash between a
- * head advance and its deletes. A head inside the queue's first file has no
+ * head advance and the checkpoint that releases its files (cq_release_below),
+ * the head here being the one that checkpoint made durable. A head inside the queue's first file has no
  * file below it, and the directory (one file per topic and more) is not read:
  * a batch making n topics opens n new queues (design-commitlog.md 4b). */
 static void cq_sweep_below_head(cq_t *q)
