@@ -245,17 +245,32 @@ static void test_failed_sync_then_barrier(void)
     CHECK_STORE(s);
 }
 
+/* The commit-log segment files in g_data: how many (the return), and the highest base into *highest (0 when none;
+ * highest may be NULL). */
+static int segment_files(uint64_t *highest)
+{
+    DIR *d = opendir(g_data);
+    int n = 0;
+    uint64_t top = 0, base;
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (sscanf(e->d_name, "clog-%16" SCNx64 ".seg", &base) == 1 && strlen(e->d_name) == 25) {
+            n++;
+            top = base > top ? base : top;
+        }
+    }
+    if (d != NULL)
+        closedir(d);
+    if (highest != NULL)
+        *highest = top;
+    return n;
+}
+
 /* The highest base among the commit-log segments in g_data (0 when none). */
 static uint64_t highest_segment_base(void)
 {
-    DIR *d = opendir(g_data);
-    uint64_t highest = 0, base;
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL)
-        if (sscanf(e->d_name, "clog-%16" SCNx64 ".seg", &base) == 1 && strlen(e->d_name) == 25 && base > highest)
-            highest = base;
-    if (d != NULL)
-        closedir(d);
+    uint64_t highest;
+    segment_files(&highest);
     return highest;
 }
 
@@ -357,20 +372,6 @@ static void test_spares_below_checkpoint_after_close(void)
     check_spares_below_checkpoint(0);
 }
 
-/* How many commit-log segment files g_data holds. */
-static int segment_files(void)
-{
-    DIR *d = opendir(g_data);
-    int n = 0;
-    uint64_t base;
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL)
-        n += sscanf(e->d_name, "clog-%16" SCNx64 ".seg", &base) == 1 && strlen(e->d_name) == 25;
-    if (d != NULL)
-        closedir(d);
-    return n;
-}
-
 /* Spares left below the log's end are taken again, not left behind for good. Each reopen at a later clock starts
  * the log past every file, leaving the spares the last checkpoint's recycling made below it; the log's next segments
  * must take those (lowest first) before pre-writing new files. Without it every such restart left as many files
@@ -395,7 +396,7 @@ static void test_spares_below_end_taken_again(void)
         commit_big_sends(s, SENDS, now);
         CHECK_STORE(s);
         CLOSE(&s);
-        files[r] = segment_files();
+        files[r] = segment_files(NULL);
     }
     TU_CHECK(files[ROUNDS - 1] <= files[1],
              "segment files after each round: %d %d %d %d %d (spares below the end left behind)", files[0], files[1],
