@@ -1004,7 +1004,7 @@ static int serve_level_walk(store_t *s, int l, uint64_t bound, uint64_t now_ms, 
 
 /* ---- the due move from the CQs (design-commitlog.md 4a.4) --------------------------- */
 
-#define MOVE_RUN 64 /* CQ entries and slots read in one run */
+#define MOVE_RUN 64 /* CQ entries read in one run */
 
 /* The log's read-ahead window of a due move. Small: level 1's CQ and the
  * lane hold hops of messages sent seconds apart beside new SENDs, so the
@@ -1016,7 +1016,7 @@ static int serve_level_walk(store_t *s, int l, uint64_t bound, uint64_t now_ms, 
 #define MOVE_LOG_WINDOW (4 << 10)
 
 /* What a due move reads the level CQs, the lane, the slots and the log
- * through: a run of one CQ, a run of one slot file, and a read-ahead window
+ * through: a run of one CQ, a run of one slot file (slot_run_t), and a read-ahead window
  * of the log (MOVE_LOG_WINDOW). Valid for one store_move_due: it commits the pending batch
  * first, so everything read is in the log, the overlay or the files, and
  * nothing it reads is appended to meanwhile. */
@@ -1027,9 +1027,7 @@ typedef struct move_reads {
     uint64_t cq_at;
     size_t cq_n;
     cq_entry_t cq[MOVE_RUN];
-    uint64_t slot_base, slot_at;
-    size_t slot_n;
-    slot_t slots[MOVE_RUN];
+    slot_run_t slots;
 } move_reads_t;
 
 /* The entry at index of queue (index < end: what the move may read). */
@@ -1048,25 +1046,6 @@ static int move_cq_entry(move_reads_t *r, uint32_t queue, uint64_t index, uint64
         r->cq_n = n;
     }
     *e = r->cq[index - r->cq_at];
-    return 0;
-}
-
-/* The slot at ordinal of the segment at base. */
-static int move_slot(move_reads_t *r, uint64_t base, uint64_t ordinal, slot_t *sl, char *err, size_t errlen)
-{
-    if (r->slot_base != base || ordinal < r->slot_at || ordinal >= r->slot_at + r->slot_n) {
-        char why[512];
-        size_t got = 0;
-        if (redo_slot_read(r->s->redo, base, ordinal, MOVE_RUN, r->slots, &got, why, sizeof why) != 0) {
-            r->slot_n = 0;
-            return err_set(err, errlen, "the where-slots of commit-log segment %016" PRIx64 " in %s: %s", base,
-                           r->s->path, why);
-        }
-        r->slot_base = base;
-        r->slot_at = ordinal;
-        r->slot_n = got;
-    }
-    *sl = r->slots[ordinal - r->slot_at];
     return 0;
 }
 
@@ -1093,7 +1072,8 @@ static int move_journey(move_reads_t *r, uint32_t queue, uint64_t index, const c
                        e->log_offset, queue, index, s->path, why);
     }
     slot_t sl = { 0 };
-    if (move_slot(r, e->log_offset - e->log_offset % s->opt.segment_bytes, ordinal, &sl, err, errlen) != 0) {
+    if (store_slot_run_get(s, &r->slots, e->log_offset - e->log_offset % s->opt.segment_bytes, ordinal, &sl, err,
+                           errlen) != 0) {
         return -1;
     }
     if (sl.id != e->log_offset || sl.queue != queue || sl.cq_index != index || (sl.flags & SLOT_REVOKED)) {
@@ -1369,7 +1349,7 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
         committed[l] = ls->depth;
     }
     s->lane_move_tail = s->lane != NULL ? lane_tail(s->lane) : 0;
-    move_reads_t r = { .s = s, .cq_queue = UINT32_MAX, .slot_base = UINT64_MAX };
+    move_reads_t r = { .s = s, .cq_queue = UINT32_MAX, .slots.base = UINT64_MAX };
     r.rd.window = MOVE_LOG_WINDOW;
     int rc = 0;
     while (*moved < max && s->batch_bytes < STORE_BATCH_MAX_BYTES) {

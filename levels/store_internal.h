@@ -449,6 +449,23 @@ void segcount_free(store_t *s);
 /* The remainder lane's consume queue number (the levels are 1..LVL_MAX_LEVELS). */
 #define STORE_LANE_QUEUE ((uint32_t)LVL_MAX_LEVELS + 1)
 
+/* Where-slots read in runs (the due move's, a topic walk's): a miss reads
+ * the STORE_SLOT_RUN slots from the ordinal asked on (redo_slot_read: held
+ * slots from the overlay), so entries in append order cost one read a run.
+ * A run is valid while no slot it holds is written: one due move or one
+ * walk (the caller's contract). Set base to UINT64_MAX before the first use. */
+#define STORE_SLOT_RUN 64
+/* The log's read-ahead window of a walk of a topic CQ (topic_walk.c,
+ * topic_cqs_each): its arrivals' records lie in about append order, so a
+ * refill serves the next ones; small, as a refill copies it whole (the due
+ * move's window: level.c). A record longer is read whole. */
+#define STORE_WALK_LOG_WINDOW (4 << 10)
+typedef struct slot_run {
+    uint64_t base, at;
+    size_t n;
+    slot_t slots[STORE_SLOT_RUN];
+} slot_run_t;
+
 /* ---- topic_cq.c: the topic log's consume queues (design-commitlog.md 4b) --------- */
 
 /* A topic CQ's queue numbers start here (above the levels and the lane). */
@@ -498,10 +515,11 @@ uint64_t topic_cq_append(store_t *s, topic_state_t *t, uint64_t offset, uint64_t
  * key holds it; 0 when the entry is dead (its
  * slot names another place or is revoked; a 'T'-held message's key gone);
  * -1 with err (a damaged record, an unreadable entry or slot). rd: a
- * reader kept across calls (clog_reader_free). e: the entry when the caller
- * read it (NULL: read here). */
-int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd, char **val,
-                       size_t *vlen, char *err, size_t errlen);
+ * reader kept across calls (clog_reader_free); slots: a run kept across
+ * calls (store_slot_run_get's contract). e: the entry when the caller read
+ * it (NULL: read here). */
+int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd,
+                       slot_run_t *slots, char **val, size_t *vlen, char *err, size_t errlen);
 /* topic_cq_entry_msg's answer for a live entry whose message its 'T' key holds. */
 #define TOPIC_CQ_IN_T 2
 
@@ -715,6 +733,11 @@ void store_log_cq_head(store_t *s, uint32_t queue, uint64_t head);
  * is 0 with *gone = 1 and no slot read. */
 int store_log_slot_get(store_t *s, uint64_t id, uint32_t ordinal, slot_t *sl, int *gone, char *err, size_t errlen);
 
+/* The where-slot at ordinal of the segment at base, through run: 0 and *sl,
+ * or -1 with err (naming the segment). */
+int store_slot_run_get(store_t *s, slot_run_t *run, uint64_t base, uint64_t ordinal, slot_t *sl, char *err,
+                       size_t errlen);
+
 /* Recycle the log's segments below its checkpoint whose live count is 0
  * (the open's, once the counts are loaded: segcount_load). 0, or -1 with err. */
 int store_log_recycle(store_t *s, char *err, size_t errlen);
@@ -778,7 +801,8 @@ typedef struct queue_walk {
     uint64_t run_at;  /* run[] holds entries [run_at, run_at + run_n) */
     size_t run_n;
     cq_entry_t run[64];
-    clog_reader_t rd;
+    clog_reader_t rd;    /* the records, through a read-ahead window (STORE_WALK_LOG_WINDOW) */
+    slot_run_t slots;    /* their where-slots */
     uint64_t failed_seq; /* the seq of the CQ entry whose read failed (UINT64_MAX: none) */
     int given_cq;        /* the entry given last is a CQ entry: at given_index, */
     int given_in_t;      /* held by its 'T' key (a message with no record in the log) */

@@ -904,6 +904,25 @@ int store_log_slot_get(store_t *s, uint64_t id, uint32_t ordinal, slot_t *sl, in
     return rc != 0 ? err_set(err, errlen, "the where-slot of %016" PRIx64 ": %s", id, why) : 0;
 }
 
+int store_slot_run_get(store_t *s, slot_run_t *run, uint64_t base, uint64_t ordinal, slot_t *sl, char *err,
+                       size_t errlen)
+{
+    if (run->base != base || ordinal < run->at || ordinal >= run->at + run->n) {
+        char why[512];
+        size_t got = 0;
+        if (redo_slot_read(s->redo, base, ordinal, STORE_SLOT_RUN, run->slots, &got, why, sizeof why) != 0) {
+            run->n = 0;
+            return err_set(err, errlen, "the where-slots of commit-log segment %016" PRIx64 " in %s: %s", base, s->path,
+                           why);
+        }
+        run->base = base;
+        run->at = ordinal;
+        run->n = got;
+    }
+    *sl = run->slots[ordinal - run->at];
+    return 0;
+}
+
 int store_log_recycle(store_t *s, char *err, size_t errlen)
 {
     return recycle_below_checkpoint(s, err, errlen);

@@ -91,8 +91,8 @@ uint64_t topic_cq_append(store_t *s, topic_state_t *t, uint64_t offset, uint64_t
  * window), -1 with err; *in_t = 1 instead when the slot does not vouch for it
  * (no record of the log there, a slot naming another place or revoked): its
  * 'T' key holds it when it is live. */
-static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd, msg_t *m,
-                        int *in_t, char *err, size_t errlen)
+static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd,
+                        slot_run_t *slots, msg_t *m, int *in_t, char *err, size_t errlen)
 {
     *in_t = 0;
     clog_record_t rec;
@@ -108,14 +108,12 @@ static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_e
                        t->name, index, e->log_offset, why);
     }
     slot_t sl;
-    size_t got = 0;
     uint64_t base = e->log_offset - e->log_offset % s->opt.segment_bytes;
-    if (redo_slot_read(s->redo, base, ordinal, 1, &sl, &got, why, sizeof why) != 0) {
+    if (store_slot_run_get(s, slots, base, ordinal, &sl, why, sizeof why) != 0) {
         return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the where-slot of %016" PRIx64 ": %s", t->name,
                        index, e->log_offset, why);
     }
-    if (got == 0 || sl.id != e->log_offset || sl.queue != t->queue || sl.cq_index != index ||
-        (sl.flags & SLOT_REVOKED)) {
+    if (sl.id != e->log_offset || sl.queue != t->queue || sl.cq_index != index || (sl.flags & SLOT_REVOKED)) {
         *in_t = 1; /* revoked, or its slot names another place: live only when its 'T' key holds it (a message */
         return 1;  /* whose journey was dropped, index.c's rebuild: appended without one) */
     }
@@ -147,8 +145,8 @@ static int t_key_get(store_t *s, topic_state_t *t, uint64_t seq, char **val, siz
     return 1;
 }
 
-int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd, char **val,
-                       size_t *vlen, char *err, size_t errlen)
+int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd,
+                       slot_run_t *slots, char **val, size_t *vlen, char *err, size_t errlen)
 {
     cq_entry_t read;
     if (e == NULL) {
@@ -160,7 +158,7 @@ int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_en
     }
     msg_t m;
     int in_t;
-    int live = entry_record(s, t, index, e, rd, &m, &in_t, err, errlen);
+    int live = entry_record(s, t, index, e, rd, slots, &m, &in_t, err, errlen);
     if (live <= 0) {
         return live;
     }
@@ -184,7 +182,8 @@ int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, char **val, size_t
         return 0;
     }
     clog_reader_t rd = { 0 };
-    int rc = topic_cq_entry_msg(s, t, index, NULL, &rd, val, vlen, err, errlen);
+    slot_run_t slots = { .base = UINT64_MAX };
+    int rc = topic_cq_entry_msg(s, t, index, NULL, &rd, &slots, val, vlen, err, errlen);
     clog_reader_free(&rd);
     return rc > 0 ? 1 : rc;
 }
@@ -354,7 +353,8 @@ int topic_cqs_each(store_t *s, topic_cq_fn fn, void *ctx, char *err, size_t errl
     if (s->redo == NULL) {
         return 0;
     }
-    clog_reader_t rd = { 0 };
+    clog_reader_t rd = { .window = STORE_WALK_LOG_WINDOW };
+    slot_run_t slots = { .base = UINT64_MAX };
     map_iter_t it = { 0 };
     void *tv;
     int rc = 0;
@@ -375,7 +375,7 @@ int topic_cqs_each(store_t *s, topic_cq_fn fn, void *ctx, char *err, size_t errl
             }
             msg_t m;
             int in_t;
-            int live = entry_record(s, t, i, &run[i - run_at], &rd, &m, &in_t, err, errlen);
+            int live = entry_record(s, t, i, &run[i - run_at], &rd, &slots, &m, &in_t, err, errlen);
             if (live < 0) {
                 rc = -1;
             } else if (live > 0 && !in_t) {

@@ -59,6 +59,8 @@ void queue_walk_topic(queue_walk_t *w, store_t *s, topic_state_t *t, uint64_t fr
     w->t = t;
     if (t->queue != 0) {
         w->has_cq = 1;
+        w->rd.window = STORE_WALK_LOG_WINDOW;
+        w->slots.base = UINT64_MAX;
         w->t_end = STORE_TOPIC_CQ_SEQ | t->cq_seq_base;
         w->cq_next = from >= w->t_end ? store_topic_cq_index(t, from) : 0;
         if (w->cq_next < t->cq_head) {
@@ -159,7 +161,8 @@ static int cq_range_next(queue_walk_t *w, const char **key, size_t *klen, const 
                 return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": %s", t->name, i, why);
             }
         }
-        int live = topic_cq_entry_msg(w->s, t, i, &w->run[i - w->run_at], &w->rd, &w->val, vlen, err, errlen);
+        int live =
+            topic_cq_entry_msg(w->s, t, i, &w->run[i - w->run_at], &w->rd, &w->slots, &w->val, vlen, err, errlen);
         if (live < 0) {
             w->failed_seq = store_topic_cq_seq(t, i);
             return -1;
