@@ -2372,6 +2372,82 @@ static void test_log_topic_cq_file_kept_until_checkpoint(void)
     CLOSE(&s);
 }
 
+/* The level case: level 1's CQ (files of 2^18 entries) takes a file's worth
+ * of messages and a few more; the due move before the close takes all but
+ * CUT_LEVEL_AFTER of the first file's, the child's after the checkpoint the
+ * rest, so its head passes the first file. */
+#define CUT_LEVEL_MSGS  ((1 << 18) + 200)
+#define CUT_LEVEL_AFTER 300 /* moved by the child: its head move the cut loses */
+#define CUT_LEVEL_CHUNK 10000
+
+static uint64_t g_cut_level_sent[CUT_LEVEL_MSGS];
+
+/* The child's step of the level case: the due move of the rest. */
+static int move_the_rest(store_t *c, char *err, size_t errlen)
+{
+    int moved = 0, ready = 0;
+    if (store_move_due(c, T0 + SEC, CUT_LEVEL_AFTER, &moved, &ready, err, errlen) != 0 ||
+        commit_and_apply(c, err, errlen) != 0)
+        return -1;
+    if (moved != CUT_LEVEL_AFTER) {
+        snprintf(err, errlen, "moved %d of the last %d", moved, CUT_LEVEL_AFTER);
+        return -1;
+    }
+    return 0;
+}
+
+/* test_log_topic_cq_file_kept_until_checkpoint's rule on a level's CQ: the
+ * due move's head move past the first file is lost with LevelDB's writes
+ * past the checkpoint; the reopen opens, the redo moves the head again, and
+ * every message is in the topic once, in order (a group made after the
+ * reopen, from the first, leases them all). */
+static void test_log_level_cq_file_kept_until_checkpoint(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    const uint32_t queue = 1; /* level 1's (1 s) */
+    const uint64_t per_file = cq_file_entries(queue);
+    TU_REQUIRE(per_file < CUT_LEVEL_MSGS && per_file > CUT_LEVEL_AFTER, "a level CQ file holds %" PRIu64 " entries",
+               per_file);
+    char payload[32];
+    int cut = 0;
+    for (int round = 0; round < 3 && !cut; round++) {
+        tu_rmtree(g_data);
+        store_t *s = OPEN(&o);
+        for (int i = 0; i < CUT_LEVEL_MSGS; i++) {
+            snprintf(payload, sizeof payload, "m%d", i);
+            g_cut_level_sent[i] = SEND(s, "t", payload, 1, 0, T0, NULL);
+            if (i % 1000 == 999)
+                COMMIT(s);
+        }
+        COMMIT(s);
+        int left = CUT_LEVEL_MSGS - CUT_LEVEL_AFTER;
+        while (left > 0) {
+            int moved = MOVE(s, T0 + SEC, left < CUT_LEVEL_CHUNK ? left : CUT_LEVEL_CHUNK, NULL);
+            TU_REQUIRE(moved > 0, "the due move stopped with %d to move", left);
+            left -= moved;
+            COMMIT(s);
+        }
+        CLOSE(&s);
+        TU_REQUIRE(cq_file_present(queue, 0) && cq_file_present(queue, per_file),
+                   "queue %08" PRIx32 " has not its first two files", queue);
+        cut = crash_losing_leveldb_past_checkpoint(move_the_rest);
+    }
+    TU_REQUIRE(cut, "every round had a checkpoint past the cut");
+    TU_CHECK(cq_file_present(queue, 0), "the first CQ file went at the head move, before a checkpoint covered it");
+
+    store_t *s = reopen_after_cut(&o);
+    CHECK_STORE(s);
+    TU_CHECK(level_depth(s, 1) == 0, "level 1 holds %" PRIu64 " after the redo of its due move", level_depth(s, 1));
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == CUT_LEVEL_MSGS && ti.delayed == 0,
+             "topic t: appended %" PRIu64 ", delayed %" PRIu64 "; want %d, 0", ti.appended, ti.delayed, CUT_LEVEL_MSGS);
+    GROUP_CREATE(s, "g", "t", 1, T0 + HOUR);
+    expect_rest_leased(s, g_cut_level_sent, 0, CUT_LEVEL_MSGS, T0 + HOUR);
+    CLOSE(&s);
+    TU_CHECK(!cq_file_present(queue, 0), "the first CQ file is left after a checkpoint covering the head move");
+}
+
 /* A directory of format 5 whose commit log wrote SEND journeys into `L`
  * and 'X' beside their CQ entries (4a.4), its levels served from their CQs:
  * this build (format 6, whose journeys have no `L` entry: design-commitlog.md
@@ -2462,6 +2538,8 @@ static const tu_test_t open_tests[] = {
       test_log_hole_past_checkpoint },
     { "a topic CQ file below a head move stays until a checkpoint covers it: LevelDB lost the move",
       test_log_topic_cq_file_kept_until_checkpoint },
+    { "a level CQ file below a head move stays until a checkpoint covers it: LevelDB lost the move",
+      test_log_level_cq_file_kept_until_checkpoint },
     { "an older format with another level table is refused before its upgrade",
       test_older_format_refused_before_upgrade },
     { NULL, NULL },
