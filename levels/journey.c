@@ -24,6 +24,27 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+int store_where_slot_find(store_t *s, uint64_t id, clog_reader_t *rd, clog_record_t *rec, uint32_t *ordinal, slot_t *sl,
+                          char *err, size_t errlen)
+{
+    char why[512];
+    int rc = clog_read(redo_log(s->redo), id, rd, rec, why, sizeof why);
+    if (rc == CLOG_NOT_RECORD) {
+        return 0;
+    }
+    if (rc != 0 || msg_record_ordinal(rec->data, rec->len, ordinal, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
+    }
+    size_t got = 0;
+    if (redo_slot_read(s->redo, id - id % s->opt.segment_bytes, *ordinal, 1, sl, &got, why, sizeof why) != 0) {
+        return err_set(err, errlen, "the where-slot of %016" PRIx64 " in %s: %s", id, s->path, why);
+    }
+    if (got == 0 || sl->id != id || (sl->flags & SLOT_REVOKED)) {
+        return 0; /* not this message's record (a payload's fake, a recycled life), or revoked */
+    }
+    return 1;
+}
+
 int store_journey_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, store_journey_t *out, char *err,
                        size_t errlen)
 {
@@ -31,23 +52,13 @@ int store_journey_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, sto
         return 0;
     }
     clog_record_t rec;
-    char why[512];
-    int rc = clog_read(redo_log(s->redo), id, rd, &rec, why, sizeof why);
-    if (rc == CLOG_NOT_RECORD) {
-        return 0;
-    }
     uint32_t ordinal = 0;
-    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
-        return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
-    }
     slot_t sl;
-    size_t got = 0;
-    if (redo_slot_read(s->redo, id - id % s->opt.segment_bytes, ordinal, 1, &sl, &got, why, sizeof why) != 0) {
-        return err_set(err, errlen, "the where-slot of %016" PRIx64 " in %s: %s", id, s->path, why);
+    int named = store_where_slot_find(s, id, rd, &rec, &ordinal, &sl, err, errlen);
+    if (named <= 0) {
+        return named;
     }
-    if (got == 0 || sl.id != id || (sl.flags & SLOT_REVOKED)) {
-        return 0; /* not this message's record (a payload's fake, a recycled life), or revoked */
-    }
+    char why[512];
     int level = sl.queue == STORE_LANE_QUEUE ? 1 : (int)sl.queue;
     if (sl.queue == 0 || level > s->opt.levels.count) {
         return 0; /* in the topic log: 'X' says where */

@@ -196,23 +196,13 @@ int topic_cq_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, topic_st
         return 0;
     }
     clog_record_t rec;
-    char why[512];
-    int rc = clog_read(redo_log(s->redo), id, rd, &rec, why, sizeof why);
-    if (rc == CLOG_NOT_RECORD) {
-        return 0;
-    }
     uint32_t ordinal = 0;
-    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
-        return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
-    }
     slot_t sl;
-    size_t got = 0;
-    if (redo_slot_read(s->redo, id - id % s->opt.segment_bytes, ordinal, 1, &sl, &got, why, sizeof why) != 0) {
-        return err_set(err, errlen, "the where-slot of %016" PRIx64 " in %s: %s", id, s->path, why);
+    int named = store_where_slot_find(s, id, rd, &rec, &ordinal, &sl, err, errlen);
+    if (named <= 0) {
+        return named;
     }
-    if (got == 0 || sl.id != id || (sl.flags & SLOT_REVOKED)) {
-        return 0;
-    }
+    char why[512];
     topic_state_t *at = topic_cq_topic(s, sl.queue);
     if (at == NULL || sl.cq_index < at->cq_head || sl.cq_index >= at->cq_tail) {
         return 0; /* not in a topic CQ, or collected: 'X' says what is left */
