@@ -275,6 +275,22 @@ static void test_level_hop_behind_lag(void)
     CLOSE(&s);
 }
 
+/* The index of id in ids[0..n) (ids grow in send order: ids are log
+ * offsets), or -1 when it is not there. */
+static int index_of_id(const uint64_t *ids, int n, uint64_t id)
+{
+    for (int lo = 0, hi = n - 1; lo <= hi;) {
+        int mid = (lo + hi) / 2;
+        if (ids[mid] == id)
+            return mid;
+        if (ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
 /* A steady stream like hourglass-bench's steady-ms: STREAM_PER_MS SENDs of a
  * random DELAY 1 ms .. 9999 ms every millisecond for STREAM_SEND_MS, the due
  * move at every millisecond except the first pause_ms of every
@@ -319,18 +335,7 @@ static uint64_t steady_stream_max_late(uint64_t pause_ms, int *late_over_pause)
         MOVE(s, now, 1000000, NULL);
         int n = LEASE_N(s, "g", "t", STREAM_N, LEASE, now, m);
         for (int j = 0; j < n; j++) {
-            int i = -1; /* ids grow in send order */
-            for (int lo = 0, hi = sent - 1; lo <= hi;) {
-                int mid = (lo + hi) / 2;
-                if (id_of[mid] == m[j].m.id) {
-                    i = mid;
-                    break;
-                }
-                if (id_of[mid] < m[j].m.id)
-                    lo = mid + 1;
-                else
-                    hi = mid - 1;
-            }
+            int i = index_of_id(id_of, sent, m[j].m.id);
             TU_REQUIRE(i >= 0, "leased an id %" PRIu64 " never sent", m[j].m.id);
             wrong_due += m[j].m.due_ms != due_of[i];
             early += now < due_of[i];
@@ -439,19 +444,7 @@ static void test_level_exact_every_ms(void)
         TU_REQUIRE(moved > 0, "nothing moved at the next due time +%" PRIu64, now - T0);
         int k = LEASE_N(s, "g", "t", N, LEASE, now, m);
         for (int j = 0; j < k; j++) {
-            /* id -> index: ids are assigned in send order */
-            int i = -1;
-            for (int lo = 0, hi = n - 1; lo <= hi;) {
-                int mid = (lo + hi) / 2;
-                if (id_of[mid] == m[j].m.id) {
-                    i = mid;
-                    break;
-                }
-                if (id_of[mid] < m[j].m.id)
-                    lo = mid + 1;
-                else
-                    hi = mid - 1;
-            }
+            int i = index_of_id(id_of, n, m[j].m.id);
             if ((i < 0 || sent_at[i] + delay_of[i] != now || m[j].m.due_ms != now) && wrong++ == 0) {
                 first_wrong_id = m[j].m.id;
                 first_wrong_at = now;
