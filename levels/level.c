@@ -925,6 +925,8 @@ typedef struct level_walk {
     uint64_t next_due, next_seq;
 } level_walk_t;
 
+/* Start *w at level l's `L` head (ls->head_due, head_seq); walk_end frees
+ * its iterator. */
 static void walk_begin(level_walk_t *w, store_t *s, int l)
 {
     level_state_t *ls = &s->levels[l];
