@@ -205,11 +205,14 @@ static open_queue_t *queue_get(redo_t *r, uint32_t queue, char *err, size_t errl
     return &r->queues[r->nqueues++];
 }
 
-/* The slot file of segment base, opened or made. A last slot torn by a power
- * cut was written after the last checkpoint (which syncs every slot file), so
- * by a batch the redo rewrites: it is cut off before the open. */
-static open_slots_t *slots_get(redo_t *r, uint64_t base, char *err, size_t errlen)
+/* The slot file of segment base: the one held open, else opened when it
+ * exists, else made (make) or, not make, NULL with *missing set. A last slot
+ * torn by a power cut was written after the last checkpoint (which syncs
+ * every slot file), so by a batch the redo rewrites: it is cut off before
+ * the open. NULL with err on a failed cut or open. */
+static open_slots_t *slots_at(redo_t *r, uint64_t base, int make, int *missing, char *err, size_t errlen)
 {
+    *missing = 0;
     for (size_t i = 0; i < r->nslots; i++) {
         if (r->slots[i].base == base) {
             return &r->slots[i];
@@ -220,6 +223,10 @@ static open_slots_t *slots_get(redo_t *r, uint64_t base, char *err, size_t errle
     snprintf(path, sizeof path, "%s/%s", r->dir, name);
     struct stat st;
     int exists = stat(path, &st) == 0;
+    if (!exists && !make) {
+        *missing = 1;
+        return NULL;
+    }
     if (exists && st.st_size % SLOT_BYTES != 0 && truncate(path, st.st_size - st.st_size % SLOT_BYTES) != 0) {
         err_set(err, errlen, "%s: cannot cut its torn last slot: %s", path, strerror(errno));
         return NULL;
@@ -234,6 +241,13 @@ static open_slots_t *slots_get(redo_t *r, uint64_t base, char *err, size_t errle
     }
     r->slots[r->nslots] = (open_slots_t){ base, f, 0 };
     return &r->slots[r->nslots++];
+}
+
+/* The slot file of segment base, opened or made (slots_at). */
+static open_slots_t *slots_get(redo_t *r, uint64_t base, char *err, size_t errlen)
+{
+    int missing;
+    return slots_at(r, base, 1, &missing, err, errlen);
 }
 
 static int apply_cq(redo_t *r, uint32_t queue, uint64_t index, const cq_entry_t *e, char *err, size_t errlen)
@@ -849,33 +863,12 @@ int redo_cq_read(redo_t *r, uint32_t queue, uint64_t index, size_t n, cq_entry_t
     return 0;
 }
 
-/* The slot file of segment base for a read: open, or opened when it exists
- * (NULL with *missing set when it does not; NULL with err on a failed open). */
-static open_slots_t *slots_for_read(redo_t *r, uint64_t base, int *missing, char *err, size_t errlen)
-{
-    *missing = 0;
-    for (size_t i = 0; i < r->nslots; i++) {
-        if (r->slots[i].base == base) {
-            return &r->slots[i];
-        }
-    }
-    char name[64], path[PATH_MAX];
-    slot_file_name(base, name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", r->dir, name);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        *missing = 1;
-        return NULL;
-    }
-    return slots_get(r, base, err, errlen);
-}
-
 int redo_slot_read(redo_t *r, uint64_t base, uint64_t ordinal, size_t n, slot_t *out, size_t *got, char *err,
                    size_t errlen)
 {
     *got = 0;
     int missing = 0;
-    open_slots_t *os = slots_for_read(r, base, &missing, err, errlen);
+    open_slots_t *os = slots_at(r, base, 0, &missing, err, errlen);
     if (os == NULL && !missing) {
         return -1;
     }

@@ -24,55 +24,63 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-int store_journey_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, store_journey_t *out, char *err,
-                       size_t errlen)
+int store_where_slot_find(store_t *s, uint64_t id, clog_reader_t *rd, store_where_t *w, char *err, size_t errlen)
 {
     if (s->redo == NULL || id == 0) {
         return 0;
     }
-    clog_record_t rec;
     char why[512];
-    int rc = clog_read(redo_log(s->redo), id, rd, &rec, why, sizeof why);
+    int rc = clog_read(redo_log(s->redo), id, rd, &w->rec, why, sizeof why);
     if (rc == CLOG_NOT_RECORD) {
         return 0;
     }
-    uint32_t ordinal = 0;
-    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
+    if (rc != 0 || msg_record_ordinal(w->rec.data, w->rec.len, &w->ordinal, why, sizeof why) != 0) {
         return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
     }
-    slot_t sl;
     size_t got = 0;
-    if (redo_slot_read(s->redo, id - id % s->opt.segment_bytes, ordinal, 1, &sl, &got, why, sizeof why) != 0) {
+    if (redo_slot_read(s->redo, id - id % s->opt.segment_bytes, w->ordinal, 1, &w->sl, &got, why, sizeof why) != 0) {
         return err_set(err, errlen, "the where-slot of %016" PRIx64 " in %s: %s", id, s->path, why);
     }
-    if (got == 0 || sl.id != id || (sl.flags & SLOT_REVOKED)) {
+    if (got == 0 || w->sl.id != id || (w->sl.flags & SLOT_REVOKED)) {
         return 0; /* not this message's record (a payload's fake, a recycled life), or revoked */
     }
-    int level = sl.queue == STORE_LANE_QUEUE ? 1 : (int)sl.queue;
-    if (sl.queue == 0 || level > s->opt.levels.count) {
+    return 1;
+}
+
+int store_journey_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, store_journey_t *out, char *err,
+                       size_t errlen)
+{
+    store_where_t w;
+    int named = store_where_slot_find(s, id, rd, &w, err, errlen);
+    if (named <= 0) {
+        return named;
+    }
+    char why[512];
+    int level = w.sl.queue == STORE_LANE_QUEUE ? 1 : (int)w.sl.queue;
+    if (w.sl.queue == 0 || level > s->opt.levels.count) {
         return 0; /* in the topic log: 'X' says where */
     }
     cq_entry_t e;
-    if (redo_cq_read(s->redo, sl.queue, sl.cq_index, 1, &e, why, sizeof why) != 0) {
+    if (redo_cq_read(s->redo, w.sl.queue, w.sl.cq_index, 1, &e, why, sizeof why) != 0) {
         return err_set(err, errlen,
                        "the consume-queue entry of %016" PRIx64 " (queue %" PRIu32 ", index %" PRIu64 ") in %s: %s", id,
-                       sl.queue, sl.cq_index, s->path, why);
+                       w.sl.queue, w.sl.cq_index, s->path, why);
     }
     if (e.log_offset != id) {
         return err_set(err, errlen,
                        "the where-slot of %016" PRIx64 " names queue %" PRIu32 " index %" PRIu64
                        ", whose entry names %016" PRIx64 " (corrupt)",
-                       id, sl.queue, sl.cq_index, e.log_offset);
+                       id, w.sl.queue, w.sl.cq_index, e.log_offset);
     }
-    if (m != NULL && msg_decode_record(rec.data, rec.len, id, ordinal, m, why, sizeof why) != 0) {
+    if (m != NULL && msg_decode_record(w.rec.data, w.rec.len, id, w.ordinal, m, why, sizeof why) != 0) {
         return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
     }
     out->level = level;
     out->on_l = s->levels[level].on_l;
     out->hop_due = e.due;
-    out->j.ordinal = ordinal;
-    out->j.queue = sl.queue;
-    out->j.cq_index = sl.cq_index;
+    out->j.ordinal = w.ordinal;
+    out->j.queue = w.sl.queue;
+    out->j.cq_index = w.sl.cq_index;
     return 1;
 }
 

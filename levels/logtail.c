@@ -181,6 +181,24 @@ static int empty_file(const char *dir, const char *name)
     return stat(path, &st) == 0 && st.st_size == 0;
 }
 
+/* Open path read-only and learn its size: 0 with *fd (the caller closes
+ * it) and *size, or -1 with err ("cannot read <path>: <why>") and nothing
+ * left open. */
+static int open_to_read(const char *path, int *fd, uint64_t *size, char *err, size_t errlen)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (*fd < 0 || fstat(*fd, &st) != 0) {
+        err_set(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        if (*fd >= 0) {
+            close(*fd);
+        }
+        return -1;
+    }
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
 /* Map dir/name read-only into *w (w->b NULL for an empty file). 0, or -1
  * with err naming the file. */
 static int map_log(const char *dir, const char *name, walk_t *w, char *err, size_t errlen)
@@ -189,27 +207,23 @@ static int map_log(const char *dir, const char *name, walk_t *w, char *err, size
     snprintf(path, sizeof path, "%s/%s", dir, name);
     w->b = NULL;
     w->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        err_set(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-        }
+    int fd;
+    uint64_t size;
+    if (open_to_read(path, &fd, &size, err, errlen) != 0) {
         return -1;
     }
-    if (st.st_size == 0) {
+    if (size == 0) {
         close(fd);
         return 0;
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     int saved = errno;
     close(fd);
     if (map == MAP_FAILED) {
         return err_set(err, errlen, "cannot read %s: %s", path, strerror(saved));
     }
     w->b = map;
-    w->size = (uint64_t)st.st_size;
+    w->size = size;
     return 0;
 }
 
@@ -444,16 +458,12 @@ int logtail_keep_from(const char *dir, const char *file, uint64_t from, char *ke
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     snprintf(kept, keptlen, "%s.hole-%llu", path, (unsigned long long)from);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        err_set(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-        }
+    int fd;
+    uint64_t size;
+    if (open_to_read(path, &fd, &size, err, errlen) != 0) {
         return -1;
     }
-    int rc = keep_tail(fd, from, (uint64_t)st.st_size, kept, err, errlen);
+    int rc = keep_tail(fd, from, size, kept, err, errlen);
     close(fd);
     int dfd = rc == 0 ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (dfd >= 0) {

@@ -1240,6 +1240,20 @@ typedef struct store_journey {
     idx_journey_t j;  /* ordinal, queue, CQ index */
 } store_journey_t;
 
+/* The where-slot resolution both finders share (store_journey_find,
+ * topic_cq_find): id's record in the log, the ordinal it carries, and the
+ * slot of that ordinal in id's segment. 1 with *w when the slot names id
+ * back and is not revoked; 0 when not (no commit log, id 0, no record of
+ * the log at id, a payload's fake, a recycled life, revoked); -1 with err
+ * (a damaged record, an unreadable slot). Reads committed and held
+ * batches. */
+typedef struct store_where {
+    clog_record_t rec; /* views into the reader's window */
+    uint32_t ordinal;
+    slot_t sl;
+} store_where_t;
+int store_where_slot_find(store_t *s, uint64_t id, clog_reader_t *rd, store_where_t *w, char *err, size_t errlen);
+
 /* 1 with *out (and *m decoded from the record, views into rd's buffer, when
  * m is not NULL), 0 when id is not on a CQ journey (no record of the log at
  * id, a slot naming another id, revoked, in the topic log), -1 with err (a

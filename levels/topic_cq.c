@@ -191,43 +191,31 @@ int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, char **val, size_t
 int topic_cq_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, topic_state_t **t, idx_journey_t *j, char *err,
                   size_t errlen)
 {
-    if (s->redo == NULL || id == 0 || s->topic_queues.used == 0) {
+    if (s->topic_queues.used == 0) {
         return 0;
     }
-    clog_record_t rec;
+    store_where_t w;
+    int named = store_where_slot_find(s, id, rd, &w, err, errlen);
+    if (named <= 0) {
+        return named;
+    }
     char why[512];
-    int rc = clog_read(redo_log(s->redo), id, rd, &rec, why, sizeof why);
-    if (rc == CLOG_NOT_RECORD) {
-        return 0;
-    }
-    uint32_t ordinal = 0;
-    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
-        return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
-    }
-    slot_t sl;
-    size_t got = 0;
-    if (redo_slot_read(s->redo, id - id % s->opt.segment_bytes, ordinal, 1, &sl, &got, why, sizeof why) != 0) {
-        return err_set(err, errlen, "the where-slot of %016" PRIx64 " in %s: %s", id, s->path, why);
-    }
-    if (got == 0 || sl.id != id || (sl.flags & SLOT_REVOKED)) {
-        return 0;
-    }
-    topic_state_t *at = topic_cq_topic(s, sl.queue);
-    if (at == NULL || sl.cq_index < at->cq_head || sl.cq_index >= at->cq_tail) {
+    topic_state_t *at = topic_cq_topic(s, w.sl.queue);
+    if (at == NULL || w.sl.cq_index < at->cq_head || w.sl.cq_index >= at->cq_tail) {
         return 0; /* not in a topic CQ, or collected: 'X' says what is left */
     }
     cq_entry_t e;
-    if (redo_cq_read(s->redo, sl.queue, sl.cq_index, 1, &e, why, sizeof why) != 0) {
+    if (redo_cq_read(s->redo, w.sl.queue, w.sl.cq_index, 1, &e, why, sizeof why) != 0) {
         return err_set(err, errlen, "the topic CQ entry of %016" PRIx64 " (topic %s, index %" PRIu64 ") in %s: %s", id,
-                       at->name, sl.cq_index, s->path, why);
+                       at->name, w.sl.cq_index, s->path, why);
     }
     if (e.log_offset != id) {
         return err_set(err, errlen,
                        "the where-slot of %016" PRIx64 " names topic %s's CQ index %" PRIu64
                        ", whose entry names %016" PRIx64 " (corrupt)",
-                       id, at->name, sl.cq_index, e.log_offset);
+                       id, at->name, w.sl.cq_index, e.log_offset);
     }
-    if (msg_decode_record(rec.data, rec.len, id, ordinal, m, why, sizeof why) != 0) {
+    if (msg_decode_record(w.rec.data, w.rec.len, id, w.ordinal, m, why, sizeof why) != 0) {
         return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
     }
     m->stamp_ms = e.due;
@@ -236,9 +224,9 @@ int topic_cq_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, topic_st
     m->group.len = 0;
     m->group_gen = 0;
     *t = at;
-    j->ordinal = ordinal;
-    j->queue = sl.queue;
-    j->cq_index = sl.cq_index;
+    j->ordinal = w.ordinal;
+    j->queue = w.sl.queue;
+    j->cq_index = w.sl.cq_index;
     return 1;
 }
 

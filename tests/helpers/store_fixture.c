@@ -341,6 +341,24 @@ leveldb_t *raw_open(int line)
     return db;
 }
 
+uint64_t raw_count_at(char tag, int line)
+{
+    leveldb_t *db = raw_open(line);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    uint64_t n = 0;
+    for (leveldb_iter_seek(it, &tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t klen;
+        if (leveldb_iter_key(it, &klen)[0] != tag)
+            break;
+        n++;
+    }
+    leveldb_iter_destroy(it);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    return n;
+}
+
 void raw_put(const char *key, size_t klen, const char *val, size_t vlen, int line)
 {
     char *dberr = NULL;
@@ -355,29 +373,30 @@ void raw_put(const char *key, size_t klen, const char *val, size_t vlen, int lin
     TU_REQUIRE_AT(dberr == NULL, line, "leveldb write: %s", dberr ? dberr : "");
 }
 
-char *raw_replace_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line)
+char *raw_get_at(const char *key, size_t klen, size_t *vlen, int line)
 {
     leveldb_t *db = raw_open(line);
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     char *dberr = NULL;
-    char *good = leveldb_get(db, ro, key, klen, vlen, &dberr);
+    *vlen = 0;
+    char *v = leveldb_get(db, ro, key, klen, vlen, &dberr);
     leveldb_readoptions_destroy(ro);
     leveldb_close(db);
-    TU_REQUIRE_AT(dberr == NULL && good != NULL, line, "no value to replace: %s", dberr ? dberr : "absent");
+    TU_REQUIRE_AT(dberr == NULL, line, "leveldb read: %s", dberr ? dberr : "");
+    return v;
+}
+
+char *raw_replace_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line)
+{
+    char *good = raw_get_at(key, klen, vlen, line);
+    TU_REQUIRE_AT(good != NULL, line, "no value to replace: absent");
     raw_put(key, klen, with, wlen, line);
     return good;
 }
 
 char *raw_replace_or_add_at(const char *key, size_t klen, const char *with, size_t wlen, size_t *vlen, int line)
 {
-    leveldb_t *db = raw_open(line);
-    leveldb_readoptions_t *ro = leveldb_readoptions_create();
-    char *dberr = NULL;
-    *vlen = 0;
-    char *old = leveldb_get(db, ro, key, klen, vlen, &dberr);
-    leveldb_readoptions_destroy(ro);
-    leveldb_close(db);
-    TU_REQUIRE_AT(dberr == NULL, line, "reading the value to replace: %s", dberr ? dberr : "");
+    char *old = raw_get_at(key, klen, vlen, line);
     raw_put(key, klen, with, wlen, line);
     return old;
 }

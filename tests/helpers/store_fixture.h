@@ -180,6 +180,15 @@ store_t *open_with_one_lease(uint64_t *id);
  * options, so none are left to free): for the raw_* helpers below. */
 leveldb_t *raw_open(int line);
 
+/* The keys of one range tag (keys.h) in a closed data directory. */
+uint64_t raw_count_at(char tag, int line);
+#define RAW_COUNT(tag) raw_count_at((tag), __LINE__)
+
+/* The value under key in a closed data directory (leveldb_free it), or
+ * NULL with *vlen 0 when absent; a read error fails the test at line. */
+char *raw_get_at(const char *key, size_t klen, size_t *vlen, int line);
+#define RAW_GET(key, klen, vlen) raw_get_at((key), (klen), (vlen), __LINE__)
+
 /* Put one raw key into a closed data directory. */
 void raw_put(const char *key, size_t klen, const char *val, size_t vlen, int line);
 

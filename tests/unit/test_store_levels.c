@@ -275,6 +275,22 @@ static void test_level_hop_behind_lag(void)
     CLOSE(&s);
 }
 
+/* The index of id in ids[0..n) (ids grow in send order: ids are log
+ * offsets), or -1 when it is not there. */
+static int index_of_id(const uint64_t *ids, int n, uint64_t id)
+{
+    for (int lo = 0, hi = n - 1; lo <= hi;) {
+        int mid = (lo + hi) / 2;
+        if (ids[mid] == id)
+            return mid;
+        if (ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
 /* A steady stream like hourglass-bench's steady-ms: STREAM_PER_MS SENDs of a
  * random DELAY 1 ms .. 9999 ms every millisecond for STREAM_SEND_MS, the due
  * move at every millisecond except the first pause_ms of every
@@ -319,18 +335,7 @@ static uint64_t steady_stream_max_late(uint64_t pause_ms, int *late_over_pause)
         MOVE(s, now, 1000000, NULL);
         int n = LEASE_N(s, "g", "t", STREAM_N, LEASE, now, m);
         for (int j = 0; j < n; j++) {
-            int i = -1; /* ids grow in send order */
-            for (int lo = 0, hi = sent - 1; lo <= hi;) {
-                int mid = (lo + hi) / 2;
-                if (id_of[mid] == m[j].m.id) {
-                    i = mid;
-                    break;
-                }
-                if (id_of[mid] < m[j].m.id)
-                    lo = mid + 1;
-                else
-                    hi = mid - 1;
-            }
+            int i = index_of_id(id_of, sent, m[j].m.id);
             TU_REQUIRE(i >= 0, "leased an id %" PRIu64 " never sent", m[j].m.id);
             wrong_due += m[j].m.due_ms != due_of[i];
             early += now < due_of[i];
@@ -439,19 +444,7 @@ static void test_level_exact_every_ms(void)
         TU_REQUIRE(moved > 0, "nothing moved at the next due time +%" PRIu64, now - T0);
         int k = LEASE_N(s, "g", "t", N, LEASE, now, m);
         for (int j = 0; j < k; j++) {
-            /* id -> index: ids are assigned in send order */
-            int i = -1;
-            for (int lo = 0, hi = n - 1; lo <= hi;) {
-                int mid = (lo + hi) / 2;
-                if (id_of[mid] == m[j].m.id) {
-                    i = mid;
-                    break;
-                }
-                if (id_of[mid] < m[j].m.id)
-                    lo = mid + 1;
-                else
-                    hi = mid - 1;
-            }
+            int i = index_of_id(id_of, n, m[j].m.id);
             if ((i < 0 || sent_at[i] + delay_of[i] != now || m[j].m.due_ms != now) && wrong++ == 0) {
                 first_wrong_id = m[j].m.id;
                 first_wrong_at = now;
@@ -696,24 +689,15 @@ static int collect_level_entry(void *ctx, const store_entry_t *e)
 /* Level l's CQ head and tail from its `C` record in the closed directory. */
 static void level_cq_bounds(int l, uint64_t *head, uint64_t *tail)
 {
-    leveldb_options_t *o = leveldb_options_create();
-    char *dberr = NULL;
-    leveldb_t *db = leveldb_open(o, g_data, &dberr);
-    TU_REQUIRE(db != NULL, "leveldb_open %s: %s", g_data, dberr ? dberr : "?");
-    leveldb_readoptions_t *ro = leveldb_readoptions_create();
     key_buf_t k;
     key_level_record(&k, l);
-    size_t n = 0;
-    char *v = leveldb_get(db, ro, k.b, k.n, &n, &dberr);
+    size_t n;
+    char *v = RAW_GET(k.b, k.n, &n);
     record_level_t r = { 0 };
-    TU_REQUIRE(dberr == NULL && (v == NULL || record_level_decode(v, n, &r) == 0), "level %d's record (%zu bytes)", l,
-               n);
+    TU_REQUIRE(v == NULL || record_level_decode(v, n, &r) == 0, "level %d's record (%zu bytes)", l, n);
     *head = r.cq_head;
     *tail = r.cq_tail;
     leveldb_free(v);
-    leveldb_readoptions_destroy(ro);
-    leveldb_close(db);
-    leveldb_options_destroy(o);
 }
 
 /* Each level's consume queue (design-commitlog.md §4, 4a.3: written beside the
@@ -791,22 +775,14 @@ static void test_level_cq_equals_l_range(void)
 /* The remainder lane's CQ head and tail from its record in the closed directory. */
 static void lane_bounds(uint64_t *head, uint64_t *tail)
 {
-    leveldb_options_t *o = leveldb_options_create();
-    char *dberr = NULL;
-    leveldb_t *db = leveldb_open(o, g_data, &dberr);
-    TU_REQUIRE(db != NULL, "leveldb_open %s: %s", g_data, dberr ? dberr : "?");
-    leveldb_readoptions_t *ro = leveldb_readoptions_create();
     key_buf_t k;
     key_meta(&k, "lane");
-    size_t n = 0;
-    char *v = leveldb_get(db, ro, k.b, k.n, &n, &dberr);
-    TU_REQUIRE(dberr == NULL && (v == NULL || n == 16), "the lane's record (%zu bytes)", n);
+    size_t n;
+    char *v = RAW_GET(k.b, k.n, &n);
+    TU_REQUIRE(v == NULL || n == 16, "the lane's record (%zu bytes)", n);
     *head = v != NULL ? be64_get(v) : 0;
     *tail = v != NULL ? be64_get(v + 8) : 0;
     leveldb_free(v);
-    leveldb_readoptions_destroy(ro);
-    leveldb_close(db);
-    leveldb_options_destroy(o);
 }
 
 /* A remainder hop (the 500 ms of DELAY 1500ms) goes to the remainder lane's
@@ -996,25 +972,6 @@ static void test_level_segment_kept_while_delayed(void)
     CLOSE(&s);
 }
 
-/* Keys of range tag in the closed data directory. */
-static uint64_t raw_count(char tag, int line)
-{
-    leveldb_t *db = raw_open(line);
-    leveldb_readoptions_t *ro = leveldb_readoptions_create();
-    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
-    uint64_t n = 0;
-    for (leveldb_iter_seek(it, &tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
-        size_t klen;
-        if (leveldb_iter_key(it, &klen)[0] != tag)
-            break;
-        n++;
-    }
-    leveldb_iter_destroy(it);
-    leveldb_readoptions_destroy(ro);
-    leveldb_close(db);
-    return n;
-}
-
 /* A SEND journey on a level served from its CQ writes no `L` entry and no
  * 'X' record — at SEND, at a hop, onto the lane (design-commitlog.md 4a.5):
  * its CQ entry and where-slot are its only record; nor at its arrival (4b: a
@@ -1032,9 +989,9 @@ static void test_level_journeys_write_no_l(void)
     TU_CHECK(MOVE(s, T0 + 5 * SEC, 100, NULL) == 4, "at +5 s: a and k arrive, b and c hop");
     CHECK_STORE(s);
     CLOSE(&s);
-    CHECK_EQ_U64(raw_count('L', __LINE__), 0);
-    CHECK_EQ_U64(raw_count('X', __LINE__), 0); /* a and k arrived: in their topic CQ */
-    CHECK_EQ_U64(raw_count('T', __LINE__), 0);
+    CHECK_EQ_U64(RAW_COUNT('L'), 0);
+    CHECK_EQ_U64(RAW_COUNT('X'), 0); /* a and k arrived: in their topic CQ */
+    CHECK_EQ_U64(RAW_COUNT('T'), 0);
     s = OPEN_DEFAULT();
     store_msg_state_t gs;
     for (int i = 1; i <= 3; i++)
@@ -1046,7 +1003,7 @@ static void test_level_journeys_write_no_l(void)
     TU_CHECK(n == 5, "leased %d of the 5", n);
     free_msgs(m, n);
     CLOSE(&s);
-    CHECK_EQ_U64(raw_count('L', __LINE__), 0);
+    CHECK_EQ_U64(RAW_COUNT('L'), 0);
 }
 
 static const tu_test_t level_tests[] = {

@@ -4,14 +4,17 @@
  * LevelDB writes where a test corrupts a directory on purpose): creating and
  * reopening a store directory, every refusal (a second open, a foreign,
  * missing or damaged directory, another format version, a changed level
- * table), the format upgrades, and what store_check and store_check_dir find
- * in a damaged directory.
+ * table), the format upgrades, what store_check and store_check_dir find
+ * in a damaged directory, and the reopen after a crash whose power cut lost
+ * LevelDB's writes past the commit log's checkpoint (a hole in its log; a CQ
+ * head move made again by the redo, the file below it still there).
  *
  * The fixture (tests/helpers/store_fixture.h): every test gets a fresh temp
  * directory and drives the store with an injected clock, every now_ms passed
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_open [suite [test]].
  */
+#include "levels/cq.h"
 #include "levels/keys.h"
 #include "levels/logsync.h"
 #include "levels/store.h"
@@ -2117,6 +2120,319 @@ static void test_log_hole_past_checkpoint(void)
     }
 }
 
+/* ---- a CQ file below a head LevelDB may lose (design-commitlog.md, "Where the branch stands after s45") ---- */
+
+/* Where the crash cuts LevelDB's newest log: its name and its size right
+ * after the child's open (whose checkpoint mark is the last one the cut
+ * keeps), written by the child into g_dir/cut. */
+static void cut_file_path(char *path, size_t len)
+{
+    snprintf(path, len, "%s/cut", g_dir);
+}
+
+/* Whether g_data holds queue's CQ file starting at index. */
+static int cq_file_present(uint32_t queue, uint64_t index)
+{
+    char name[64], path[1200];
+    struct stat st;
+    cq_file_name(queue, index, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", g_data, name);
+    return stat(path, &st) == 0;
+}
+
+/* Commit, sync the log and apply what it covers to LevelDB (unsynced): the
+ * redo's apply, where a CQ's head move is made. 0, or -1 with err. */
+static int commit_and_apply(store_t *c, char *err, size_t errlen)
+{
+    return store_commit(c, err, errlen) != 0 || store_log_sync(c, err, errlen) != 0 ||
+                   store_apply_durable(c, err, errlen) != 0
+               ? -1
+               : 0;
+}
+
+/* The child's step after its open: what moves a CQ's head, each commit
+ * applied. 0, or -1 with err. */
+typedef int (*head_move_fn)(store_t *c, char *err, size_t errlen);
+
+/* The child: open at T0 (the parent's clock: a later one raises the log's
+ * floor, and the first apply after that is a checkpoint), record the cut
+ * (LevelDB's newest log and its size now, the open's checkpoint mark in it),
+ * run move, and die by SIGKILL before the next checkpoint (one a second). */
+static void __attribute__((noreturn)) move_head_then_die(head_move_fn move)
+{
+    store_options_t o;
+    opts_default(&o);
+    char err[1024] = "", log[64], path[700];
+    store_t *c = NULL;
+    if (store_open(&o, T0, &c, err, sizeof err) != 0)
+        goto fail;
+    long size = newest_log_of_data(log, sizeof log);
+    cut_file_path(path, sizeof path);
+    FILE *f = fopen(path, "w");
+    if (size < 0 || f == NULL || fprintf(f, "%s %ld\n", log, size) < 0 || fclose(f) != 0) {
+        snprintf(err, sizeof err, "cannot record the cut (log %s, %ld bytes) in %s", log, size, path);
+        goto fail;
+    }
+    if (move(c, err, sizeof err) != 0)
+        goto fail;
+    kill(getpid(), SIGKILL);
+fail:
+    fprintf(stderr, "child: %s\n", err);
+    _exit(3);
+}
+
+/* A crash, then a power cut: move runs in a child killed by SIGKILL (the
+ * commit log, the CQ files and the slots keep what it wrote: the page cache
+ * kept them), then LevelDB's newest log is cut back to its size at the
+ * child's open — every LevelDB write since that checkpoint lost, as a power
+ * cut may lose them (never synced). 1 when cut so; 0 when a second
+ * checkpoint got in first (the child ran a second or longer: a busy
+ * machine), or LevelDB started a new log: the round proves nothing, the
+ * caller runs it again. */
+static int crash_losing_leveldb_past_checkpoint(head_move_fn move)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0)
+        move_head_then_die(move);
+    int status = 0;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+               "the child failed (status %d)", status);
+    char path[1200], log[64] = "", now_log[64];
+    long at = -1;
+    cut_file_path(path, sizeof path);
+    FILE *f = fopen(path, "r");
+    TU_REQUIRE(f != NULL, "no cut recorded in %s", path);
+    int got = fscanf(f, "%63s %ld", log, &at);
+    fclose(f);
+    TU_REQUIRE(got == 2, "no cut recorded in %s", path);
+    long size = newest_log_of_data(now_log, sizeof now_log);
+    snprintf(path, sizeof path, "%s/%s", g_data, log);
+    long first, last, big_mark;
+    checkpoint_keys_in(path, &first, &last, &big_mark);
+    if (strcmp(now_log, log) != 0 || last >= at) {
+        fprintf(stderr,
+                "\n  (LevelDB's newest log %s, %ld bytes, a checkpoint mark at %ld; at the cut %s, %ld bytes: "
+                "a checkpoint or a new log past the cut, the round runs again)\n",
+                now_log, size, last, log, at);
+        return 0;
+    }
+    TU_REQUIRE(size > at, "the child wrote nothing to LevelDB past the cut at %ld of %s", at, log);
+    TU_REQUIRE(truncate(path, at) == 0, "truncate %s to %ld: %s", path, at, strerror(errno));
+    return 1;
+}
+
+/* Lease the rest of group g's messages of topic t at now: they must be
+ * sent[from..to), in order, payloads "m<i>" (nothing consumed comes back,
+ * nothing else is missing). Not acknowledged. */
+static void expect_rest_leased(store_t *s, const uint64_t *sent, int from, int to, uint64_t now)
+{
+    static msg_owned_t m[1000];
+    char payload[32];
+    int at = from, n;
+    do {
+        n = LEASE_N(s, "g", "t", 1000, LEASE, now, m);
+        for (int i = 0; i < n; i++, at++) {
+            snprintf(payload, sizeof payload, "m%d", at);
+            TU_CHECK(at < to && m[i].m.id == sent[at] && msg_str_is(&m[i].m.payload, payload),
+                     "lease %d: id %" PRIu64 ", want message %d (of %d) %" PRIu64, at, m[i].m.id, at, to,
+                     at < to ? sent[at] : 0);
+        }
+        free_msgs(m, n);
+    } while (n > 0 && at <= to);
+    TU_CHECK(at == to, "leased messages %d..%d after the reopen, want %d..%d", from, at, from, to);
+}
+
+/* The topic case: more messages than a topic CQ file holds (2^12 entries),
+ * most consumed before the checkpoint the cut goes back to, a few after it,
+ * so the GC's head move after it passes the queue's first file. */
+#define CUT_TOPIC_MSGS      5000
+#define CUT_CONSUMED_BEFORE 4500 /* leased and ACKed before the close: below the child's checkpoint */
+#define CUT_CONSUMED_AFTER  100  /* leased and ACKed after it: ACKs whose LevelDB writes the cut loses */
+#define CUT_LEASE_CHUNK     500
+
+static uint64_t g_cut_sent[CUT_TOPIC_MSGS];
+
+/* Lease n of group g's messages of topic t and ACK them, each chunk
+ * committed and applied; they must be g_cut_sent[from..from+n). 0, or -1
+ * with err. */
+static int consume(store_t *c, int from, int n, char *err, size_t errlen)
+{
+    static msg_owned_t m[CUT_LEASE_CHUNK];
+    uint64_t ids[CUT_LEASE_CHUNK];
+    for (int at = from; at < from + n;) {
+        int want = from + n - at < CUT_LEASE_CHUNK ? from + n - at : CUT_LEASE_CHUNK, k = 0, released = 0;
+        if (store_lease(c, "g", 1, "t", 1, want, LEASE, T0, m, &k, err, errlen) != 0)
+            return -1;
+        int in_order = 1;
+        for (int i = 0; i < k; i++) {
+            ids[i] = m[i].m.id;
+            in_order &= ids[i] == g_cut_sent[at + i];
+            msg_owned_free(&m[i]);
+        }
+        if (k != want || !in_order) {
+            snprintf(err, errlen, "leased %d of %d from message %d, in order %d", k, want, at, in_order);
+            return -1;
+        }
+        if (store_ack(c, "g", 1, ids, k, &released, err, errlen) != 0 || commit_and_apply(c, err, errlen) != 0)
+            return -1;
+        if (released != k) {
+            snprintf(err, errlen, "ACK released %d of %d", released, k);
+            return -1;
+        }
+        at += k;
+    }
+    return 0;
+}
+
+/* The child's step of the topic case: the GC (the head to the group's
+ * cursor, past the first file), then a few more consumed. */
+static int collect_then_consume(store_t *c, char *err, size_t errlen)
+{
+    int work = 0;
+    do {
+        if (store_maintain(c, T0, 1000, &work, err, errlen) != 0)
+            return -1;
+    } while (work > 0);
+    if (commit_and_apply(c, err, errlen) != 0)
+        return -1;
+    return consume(c, CUT_CONSUMED_BEFORE, CUT_CONSUMED_AFTER, err, errlen);
+}
+
+/* A topic CQ file goes only once a finished checkpoint covers the head move
+ * past it (cq_release_below), not at the move: an open takes a queue's head
+ * from LevelDB, whose writes past the checkpoint a power cut may lose, and
+ * opens the file that head lies in before it replays the moves. Here the GC
+ * moves the head past the first file after the open's checkpoint, and the
+ * cut loses LevelDB's writes since: the reopen opens, the redo makes the
+ * move again, every message not consumed is leased once, in order, and none
+ * consumed comes back (their ACKs are in the synced commit log, redone:
+ * at-least-once repeats only what the log lost, DESIGN.md); the file
+ * goes with the next checkpoint (the close's). */
+static void test_log_topic_cq_file_kept_until_checkpoint(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    const uint32_t queue = CQ_SMALL_QUEUE_FIRST; /* the first topic's */
+    const uint64_t per_file = cq_file_entries(queue);
+    TU_REQUIRE(per_file < CUT_CONSUMED_BEFORE, "a topic CQ file holds %" PRIu64 " entries", per_file);
+    char payload[32], err[512] = "";
+    int cut = 0;
+    for (int round = 0; round < 3 && !cut; round++) {
+        tu_rmtree(g_data);
+        store_t *s = OPEN(&o);
+        GROUP_CREATE(s, "g", "t", 1, T0);
+        for (int i = 0; i < CUT_TOPIC_MSGS; i++) {
+            snprintf(payload, sizeof payload, "m%d", i);
+            g_cut_sent[i] = SEND(s, "t", payload, 0, 0, T0, NULL);
+            if (i % 500 == 499)
+                COMMIT(s);
+        }
+        COMMIT(s);
+        int rc = consume(s, 0, CUT_CONSUMED_BEFORE, err, sizeof err);
+        TU_REQUIRE(rc == 0, "consume %d before the checkpoint: %s", CUT_CONSUMED_BEFORE, err);
+        CLOSE(&s);
+        TU_REQUIRE(cq_file_present(queue, 0) && cq_file_present(queue, per_file),
+                   "queue %08" PRIx32 " has not its first two files", queue);
+        cut = crash_losing_leveldb_past_checkpoint(collect_then_consume);
+    }
+    TU_REQUIRE(cut, "every round had a checkpoint past the cut");
+    TU_CHECK(cq_file_present(queue, 0), "the first CQ file went at the head move, before a checkpoint covered it");
+
+    store_t *s = open_at(&o, T0 + HOUR, __LINE__); /* later than every clock before */
+    CHECK_STORE(s);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == CUT_TOPIC_MSGS &&
+                 ti.retained == CUT_TOPIC_MSGS - CUT_CONSUMED_BEFORE,
+             "topic t: appended %" PRIu64 ", retained %" PRIu64 "; want %d, %d (the GC's move redone)", ti.appended,
+             ti.retained, CUT_TOPIC_MSGS, CUT_TOPIC_MSGS - CUT_CONSUMED_BEFORE);
+    expect_rest_leased(s, g_cut_sent, CUT_CONSUMED_BEFORE + CUT_CONSUMED_AFTER, CUT_TOPIC_MSGS, T0 + HOUR);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    TU_CHECK(!cq_file_present(queue, 0), "the first CQ file is left after a checkpoint covering the head move");
+    TU_CHECK(cq_file_present(queue, per_file), "the second CQ file, holding the head, went");
+    s = OPEN(&o);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* The level case: level 1's CQ (files of 2^18 entries) takes a file's worth
+ * of messages and a few more; the due move before the close takes all but
+ * CUT_LEVEL_AFTER of the first file's, the child's after the checkpoint the
+ * rest, so its head passes the first file. */
+#define CUT_LEVEL_MSGS  ((1 << 18) + 200)
+#define CUT_LEVEL_AFTER 300 /* moved by the child: its head move the cut loses */
+#define CUT_LEVEL_CHUNK 10000
+
+static uint64_t g_cut_level_sent[CUT_LEVEL_MSGS];
+
+/* The child's step of the level case: the due move of the rest. */
+static int move_the_rest(store_t *c, char *err, size_t errlen)
+{
+    int moved = 0, ready = 0;
+    if (store_move_due(c, T0 + SEC, CUT_LEVEL_AFTER, &moved, &ready, err, errlen) != 0 ||
+        commit_and_apply(c, err, errlen) != 0)
+        return -1;
+    if (moved != CUT_LEVEL_AFTER) {
+        snprintf(err, errlen, "moved %d of the last %d", moved, CUT_LEVEL_AFTER);
+        return -1;
+    }
+    return 0;
+}
+
+/* test_log_topic_cq_file_kept_until_checkpoint's rule on a level's CQ: the
+ * due move's head move past the first file is lost with LevelDB's writes
+ * past the checkpoint; the reopen opens, the redo moves the head again, and
+ * every message is in the topic once, in order (a group made after the
+ * reopen, from the first, leases them all). */
+static void test_log_level_cq_file_kept_until_checkpoint(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    const uint32_t queue = 1; /* level 1's (1 s) */
+    const uint64_t per_file = cq_file_entries(queue);
+    TU_REQUIRE(per_file < CUT_LEVEL_MSGS && per_file > CUT_LEVEL_AFTER, "a level CQ file holds %" PRIu64 " entries",
+               per_file);
+    char payload[32];
+    int cut = 0;
+    for (int round = 0; round < 3 && !cut; round++) {
+        tu_rmtree(g_data);
+        store_t *s = OPEN(&o);
+        for (int i = 0; i < CUT_LEVEL_MSGS; i++) {
+            snprintf(payload, sizeof payload, "m%d", i);
+            g_cut_level_sent[i] = SEND(s, "t", payload, 1, 0, T0, NULL);
+            if (i % 1000 == 999)
+                COMMIT(s);
+        }
+        COMMIT(s);
+        int left = CUT_LEVEL_MSGS - CUT_LEVEL_AFTER;
+        while (left > 0) {
+            int moved = MOVE(s, T0 + SEC, left < CUT_LEVEL_CHUNK ? left : CUT_LEVEL_CHUNK, NULL);
+            TU_REQUIRE(moved > 0, "the due move stopped with %d to move", left);
+            left -= moved;
+            COMMIT(s);
+        }
+        CLOSE(&s);
+        TU_REQUIRE(cq_file_present(queue, 0) && cq_file_present(queue, per_file),
+                   "queue %08" PRIx32 " has not its first two files", queue);
+        cut = crash_losing_leveldb_past_checkpoint(move_the_rest);
+    }
+    TU_REQUIRE(cut, "every round had a checkpoint past the cut");
+    TU_CHECK(cq_file_present(queue, 0), "the first CQ file went at the head move, before a checkpoint covered it");
+
+    store_t *s = open_at(&o, T0 + HOUR, __LINE__); /* later than every clock before */
+    CHECK_STORE(s);
+    TU_CHECK(level_depth(s, 1) == 0, "level 1 holds %" PRIu64 " after the redo of its due move", level_depth(s, 1));
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == CUT_LEVEL_MSGS && ti.delayed == 0,
+             "topic t: appended %" PRIu64 ", delayed %" PRIu64 "; want %d, 0", ti.appended, ti.delayed, CUT_LEVEL_MSGS);
+    GROUP_CREATE(s, "g", "t", 1, T0 + HOUR);
+    expect_rest_leased(s, g_cut_level_sent, 0, CUT_LEVEL_MSGS, T0 + HOUR);
+    CLOSE(&s);
+    TU_CHECK(!cq_file_present(queue, 0), "the first CQ file is left after a checkpoint covering the head move");
+}
+
 /* A directory of format 5 whose commit log wrote SEND journeys into `L`
  * and 'X' beside their CQ entries (4a.4), its levels served from their CQs:
  * this build (format 6, whose journeys have no `L` entry: design-commitlog.md
@@ -2205,6 +2521,10 @@ static const tu_test_t open_tests[] = {
     { "a batch no segment can hold is written beside the log", test_log_batch_beside_the_log },
     { "a hole in LevelDB's log past the checkpoint is replayed past, one below it refused",
       test_log_hole_past_checkpoint },
+    { "a topic CQ file below a head move stays until a checkpoint covers it: LevelDB lost the move",
+      test_log_topic_cq_file_kept_until_checkpoint },
+    { "a level CQ file below a head move stays until a checkpoint covers it: LevelDB lost the move",
+      test_log_level_cq_file_kept_until_checkpoint },
     { "an older format with another level table is refused before its upgrade",
       test_older_format_refused_before_upgrade },
     { NULL, NULL },

@@ -72,6 +72,30 @@ static void *copy_thread(void *arg)
     return NULL;
 }
 
+/* A snapshot of s copied whole to dir (store_snapshot_take, _copy,
+ * _release): a failure fails the test. */
+static void snapshot_copy_to(store_t *s, const char *dir)
+{
+    char err[512] = "";
+    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
+    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
+    int rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
+    store_snapshot_release(sn);
+    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
+}
+
+/* The copy at dir opened as a store (never made: create_if_missing off); a
+ * failed open fails the test at line. dir must outlive the store. */
+static store_t *open_copy_at(const char *dir, int line)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.path = dir;
+    o.create_if_missing = 0;
+    return open_at(&o, T0, line);
+}
+#define OPEN_COPY(dir) open_copy_at((dir), __LINE__)
+
 /* The copy is the store as of the snapshot, while the owner goes on. */
 static void test_snapshot_copy_while_writing(void)
 {
@@ -106,11 +130,7 @@ static void test_snapshot_copy_while_writing(void)
     CHECK_STORE(s);
     CLOSE(&s);
 
-    store_options_t o;
-    opts_default(&o);
-    o.path = c.dir;
-    o.create_if_missing = 0;
-    store_t *copy = OPEN(&o);
+    store_t *copy = OPEN_COPY(c.dir);
     CHECK_STORE(copy);
     scan_digest_t got = DIGEST(copy);
     CHECK_EQ_U64(got.n, before.n);
@@ -138,19 +158,10 @@ static void test_snapshot_unwritten_leases(void)
     int n = LEASE_N(s, "g", "t", 5, LEASE, T0, m);
     TU_REQUIRE(n == 5, "leased %d", n);
     free_msgs(m, n);
-    char err[512] = "";
-    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
-    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
     char dir[700];
     snprintf(dir, sizeof dir, "%s/copy", g_dir);
-    int rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
-    store_snapshot_release(sn);
-    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
-    store_options_t o;
-    opts_default(&o);
-    o.path = dir;
-    o.create_if_missing = 0;
-    store_t *copy = OPEN(&o);
+    snapshot_copy_to(s, dir);
+    store_t *copy = OPEN_COPY(dir);
     n = LEASE_N(copy, "g", "t", 5, LEASE, T0 + 1, m);
     TU_CHECK(n == 5, "the copy delivered %d of the 5 leased in memory", n);
     free_msgs(m, n);
@@ -183,22 +194,13 @@ static void test_snapshot_copy_without_log_opens(void)
     fill_mixed(s);
     COMMIT(s);
     scan_digest_t before = DIGEST(s);
-    char err[512] = "";
-    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
-    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
     char dir[700];
     snprintf(dir, sizeof dir, "%s/copy", g_dir);
-    int rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
-    store_snapshot_release(sn);
-    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
+    snapshot_copy_to(s, dir);
     CLOSE(&s);
     TU_CHECK(count_segments(dir) == 0, "the copy holds %d commit-log segments", count_segments(dir));
 
-    store_options_t o;
-    opts_default(&o);
-    o.path = dir;
-    o.create_if_missing = 0;
-    store_t *copy = OPEN(&o);
+    store_t *copy = OPEN_COPY(dir);
     CHECK_STORE(copy);
     scan_digest_t got = DIGEST(copy);
     CHECK_EQ_U64(got.n, before.n);
@@ -208,7 +210,7 @@ static void test_snapshot_copy_without_log_opens(void)
         SEND(copy, "t2", "new", 0, 0, T0 + 1, NULL);
     COMMIT(copy);
     CLOSE(&copy);
-    copy = OPEN(&o);
+    copy = OPEN_COPY(dir);
     CHECK_STORE(copy);
     CHECK_EQ_U64(DIGEST(copy).n, before.n + 10);
     CLOSE(&copy);
@@ -439,13 +441,8 @@ static void copy_of_five(const char *name, char *path, size_t pathlen)
     store_t *s = OPEN_DEFAULT();
     for (int i = 0; i < 5; i++)
         SEND(s, "t", "x", 0, 0, T0, NULL);
-    char err[512] = "";
-    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
-    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
     snprintf(path, pathlen, "%s/%s", g_dir, name);
-    int rc = store_snapshot_copy(sn, path, NULL, NULL, NULL, err, sizeof err);
-    store_snapshot_release(sn);
-    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
+    snapshot_copy_to(s, path);
     CLOSE(&s);
 }
 
@@ -658,13 +655,9 @@ static void test_snapshot_whole_copy_table_removed(void)
         REQUIRE_OK(store_commit(s, err, sizeof err), err);
     }
     free(payload);
-    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
-    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
     char copy[700];
     snprintf(copy, sizeof copy, "%s/big", g_dir);
-    int rc = store_snapshot_copy(sn, copy, NULL, NULL, NULL, err, sizeof err);
-    store_snapshot_release(sn);
-    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
+    snapshot_copy_to(s, copy);
     CLOSE(&s);
     DIR *d = opendir(copy);
     TU_REQUIRE(d != NULL, "opendir %s", copy);
@@ -679,7 +672,7 @@ static void test_snapshot_whole_copy_table_removed(void)
     snprintf(path, sizeof path, "%s/%s", copy, table);
     TU_REQUIRE(unlink(path) == 0, "unlink %s", path);
     store_dir_check_t r;
-    rc = check_copy(copy, &r, err, sizeof err);
+    int rc = check_copy(copy, &r, err, sizeof err);
     snprintf(want, sizeof want, "lists %s with ", table);
     TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, want) != NULL && strstr(err, "but it is missing") != NULL,
              "a copy that lost its table %s: rc %d \"%s\"", table, rc, err);
