@@ -68,9 +68,7 @@
 #include "common/log.h"
 #include "base/clock.h"
 
-#define SCHED_CHUNK        4096 /* most due moves / expiries per iteration */
-#define SCHED_STEP         256  /* ...run in steps of this many; after SCHED_SLICE_US, a step ends it while jobs wait */
-#define SCHED_SLICE_US     1000
+#define SCHED_CHUNK        4096  /* most due moves / expiries per iteration */
 #define MAINTAIN_BUDGET    512   /* store_maintain deletes per idle step */
 #define MAINTAIN_IDLE_MS   1000  /* idle time before maintenance runs */
 #define MAINTAIN_PERIOD_MS 60000 /* maintenance check when nothing else happens (retention) */
@@ -88,7 +86,6 @@
    the first half of its segment; in the second half one every iteration */
 #define SPARE_STEP_GAP_MS  10
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
-#define FAIR_SERVE_US      1000 /* jobs run per iteration while others wait to be taken (at least one job) */
 
 /* ---- storage thread --------------------------------------------------------- */
 
@@ -371,29 +368,16 @@ static void fair_intake(writer_t *w, job_t *batch)
     }
 }
 
-/* Jobs submitted by the loop and not yet taken into the connections'
- * queues (the loop counts a job in nqueued as it submits it). */
-static size_t submitted_waiting(writer_t *w)
-{
-    size_t all = atomic_load(&w->nqueued);
-    return all > w->fair.queued ? all - w->fair.queued : 0;
-}
-
 /* Run queued jobs round-robin, one per connection per turn, until every
  * queue is empty or holds only listings and this iteration's listings built
- * FAIR_LISTING_BYTES, or the jobs ran FAIR_SERVE_US while other jobs wait to
- * be taken (the file comment). Returns the number run. */
+ * FAIR_LISTING_BYTES (the file comment). Returns the number run. */
 static size_t fair_serve(writer_t *w, job_list_t *done, uint64_t now_mono)
 {
     size_t njobs = 0, listing_bytes = 0;
-    uint64_t until_us = clock_mono_us() + FAIR_SERVE_US;
     for (int ran = 1; ran && w->fair.ring != NULL;) {
         ran = 0;
         fairq_queue_t *q = w->fair.ring;
         for (size_t k = 0, turns = fairq_conns(&w->fair); k < turns && w->fair.ring != NULL; k++) {
-            if (njobs > 0 && submitted_waiting(w) > 0 && clock_mono_us() >= until_us) {
-                return njobs; /* the rest stay queued, in order; the next iteration follows at once */
-            }
             fairq_queue_t *next = q->ring_next;
             job_t *j = q->jobs.head;
             int stepped = j->again_iteration == w->iteration; /* a step per iteration: see JOB_AGAIN */
@@ -420,23 +404,6 @@ static size_t fair_serve(writer_t *w, job_list_t *done, uint64_t now_mono)
         }
     }
     return njobs;
-}
-
-/* One bounded chunk of due work: SCHED_CHUNK moves / expiries at most, in
- * steps of SCHED_STEP; once it ran SCHED_SLICE_US it ends at a step while
- * jobs wait to be taken (the file comment). *more: due work is left. */
-static int run_due_chunk(writer_t *w, sched_stats_t *st, int *more, char *err, size_t errlen)
-{
-    uint64_t until_us = clock_mono_us() + SCHED_SLICE_US;
-    for (int left = SCHED_CHUNK; left > 0; left -= SCHED_STEP) {
-        if (sched_run(w->sched, left < SCHED_STEP ? left : SCHED_STEP, st, more, err, errlen) != 0) {
-            return -1;
-        }
-        if (!*more || (submitted_waiting(w) > 0 && clock_mono_us() >= until_us)) {
-            break;
-        }
-    }
-    return 0;
 }
 
 static uint64_t ms_to_us(uint64_t ms)
@@ -834,7 +801,7 @@ void *writer_main(void *arg)
             sched_next_wakeup(w->sched) <= sched_now(w->sched)) {
             sched_stats_t st = { 0 };
             char err[512];
-            if (run_due_chunk(w, &st, &more, err, sizeof err) != 0) {
+            if (sched_run(w->sched, SCHED_CHUNK, &st, &more, err, sizeof err) != 0) {
                 sched_failed(w, err, now_mono);
                 more = 0;
             } else {
