@@ -293,6 +293,9 @@ int cq_release_below(cq_t *q, uint64_t durable_head, char *err, size_t errlen)
     while (drop < q->nfiles && ((q->first_file + drop + 1) << q->shift) <= below) {
         drop++;
     }
+    if (drop == 0) {
+        return 0; /* a queue without files has files NULL: no memmove of it (undefined, even of 0 bytes) */
+    }
     int rc = 0;
     for (size_t i = 0; i < drop; i++) {
         char path[PATH_MAX];

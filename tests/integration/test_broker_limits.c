@@ -43,7 +43,8 @@
  *    TOPICS never read are charged at their estimate: the client pauses,
  *    RSS stays bounded and another client's SEND is answered meanwhile;
  *  - disk_full: the data directory on a 48 MiB tmpfs mounted by the test;
- *    a filler file takes every free byte: SENDs fail with "disk full", the
+ *    a filler file takes every free byte (and, once SENDs are refused,
+ *    what the broker gave back beyond its reserve): SENDs fail with "disk full", the
  *    disk reserve is given back, reads (PING, INFO, LEVELS, GROUP LIST, DLQ
  *    LEN) and a BACKUP to another disk keep working, INFO and /metrics say disk_full, no *.log files pile
  *    up while full, a restart in place on the full disk works; the filler is
@@ -87,6 +88,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -996,6 +998,10 @@ static int count_logs(const char *dir)
 
 static char g_mnt[512]; /* the tmpfs of disk_full, unmounted by its cleanup */
 
+/* The --disk-reserve of disk_full and disk_full_long_dir, in bytes and as given. */
+#define DISK_FULL_RESERVE     (4u << 20)
+#define DISK_FULL_RESERVE_ARG "4mb"
+
 static void unmount_tmpfs(void)
 {
     if (g_mnt[0] != '\0') {
@@ -1018,15 +1024,31 @@ static void mount_tmpfs(void)
     atexit(unmount_tmpfs);
 }
 
-/* Fill the file system of path with a file until ENOSPC. */
-static void fill_disk(const char *path)
+/* Free bytes on the file system of the open file fd. */
+static uint64_t free_bytes_of(int fd)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    struct statvfs sv;
+    BP_REQUIRE(fstatvfs(fd, &sv) == 0, "fstatvfs: %s", strerror(errno));
+    return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/* Grow the file path (made if missing) until its file system has at most
+ * leave bytes free (0: until ENOSPC). */
+static void fill_disk(const char *path, uint64_t leave)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
     BP_REQUIRE(fd >= 0, "create %s: %s", path, strerror(errno));
     static char block[1 << 16];
     memset(block, 'f', sizeof block);
     size_t chunk = sizeof block;
     while (chunk > 0) {
+        if (leave > 0) {
+            uint64_t room = free_bytes_of(fd);
+            if (room <= leave)
+                break;
+            if (room - leave < chunk)
+                chunk = (size_t)(room - leave);
+        }
         ssize_t n = write(fd, block, chunk);
         if (n < 0) {
             BP_REQUIRE(errno == ENOSPC, "filling the disk: %s", strerror(errno));
@@ -1068,13 +1090,24 @@ static int writes_resumed(void *ctx)
 
 /* 100 SENDs acknowledged, then a filler takes every free byte beside the data
  * directory: SENDs go on until one is refused as the disk being full, and the
- * next is answered with the documented refusal (e holds it). */
+ * next is answered with the documented refusal (e holds it). The broker then
+ * has given back its disk reserve (DISK_FULL_RESERVE, so that the store can
+ * reopen and restart) and the part of a segment it was pre-writing (the
+ * commit log deletes a pre-write that failed): the filler takes that part
+ * too, leaving the reserve free. That part depends on how far the paced
+ * spare pre-write had got when the filler came, up to a segment (16 MiB
+ * here), and 4 MiB of it reach the resume point (twice the reserve): the
+ * broker then resumed writes by itself a second after the refusal, and the
+ * restart on the "full" disk found it not full (1 run in 10 under
+ * sanitizers; 7.2-11.4 MB given back in 8 runs, 4 of them past 8 MiB). That
+ * the broker resumes with less room than its next segment switch needs is
+ * the broker's matter, not this case's. */
 static void fill_until_refused(sent_t *acked, const char *filler, char *e, size_t elen)
 {
     char v[64];
     for (int i = 0; i < 100; i++)
         BP_REQUIRE(send_small(acked, i, e, elen) == 0, "SEND %d before the disk filled: %s", i, e);
-    fill_disk(filler);
+    fill_disk(filler, 0);
     int refused = 0;
     for (int i = 100; i < 3000 && !refused; i++) {
         if (send_small(acked, i, e, elen) != 0) {
@@ -1087,6 +1120,17 @@ static void fill_until_refused(sent_t *acked, const char *filler, char *e, size_
     BP_REQUIRE(bp_send(&bt_conn, v, sizeof v, e, elen, "fill", "x", NULL) != 0 &&
                    strstr(e, "ERR disk full: writes are refused until space returns") != NULL,
                "a SEND on the full disk: '%s'", e);
+    /* within the broker's first free-space check, a second after the refusal */
+    int fd = open(filler, O_RDONLY);
+    BP_REQUIRE(fd >= 0, "open %s: %s", filler, strerror(errno));
+    uint64_t given_back = free_bytes_of(fd);
+    fill_disk(filler, DISK_FULL_RESERVE);
+    uint64_t left = free_bytes_of(fd);
+    close(fd);
+    printf("refused with %llu bytes free (the reserve and a pre-write given back), %llu left to the broker\n",
+           (unsigned long long)given_back, (unsigned long long)left);
+    BP_REQUIRE(left < 2 * (uint64_t)DISK_FULL_RESERVE, "%llu bytes free after the filler grew again: not full",
+               (unsigned long long)left);
 }
 
 /* Every acknowledged SEND of acked is delivered to a new group (what names the
@@ -1138,8 +1182,9 @@ static void test_disk_full(void)
     snprintf(filler, sizeof filler, "%s/filler", g_mnt);
     char bk[600], bk_copy[700];
     TU_REQUIRE(tu_mkdtemp("backup", bk, sizeof bk) == 0, "mkdtemp: %s", strerror(errno));
-    const char *extra[] = { "--dir", data, "--disk-reserve", "4mb", "--write-buffer-size", "1mb", "--backup-dir",
-                            bk,      NULL };
+    const char *extra[] = {
+        "--dir", data, "--disk-reserve", DISK_FULL_RESERVE_ARG, "--write-buffer-size", "1mb", "--backup-dir", bk, NULL
+    };
     bt_start(extra);
     BP_REQUIRE(info_ll("disk_full") == 0, "disk_full at start");
 
@@ -1226,7 +1271,9 @@ static void test_disk_full_long_dir(void)
     n += (size_t)snprintf(data + n, sizeof data - n, "/data");
     BP_REQUIRE(n >= 300 && n < sizeof data, "a %zu-byte data directory", n);
     snprintf(filler, sizeof filler, "%s/filler", g_mnt);
-    const char *extra[] = { "--dir", data, "--disk-reserve", "4mb", "--write-buffer-size", "1mb", NULL };
+    const char *extra[] = {
+        "--dir", data, "--disk-reserve", DISK_FULL_RESERVE_ARG, "--write-buffer-size", "1mb", NULL
+    };
     bt_start(extra);
     BP_REQUIRE(info_ll("disk_full") == 0, "disk_full at start");
     BP_REQUIRE(ballast_is(data, 1), "no disk reserve in %s at start", data);
@@ -1375,7 +1422,7 @@ static void test_disk_back(void)
     BP_REQUIRE(tu_file_count(g_leveldb_log, "Compacting") == 0, "LevelDB compacted before the disk filled (%s)",
                g_leveldb_log);
 
-    fill_disk(filler);
+    fill_disk(filler, 0);
     int refused = 0, on_full = 0;
     for (; on_full < 100 && !refused; on_full++)
         refused = send_and_lease(payload, PAYLOAD, &seed, id, sizeof id, e, sizeof e) != 0;

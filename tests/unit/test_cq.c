@@ -317,6 +317,21 @@ static void test_small_files(void)
     TU_REQUIRE(cq_close(q, err, sizeof err) == 0, "close: %s", err);
 }
 
+/* A queue with no file (new, its first append not made yet) at a
+ * checkpoint's release: nothing to delete, and it appends on. (The release
+ * used to memmove its NULL file array, undefined even for 0 bytes: UBSan
+ * ended test_clog_redo's power cuts and the broker of test_bench_smoke.) */
+static void test_release_without_files(void)
+{
+    char err[512] = "";
+    cq_t *q = OPEN_Q(0, 0);
+    TU_REQUIRE(cq_release_below(q, UINT64_MAX, err, sizeof err) == 0, "release on a queue without files: %s", err);
+    TU_CHECK(!file_exists(0), "a release made a file");
+    APPEND_N(q, 0, 3);
+    EXPECT_ENTRIES(q, 0, 3, 3);
+    CLOSE_Q(q);
+}
+
 /* A topic's first file made ahead (when the topic is made): the queue's
  * first append opens it instead of making it, a second make leaves it (and
  * its entries) alone, and a make that cannot write names the queue. */
@@ -509,6 +524,7 @@ static void test_sync_handoff(void)
 static const tu_test_t cq_tests[] = {
     { "append and read (buffer and file)", test_append_read },
     { "head advance deletes files below it", test_head_advance },
+    { "a release on a queue without files deletes nothing", test_release_without_files },
     { "positional rewrite (file and buffer)", test_rewrite },
     { "rewrites below the buffer are held until a flush", test_rewrite_held },
     { "reopen at the caller's head and tail", test_reopen },
