@@ -129,8 +129,8 @@ static int check_floor(const char *dir, uint64_t min_free, char *err, size_t err
     uint64_t free_bytes = diskguard_free_bytes(dir);
     if (free_bytes != UINT64_MAX && free_bytes < min_free) {
         err_set(err, errlen,
-                "the file system of %s has %llu bytes free, under the %llu a copy leaves free (2 x disk-reserve, "
-                "16 MiB without one)",
+                "the file system of %s has %llu bytes free, under the %llu a copy leaves free (the broker's "
+                "own floor: 2 x disk-reserve, at least disk-reserve + one commit-log segment)",
                 dir, (unsigned long long)free_bytes, (unsigned long long)min_free);
         return -1;
     }

@@ -101,8 +101,8 @@ static const cfg_key_t cfg_keys[] = {
               "max-payload twice (record and level entry) plus a quarter segment (11mb for 4mb; checked at load)") },
     { CFG_KEY("disk-reserve", CFG_SIZE, "256mb", 0, 64 * GB, OFF(disk_reserve),
               "space kept in DIR/BALLAST and given back when the disk fills, so the store can reopen and restart; "
-              "writes resume once twice this is free; the commit log is checkpointed every quarter of it (64mb at "
-              "most), so it is 0 (none) or at least 4mb") },
+              "writes resume once twice this is free, and this plus one commit-log segment; the commit log is "
+              "checkpointed every quarter of it (64mb at most), so it is 0 (none) or at least 4mb") },
     { CFG_KEY("backup-dir", CFG_STRING, NULL, 0, 0, OFF(backup_dir),
               "where BACKUP name writes its online copy of the data directory (backup-dir/name); unset: BACKUP "
               "is refused"),

@@ -177,8 +177,8 @@ void writer_set_disk_reserve(writer_t *w, uint64_t bytes)
         w->disk_full = 1;
         w->stats.disk_full = 1;
         w->stats.disk_full_events++;
-        log_error("disk full: %llu bytes free on %s, less than twice disk-reserve (%llu bytes); writes are refused "
-                  "until space returns",
+        log_error("disk full: %llu bytes free on %s, less than writes resume at (%llu bytes: twice disk-reserve, at "
+                  "least disk-reserve + one commit-log segment); writes are refused until space returns",
                   (unsigned long long)free_bytes, w->opts->path, (unsigned long long)writer_disk_resume_bytes(w));
         return;
     }

@@ -114,10 +114,20 @@ struct writer {
     uint64_t reopen_failed_free; /* free bytes when a reopen failed while full: retry only once it grows */
 };
 
-/* Free space needed before writes resume (and the reserve is written again). */
+/* Free space needed before writes resume (and the reserve is written
+ * again): twice the reserve and at least the reserve plus one commit-log
+ * segment, because the first writes after the resume may switch segments
+ * and pre-write a whole one (with a 4 MiB reserve and 16 MiB segments the
+ * broker resumed at 8 MiB free, failed the pre-write, filled again and
+ * reopened, once a second); without a reserve DISK_MIN_FREE or one segment. */
 static inline uint64_t writer_disk_resume_bytes(const writer_t *w)
 {
-    return w->disk_reserve ? 2 * w->disk_reserve : DISK_MIN_FREE;
+    uint64_t segment = w->opts->segment_bytes;
+    if (w->disk_reserve) {
+        uint64_t twice = 2 * w->disk_reserve, with_segment = w->disk_reserve + segment;
+        return twice > with_segment ? twice : with_segment;
+    }
+    return DISK_MIN_FREE > segment ? DISK_MIN_FREE : segment;
 }
 
 /* The storage thread (writer_thread.c), started by writer_start. */

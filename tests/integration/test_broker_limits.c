@@ -1225,9 +1225,11 @@ static void test_disk_full(void)
     BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart in place on a full disk: %s", e);
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
     BP_CHECK(info_ll("disk_full") == 1, "INFO disk_full after the restart on a full disk");
-    /* the figure in the bracket is the one the sentence names: twice the 4mb reserve */
-    BP_CHECK(bp_log_contains(&bt_broker, "less than twice disk-reserve (8388608 bytes); writes are refused"),
-             "the start on a full disk does not log 'less than twice disk-reserve (8388608 bytes)'");
+    /* the figure in the bracket is the one the sentence names: the 4mb reserve plus a 16 MiB segment (more
+       than twice the reserve) */
+    BP_CHECK(bp_log_contains(&bt_broker, "less than writes resume at (20971520 bytes: twice disk-reserve, at least "
+                                         "disk-reserve + one commit-log segment); writes are refused"),
+             "the start on a full disk does not log 'less than writes resume at (20971520 bytes: …)'");
 
     /* space returns: writes resume by themselves */
     BP_REQUIRE(unlink(filler) == 0, "rm filler: %s", strerror(errno));
