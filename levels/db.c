@@ -426,6 +426,18 @@ int store_fail_half_way(store_t *s, int pending_before, const char *what, char *
 
 /* ---- reads ------------------------------------------------------------------------- */
 
+int store_get_applied(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *why, size_t whylen)
+{
+    char *e = NULL;
+    *val = leveldb_get(s->db, s->ropt, k->b, k->n, vlen, &e);
+    if (e != NULL) {
+        snprintf(why, whylen, "%s", e);
+        leveldb_free(e);
+        return -1;
+    }
+    return *val != NULL;
+}
+
 int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *err, size_t errlen)
 {
     if (s->redo != NULL && redo_held(s->redo) > 0) { /* a held batch's write is the key's current value */

@@ -893,6 +893,12 @@ int store_read_barrier(store_t *s, char *err, size_t errlen);
  * leveldb_iter_destroy. */
 leveldb_iterator_t *store_iter_applied_at(store_t *s, const key_buf_t *k);
 
+/* A point read of what LevelDB holds now, the held batches not asked (the
+ * redo's bounds, the open's marks: the state of the batches applied): 1
+ * found (*val, free with leveldb_free), 0 not found, -1 with why =
+ * LevelDB's error as it is (the caller says what it read and where). */
+int store_get_applied(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *why, size_t whylen);
+
 /* A point read: 1 found (*val from LevelDB, free with leveldb_free), 0 not
  * found, -1 on a read error (err names the directory). */
 int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *err, size_t errlen);

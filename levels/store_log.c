@@ -50,13 +50,10 @@ static int lane_bounds(store_t *s, uint64_t *head, uint64_t *tail, char *err, si
 {
     key_buf_t k;
     key_meta(&k, STORE_META_LANE);
-    char *dberr = NULL;
+    char *v, why[512];
     size_t n = 0;
-    char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
-    if (dberr != NULL) {
-        err_set(err, errlen, "reading the remainder lane's record in %s: %s", s->path, dberr);
-        leveldb_free(dberr);
-        return -1;
+    if (store_get_applied(s, &k, &v, &n, why, sizeof why) < 0) {
+        return err_set(err, errlen, "reading the remainder lane's record in %s: %s", s->path, why);
     }
     int bad = store_lane_record_decode(v, n, head, tail);
     leveldb_free(v);
@@ -86,13 +83,10 @@ static int level_queue_bounds(void *ctx, uint32_t queue, uint64_t *head, uint64_
     }
     key_buf_t k;
     key_level_record(&k, (int)queue);
-    char *dberr = NULL;
+    char *v, why[512];
     size_t n = 0;
-    char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
-    if (dberr != NULL) {
-        err_set(err, errlen, "reading the record of level %" PRIu32 " in %s: %s", queue, s->path, dberr);
-        leveldb_free(dberr);
-        return -1;
+    if (store_get_applied(s, &k, &v, &n, why, sizeof why) < 0) {
+        return err_set(err, errlen, "reading the record of level %" PRIu32 " in %s: %s", queue, s->path, why);
     }
     record_level_t r;
     int bad = v != NULL && record_level_decode(v, n, &r) != 0;
@@ -212,18 +206,17 @@ static int verify_marks(store_t *s, char *err, size_t errlen)
     for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
         key_buf_t k;
         key_meta(&k, marks[i]);
-        char *dberr = NULL;
+        char *v, why[512];
         size_t n = 0;
-        char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
-        leveldb_free(v);
-        if (dberr != NULL) {
+        int rc = store_get_applied(s, &k, &v, &n, why, sizeof why);
+        if (rc < 0) {
             err_set(err, errlen,
                     "data directory %s is damaged: reading the commit log's %s mark: %s; restore it from a backup "
                     "(docs/operations.md, \"A damaged data directory\")",
-                    s->path, marks[i], dberr);
-            leveldb_free(dberr);
+                    s->path, marks[i], why);
             return STORE_OPEN_DAMAGED;
         }
+        leveldb_free(v);
     }
     return 0;
 }
@@ -235,12 +228,13 @@ static uint64_t counter_before_redo(store_t *s)
 {
     key_buf_t k;
     key_meta(&k, "seq");
-    char *dberr = NULL;
+    char *v, why[512];
     size_t n = 0;
-    char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
-    uint64_t seq = v != NULL && n == 8 ? be64_get(v) : 0;
+    if (store_get_applied(s, &k, &v, &n, why, sizeof why) <= 0) {
+        return 0;
+    }
+    uint64_t seq = n == 8 ? be64_get(v) : 0;
     leveldb_free(v);
-    leveldb_free(dberr);
     return seq;
 }
 

@@ -236,12 +236,9 @@ static int queue_name(store_t *s, uint32_t queue, char **name, size_t *len, char
 {
     key_buf_t k;
     key_topic_queue(&k, queue);
-    char *dberr = NULL;
-    *name = leveldb_get(s->db, s->ropt, k.b, k.n, len, &dberr);
-    if (dberr != NULL) {
-        err_set(err, errlen, "reading the name of topic CQ %08" PRIx32 " in %s: %s", queue, s->path, dberr);
-        leveldb_free(dberr);
-        return -1;
+    char why[512];
+    if (store_get_applied(s, &k, name, len, why, sizeof why) < 0) {
+        return err_set(err, errlen, "reading the name of topic CQ %08" PRIx32 " in %s: %s", queue, s->path, why);
     }
     return 0;
 }
@@ -266,13 +263,10 @@ int topic_cq_bounds(store_t *s, uint32_t queue, uint64_t *head, uint64_t *tail, 
     if (bad_name) {
         return err_set(err, errlen, "corrupt name of topic CQ %08" PRIx32 " in %s (%zu bytes)", queue, s->path, len);
     }
-    char *dberr = NULL;
+    char *v, why[512];
     size_t n = 0;
-    char *v = leveldb_get(s->db, s->ropt, k.b, k.n, &n, &dberr);
-    if (dberr != NULL) {
-        err_set(err, errlen, "reading the record of topic CQ %08" PRIx32 " in %s: %s", queue, s->path, dberr);
-        leveldb_free(dberr);
-        return -1;
+    if (store_get_applied(s, &k, &v, &n, why, sizeof why) < 0) {
+        return err_set(err, errlen, "reading the record of topic CQ %08" PRIx32 " in %s: %s", queue, s->path, why);
     }
     record_topic_t r;
     int bad = v != NULL && record_topic_decode(v, n, &r) != 0;
