@@ -2300,6 +2300,43 @@ static int collect_then_consume(store_t *c, char *err, size_t errlen)
     return consume(c, CUT_CONSUMED_BEFORE, CUT_CONSUMED_AFTER, err, errlen);
 }
 
+/* The first part of the two cases below: up to 3 rounds of a fresh store
+ * filled by fill (then closed, its queue's first two files there), a child's
+ * head move by move, the cut (crash_losing_leveldb_past_checkpoint); then
+ * the queue's first file must still be there. */
+static void crash_after_head_move(const store_options_t *o, uint32_t queue, uint64_t per_file, void (*fill)(store_t *s),
+                                  head_move_fn move)
+{
+    int cut = 0;
+    for (int round = 0; round < 3 && !cut; round++) {
+        tu_rmtree(g_data);
+        store_t *s = OPEN(o);
+        fill(s);
+        CLOSE(&s);
+        TU_REQUIRE(cq_file_present(queue, 0) && cq_file_present(queue, per_file),
+                   "queue %08" PRIx32 " has not its first two files", queue);
+        cut = crash_losing_leveldb_past_checkpoint(move);
+    }
+    TU_REQUIRE(cut, "every round had a checkpoint past the cut");
+    TU_CHECK(cq_file_present(queue, 0), "the first CQ file went at the head move, before a checkpoint covered it");
+}
+
+/* The topic case's store: CUT_TOPIC_MSGS sent, CUT_CONSUMED_BEFORE consumed. */
+static void fill_topic_consumed(store_t *s)
+{
+    char payload[32], err[512] = "";
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    for (int i = 0; i < CUT_TOPIC_MSGS; i++) {
+        snprintf(payload, sizeof payload, "m%d", i);
+        g_cut_sent[i] = SEND(s, "t", payload, 0, 0, T0, NULL);
+        if (i % 500 == 499)
+            COMMIT(s);
+    }
+    COMMIT(s);
+    int rc = consume(s, 0, CUT_CONSUMED_BEFORE, err, sizeof err);
+    TU_REQUIRE(rc == 0, "consume %d before the checkpoint: %s", CUT_CONSUMED_BEFORE, err);
+}
+
 /* A topic CQ file goes only once a finished checkpoint covers the head move
  * past it (cq_release_below), not at the move: an open takes a queue's head
  * from LevelDB, whose writes past the checkpoint a power cut may lose, and
@@ -2317,28 +2354,7 @@ static void test_log_topic_cq_file_kept_until_checkpoint(void)
     const uint32_t queue = CQ_SMALL_QUEUE_FIRST; /* the first topic's */
     const uint64_t per_file = cq_file_entries(queue);
     TU_REQUIRE(per_file < CUT_CONSUMED_BEFORE, "a topic CQ file holds %" PRIu64 " entries", per_file);
-    char payload[32], err[512] = "";
-    int cut = 0;
-    for (int round = 0; round < 3 && !cut; round++) {
-        tu_rmtree(g_data);
-        store_t *s = OPEN(&o);
-        GROUP_CREATE(s, "g", "t", 1, T0);
-        for (int i = 0; i < CUT_TOPIC_MSGS; i++) {
-            snprintf(payload, sizeof payload, "m%d", i);
-            g_cut_sent[i] = SEND(s, "t", payload, 0, 0, T0, NULL);
-            if (i % 500 == 499)
-                COMMIT(s);
-        }
-        COMMIT(s);
-        int rc = consume(s, 0, CUT_CONSUMED_BEFORE, err, sizeof err);
-        TU_REQUIRE(rc == 0, "consume %d before the checkpoint: %s", CUT_CONSUMED_BEFORE, err);
-        CLOSE(&s);
-        TU_REQUIRE(cq_file_present(queue, 0) && cq_file_present(queue, per_file),
-                   "queue %08" PRIx32 " has not its first two files", queue);
-        cut = crash_losing_leveldb_past_checkpoint(collect_then_consume);
-    }
-    TU_REQUIRE(cut, "every round had a checkpoint past the cut");
-    TU_CHECK(cq_file_present(queue, 0), "the first CQ file went at the head move, before a checkpoint covered it");
+    crash_after_head_move(&o, queue, per_file, fill_topic_consumed, collect_then_consume);
 
     store_t *s = open_at(&o, T0 + HOUR, __LINE__); /* later than every clock before */
     CHECK_STORE(s);
@@ -2381,6 +2397,27 @@ static int move_the_rest(store_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The level case's store: CUT_LEVEL_MSGS sent at level 1, all but the last
+ * CUT_LEVEL_AFTER moved due. */
+static void fill_level_moved(store_t *s)
+{
+    char payload[32];
+    for (int i = 0; i < CUT_LEVEL_MSGS; i++) {
+        snprintf(payload, sizeof payload, "m%d", i);
+        g_cut_level_sent[i] = SEND(s, "t", payload, 1, 0, T0, NULL);
+        if (i % 1000 == 999)
+            COMMIT(s);
+    }
+    COMMIT(s);
+    int left = CUT_LEVEL_MSGS - CUT_LEVEL_AFTER;
+    while (left > 0) {
+        int moved = MOVE(s, T0 + SEC, left < CUT_LEVEL_CHUNK ? left : CUT_LEVEL_CHUNK, NULL);
+        TU_REQUIRE(moved > 0, "the due move stopped with %d to move", left);
+        left -= moved;
+        COMMIT(s);
+    }
+}
+
 /* test_log_topic_cq_file_kept_until_checkpoint's rule on a level's CQ: the
  * due move's head move past the first file is lost with LevelDB's writes
  * past the checkpoint; the reopen opens, the redo moves the head again, and
@@ -2394,32 +2431,7 @@ static void test_log_level_cq_file_kept_until_checkpoint(void)
     const uint64_t per_file = cq_file_entries(queue);
     TU_REQUIRE(per_file < CUT_LEVEL_MSGS && per_file > CUT_LEVEL_AFTER, "a level CQ file holds %" PRIu64 " entries",
                per_file);
-    char payload[32];
-    int cut = 0;
-    for (int round = 0; round < 3 && !cut; round++) {
-        tu_rmtree(g_data);
-        store_t *s = OPEN(&o);
-        for (int i = 0; i < CUT_LEVEL_MSGS; i++) {
-            snprintf(payload, sizeof payload, "m%d", i);
-            g_cut_level_sent[i] = SEND(s, "t", payload, 1, 0, T0, NULL);
-            if (i % 1000 == 999)
-                COMMIT(s);
-        }
-        COMMIT(s);
-        int left = CUT_LEVEL_MSGS - CUT_LEVEL_AFTER;
-        while (left > 0) {
-            int moved = MOVE(s, T0 + SEC, left < CUT_LEVEL_CHUNK ? left : CUT_LEVEL_CHUNK, NULL);
-            TU_REQUIRE(moved > 0, "the due move stopped with %d to move", left);
-            left -= moved;
-            COMMIT(s);
-        }
-        CLOSE(&s);
-        TU_REQUIRE(cq_file_present(queue, 0) && cq_file_present(queue, per_file),
-                   "queue %08" PRIx32 " has not its first two files", queue);
-        cut = crash_losing_leveldb_past_checkpoint(move_the_rest);
-    }
-    TU_REQUIRE(cut, "every round had a checkpoint past the cut");
-    TU_CHECK(cq_file_present(queue, 0), "the first CQ file went at the head move, before a checkpoint covered it");
+    crash_after_head_move(&o, queue, per_file, fill_level_moved, move_the_rest);
 
     store_t *s = open_at(&o, T0 + HOUR, __LINE__); /* later than every clock before */
     CHECK_STORE(s);
