@@ -2321,18 +2321,26 @@ static void crash_after_head_move(const store_options_t *o, uint32_t queue, uint
     TU_CHECK(cq_file_present(queue, 0), "the first CQ file went at the head move, before a checkpoint covered it");
 }
 
-/* The topic case's store: CUT_TOPIC_MSGS sent, CUT_CONSUMED_BEFORE consumed. */
-static void fill_topic_consumed(store_t *s)
+/* n SENDs to topic t at level (0: none), payloads "m0", "m1", …, at T0, a
+ * commit after each `every` and at the end; ids[i] gets the i-th id. */
+static void send_numbered(store_t *s, int level, int n, uint64_t *ids, int every)
 {
-    char payload[32], err[512] = "";
-    GROUP_CREATE(s, "g", "t", 1, T0);
-    for (int i = 0; i < CUT_TOPIC_MSGS; i++) {
+    char payload[32];
+    for (int i = 0; i < n; i++) {
         snprintf(payload, sizeof payload, "m%d", i);
-        g_cut_sent[i] = SEND(s, "t", payload, 0, 0, T0, NULL);
-        if (i % 500 == 499)
+        ids[i] = SEND(s, "t", payload, level, 0, T0, NULL);
+        if (i % every == every - 1)
             COMMIT(s);
     }
     COMMIT(s);
+}
+
+/* The topic case's store: CUT_TOPIC_MSGS sent, CUT_CONSUMED_BEFORE consumed. */
+static void fill_topic_consumed(store_t *s)
+{
+    char err[512] = "";
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    send_numbered(s, 0, CUT_TOPIC_MSGS, g_cut_sent, 500);
     int rc = consume(s, 0, CUT_CONSUMED_BEFORE, err, sizeof err);
     TU_REQUIRE(rc == 0, "consume %d before the checkpoint: %s", CUT_CONSUMED_BEFORE, err);
 }
@@ -2401,14 +2409,7 @@ static int move_the_rest(store_t *c, char *err, size_t errlen)
  * CUT_LEVEL_AFTER moved due. */
 static void fill_level_moved(store_t *s)
 {
-    char payload[32];
-    for (int i = 0; i < CUT_LEVEL_MSGS; i++) {
-        snprintf(payload, sizeof payload, "m%d", i);
-        g_cut_level_sent[i] = SEND(s, "t", payload, 1, 0, T0, NULL);
-        if (i % 1000 == 999)
-            COMMIT(s);
-    }
-    COMMIT(s);
+    send_numbered(s, 1, CUT_LEVEL_MSGS, g_cut_level_sent, 1000);
     int left = CUT_LEVEL_MSGS - CUT_LEVEL_AFTER;
     while (left > 0) {
         int moved = MOVE(s, T0 + SEC, left < CUT_LEVEL_CHUNK ? left : CUT_LEVEL_CHUNK, NULL);
