@@ -112,8 +112,8 @@ int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t 
     }
     cq_t *q = xcalloc(1, sizeof *q);
     q->queue = queue;
-    q->entries = cq_file_entries(queue);
-    q->shift = q->entries == CQ_FILE_ENTRIES ? CQ_FILE_SHIFT : CQ_SMALL_FILE_SHIFT;
+    q->shift = cq_file_shift(queue);
+    q->entries = UINT64_C(1) << q->shift;
     q->head = head;
     q->tail = tail;
     snprintf(q->dir, sizeof q->dir, "%s", dir);

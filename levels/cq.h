@@ -54,10 +54,14 @@
 #define CQ_SMALL_QUEUE_FIRST ((uint32_t)65536)
 #define CQ_SMALL_FILE_SHIFT  12
 
-/* The entries of one file of queue q. */
+/* A file of queue q holds 2^cq_file_shift(q) entries: cq_file_entries. */
+static inline unsigned cq_file_shift(uint32_t queue)
+{
+    return queue >= CQ_SMALL_QUEUE_FIRST ? CQ_SMALL_FILE_SHIFT : CQ_FILE_SHIFT;
+}
 static inline uint64_t cq_file_entries(uint32_t queue)
 {
-    return UINT64_C(1) << (queue >= CQ_SMALL_QUEUE_FIRST ? CQ_SMALL_FILE_SHIFT : CQ_FILE_SHIFT);
+    return UINT64_C(1) << cq_file_shift(queue);
 }
 
 typedef struct cq_entry {
