@@ -100,8 +100,6 @@ static int write_failed(clog_t *c, char *err, size_t errlen, const char *fmt, ..
     return err_set(err, errlen, "%s: %s", what, strerror(e));
 }
 
-static void step_drop(clog_t *c);
-
 int clog_write_errno(const clog_t *c)
 {
     return c->write_errno;
@@ -193,25 +191,12 @@ int clog_header_write(clog_t *c, int fd, uint64_t base, uint64_t life, const cha
 }
 
 /* Write zeros into fd over [from, to) of a segment being pre-written (tmp:
- * its path, for the error); with start_writeback each chunk's writeback is
- * started at once (sync_file_range), so that the segment's one fdatasync,
- * later, finds its pages mostly on disk. */
-static int prewrite_zeros(clog_t *c, int fd, uint64_t from, uint64_t to, int start_writeback, const char *tmp,
-                          char *err, size_t errlen)
+ * its path, for the error). */
+static int prewrite_zeros(clog_t *c, int fd, uint64_t from, uint64_t to, const char *tmp, char *err, size_t errlen)
 {
-    static const char zeros[PREWRITE_CHUNK];
-    for (uint64_t at = from; at < to; at += PREWRITE_CHUNK) {
-        size_t n = to - at < PREWRITE_CHUNK ? (size_t)(to - at) : PREWRITE_CHUNK;
-        if (clog_pwrite_all(fd, zeros, n, at) != 0) {
-            return write_failed(c, err, errlen, "cannot pre-write %s at byte %" PRIu64, tmp, at);
-        }
-#ifdef SYNC_FILE_RANGE_WRITE
-        if (start_writeback) {
-            (void)sync_file_range(fd, (off_t)at, (off_t)n, SYNC_FILE_RANGE_WRITE); /* a hint: the fdatasync decides */
-        }
-#else
-        (void)start_writeback;
-#endif
+    uint64_t at = 0;
+    if (clog_zeros_write(fd, from, to, 0, &at) != 0) {
+        return write_failed(c, err, errlen, "cannot pre-write %s at byte %" PRIu64, tmp, at);
     }
     return 0;
 }
@@ -251,7 +236,7 @@ static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
     if (fd < 0) {
         return write_failed(c, err, errlen, "cannot create %s", tmp);
     }
-    if (prewrite_zeros(c, fd, 0, c->size, 0, tmp, err, errlen) != 0) {
+    if (prewrite_zeros(c, fd, 0, c->size, tmp, err, errlen) != 0) {
         close(fd);
         unlink(tmp);
         return -1;
@@ -375,7 +360,7 @@ void clog_close(clog_t *c)
     if (c == NULL) {
         return;
     }
-    step_drop(c); /* a spare half pre-written: not one */
+    clog_prewriter_stop(&c->pre); /* a spare half pre-written, or never taken: not one */
     for (size_t i = 0; i < c->nsegs; i++) {
         close(c->segs[i].fd);
     }
@@ -793,65 +778,26 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
     return 0;
 }
 
-/* The file clog_prepare_step pre-writes a spare in: a name the open leaves
- * alone (parse_name: ".seg.new"), never a segment's own. */
-static void step_path(const clog_t *c, char *path, size_t len)
-{
-    snprintf(path, len, "%s/clog-ffffffffffffffff.seg.new", c->dir);
-}
-
-/* The spare being pre-written by steps is dropped: its file closed and removed. */
-static void step_drop(clog_t *c)
-{
-    if (c->step_fd >= 0) {
-        char path[PATH_MAX];
-        step_path(c, path, sizeof path);
-        close(c->step_fd);
-        unlink(path);
-        c->step_fd = -1;
-    }
-}
-
-int clog_prepare_step(clog_t *c, uint64_t budget, char *err, size_t errlen)
+int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen)
 {
     int write_errno = c->write_errno; /* clog_write_errno speaks of the appends, not of this */
-    char path[PATH_MAX];
-    step_path(c, path, sizeof path);
-    if (c->step_fd < 0) {
-        uint64_t seg = seg_base_of(c, c->end);
-        if (seg == c->step_refused_seg) {
-            return 0;
-        }
-        for (size_t i = 0; i < c->nsegs; i++) {
-            if (c->segs[i].spare) { /* any spare: the next switch takes it, wherever it lies */
-                return 0;
-            }
-        }
-        c->step_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (c->step_fd < 0) {
-            c->step_refused_seg = seg;
-            int rc = write_failed(c, err, errlen, "cannot create %s", path);
-            c->write_errno = write_errno;
-            return rc;
-        }
-        c->step_done = 0;
+    uint64_t seg = seg_base_of(c, c->end);
+    int want = seg != c->step_refused_seg;
+    for (size_t i = 0; want && i < c->nsegs; i++) {
+        want = !c->segs[i].spare; /* any spare: the next switch takes it, wherever it lies */
     }
-    uint64_t to = c->step_done + (budget > PREWRITE_CHUNK ? budget : PREWRITE_CHUNK);
-    to = to < c->size ? to : c->size;
-    int rc = prewrite_zeros(c, c->step_fd, c->step_done, to, 1, path, err, errlen);
-    if (rc == 0) {
-        c->step_done = to;
-        if (to < c->size) {
-            return 0;
-        }
-        int fd = c->step_fd;
-        c->step_fd = -1;
-        rc = seg_finish(c, fd, path, past_every_segment(c), err, errlen) == 0 ? 1 : -1; /* closes fd on failure */
-    } else {
-        step_drop(c);
+    int fd = -1;
+    int state = clog_prewriter_poll(&c->pre, want, pace_ms, &fd, err, errlen);
+    if (state == CLOG_PREWRITE_IDLE) {
+        return 0;
+    }
+    int rc = -1;
+    if (state == CLOG_PREWRITE_READY) {
+        rc =
+            seg_finish(c, fd, c->pre.path, past_every_segment(c), err, errlen) == 0 ? 1 : -1; /* closes fd on failure */
     }
     if (rc < 0) {
-        c->step_refused_seg = seg_base_of(c, c->end);
+        c->step_refused_seg = seg;
         c->write_errno = write_errno;
     }
     return rc;

@@ -740,8 +740,8 @@ static void test_write_errno(void)
     clog_close(c);
 }
 
-/* The spare clog_prepare_step pre-writes in steps, and its file's size
- * (-1: no such file). */
+/* The file the pre-writer writes a spare in, and its size (-1: no such
+ * file). */
 #define STEP_SEG (UINT64_C(4) << 20)
 static long long step_file_size(void)
 {
@@ -751,12 +751,25 @@ static long long step_file_size(void)
     return stat(path, &st) == 0 ? (long long)st.st_size : -1;
 }
 
-/* A spare pre-written in steps of 1 MiB (4 MiB segments): each step grows
- * the file by its budget and makes no segment; the step that writes the last
- * bytes makes it the spare past every segment (the file gone); with a spare
- * ahead a step does nothing; the segment switch takes that very file (same
- * inode: no segment written at the switch), the records on both sides read
- * back after a reopen; a spare half-written at the close is removed. */
+/* clog_prepare_step(c, pace_ms) until it answers other than 0, for at most
+ * 30 s (the pre-writer works on its own thread): its last answer. */
+static int step_until_done(clog_t *c, unsigned pace_ms)
+{
+    uint64_t deadline = tu_now_mono_ms() + 30000;
+    int rc;
+    while ((rc = clog_prepare_step(c, pace_ms, err, sizeof err)) == 0 && tu_now_mono_ms() < deadline) {
+        usleep(1000);
+    }
+    return rc;
+}
+
+/* A spare pre-written by the pre-writer (4 MiB segments): the step that
+ * takes the whole file makes it the spare past every segment (the file
+ * gone); with a spare ahead a step asks for nothing; the segment switch takes
+ * that very file (same inode: no segment written at the switch), the records
+ * on both sides read back after a reopen; a spare half-written at the close
+ * (chunks a minute apart) is removed, and the close does not wait for its
+ * pace. */
 static void test_prepare_steps(void)
 {
     clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
@@ -764,21 +777,20 @@ static void test_prepare_steps(void)
     TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "open: %s", err);
     uint64_t first;
     append_batch(c, 1, 1000, 1, &first);
-    for (int k = 1; k <= 3; k++) {
-        TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0, "step %d: %s", k, err);
-        TU_CHECK(step_file_size() == (long long)k << 20, "step %d wrote %d MiB (file of %lld bytes)", k, k,
-                 step_file_size());
-    }
     char path[600];
     seg_file(STEP_SEG, path, sizeof path);
-    TU_CHECK(access(path, F_OK) != 0, "no segment before the last step");
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 1, "the last step finishes it: %s", err);
-    TU_CHECK(step_file_size() == -1, "the step file became the segment");
+    TU_CHECK(access(path, F_OK) != 0, "no segment before the spare is taken");
+    TU_CHECK(step_until_done(c, 0) == 1, "a step takes the finished spare: %s", err);
+    TU_CHECK(step_file_size() == -1, "the pre-writer's file became the segment");
     struct stat spare;
     TU_REQUIRE(stat(path, &spare) == 0 && (uint64_t)spare.st_size == STEP_SEG, "the spare %s, whole", path);
     TU_CHECK(clog_is_spare(c, STEP_SEG), "it is a spare");
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == -1,
-             "with a spare ahead a step writes nothing");
+    TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "with a spare ahead a step takes nothing");
+    uint64_t quiet = tu_now_mono_ms() + 200;
+    while (step_file_size() == -1 && tu_now_mono_ms() < quiet) {
+        usleep(1000);
+    }
+    TU_CHECK(step_file_size() == -1, "with a spare ahead nothing is pre-written");
     static uint64_t ids[2000]; /* records of 4000 bytes, 50 a batch, until one lies in the spare's segment */
     static char p[4000];
     clog_batch_t b = { 0 };
@@ -797,11 +809,19 @@ static void test_prepare_steps(void)
     TU_REQUIRE(ids[n - 1] == STEP_SEG + 32, "the switch starts the spare's segment (%" PRIu64 ")", ids[n - 1]);
     struct stat used;
     TU_CHECK(stat(path, &used) == 0 && used.st_ino == spare.st_ino && !clog_is_spare(c, STEP_SEG),
-             "the switch took the spare's file, written by the steps");
+             "the switch took the spare's file, written by the pre-writer");
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == 1 << 20,
-             "the next spare is begun");
+    TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "the next spare is asked for: %s", err);
+    uint64_t deadline = tu_now_mono_ms() + 30000;
+    while (step_file_size() != 1 << 20 && tu_now_mono_ms() < deadline) {
+        usleep(1000);
+    }
+    TU_CHECK(step_file_size() == 1 << 20, "its first chunk is written, the next waits a minute (%lld bytes)",
+             step_file_size());
+    uint64_t t0 = tu_now_mono_ms();
     clog_close(c);
+    TU_CHECK(tu_now_mono_ms() - t0 < 20000,
+             "the close stops the pre-writer without waiting for its pace (%" PRIu64 " ms)", tu_now_mono_ms() - t0);
     TU_CHECK(step_file_size() == -1, "the close removes a half-written spare");
     clog_open_report_t rep;
     TU_REQUIRE(clog_open(&o, &c, &rep, err, sizeof err) == 0, "reopen: %s", err);
@@ -810,14 +830,23 @@ static void test_prepare_steps(void)
         check_record(c, ids[i], 4000, 100 + (uint64_t)i);
     }
     check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
+    TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "a spare is asked for: %s", err);
+    deadline = tu_now_mono_ms() + 30000;
+    while (step_file_size() != (long long)STEP_SEG && tu_now_mono_ms() < deadline) {
+        usleep(1000);
+    }
+    clog_close(c);
+    TU_CHECK(step_file_size() == -1, "the close removes a whole spare that was never taken");
+    TU_REQUIRE(clog_open(&o, &c, &rep, err, sizeof err) == 0, "reopen: %s", err);
+    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
     clog_close(c);
 }
 
-/* A step the file system refuses (a 16 KiB file-size limit) fails with the
- * write's error and changes nothing: its file is removed, clog_write_errno
- * still speaks of the appends (0), and no step is tried again while the log's
- * end stays in its segment; the log appends as before, and the switch
- * pre-writes its own segment. */
+/* A pre-write the file system refuses (a 16 KiB file-size limit) fails with
+ * the write's error and changes nothing: its file is removed,
+ * clog_write_errno still speaks of the appends (0), and nothing is asked for
+ * again while the log's end stays in its segment; the log appends as before,
+ * and the switch pre-writes its own segment. */
 static void test_prepare_step_refused(void)
 {
     clog_t *c = open_log(0, NULL);
@@ -825,21 +854,24 @@ static void test_prepare_step_refused(void)
     append_batch(c, 1, 1000, 1, &id);
     struct rlimit saved;
     file_size_limit(16 << 10, &saved);
-    int rc = clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err);
+    int rc = step_until_done(c, 0);
     file_size_limit(0, &saved);
     TU_CHECK(rc == -1 && strstr(err, "cannot pre-write") != NULL && strstr(err, strerror(EFBIG)) != NULL,
-             "the refused step: rc %d, \"%s\"", rc, err);
+             "the refused pre-write: rc %d, \"%s\"", rc, err);
     TU_CHECK(step_file_size() == -1 && clog_write_errno(c) == 0, "its file removed (%lld), errno of the appends %d",
              step_file_size(), clog_write_errno(c));
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == -1,
-             "not tried again within the segment");
+    TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "a step within the segment: %s", err);
+    uint64_t quiet = tu_now_mono_ms() + 200;
+    while (step_file_size() == -1 && tu_now_mono_ms() < quiet) {
+        usleep(1000);
+    }
+    TU_CHECK(step_file_size() == -1, "not tried again within the segment");
     uint64_t ids[80];
     for (int i = 0; i < 80; i++) {
         append_batch(c, 1, 1000, 10 + (uint64_t)i, &ids[i]);
     }
     TU_REQUIRE(ids[79] / SEG >= 1, "the log switched segments");
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 1, "in the next segment steps resume: %s",
-             err);
+    TU_CHECK(step_until_done(c, 0) == 1, "in the next segment the pre-writer is asked again: %s", err);
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
     clog_close(c);
     c = open_log(0, NULL);
@@ -863,8 +895,8 @@ static const tu_test_t clog_tests[] = {
     { "a failed sync sticks until the abandon: no fdatasync retried, the durable end kept", test_failed_sync_sticks },
     { "bad inputs", test_bad_inputs },
     { "a refused write keeps its errno", test_write_errno },
-    { "a spare pre-written in steps is the one the switch takes", test_prepare_steps },
-    { "a refused step changes nothing", test_prepare_step_refused },
+    { "a spare pre-written by the pre-writer thread is the one the switch takes", test_prepare_steps },
+    { "a refused pre-write changes nothing", test_prepare_step_refused },
     { NULL, NULL },
 };
 
