@@ -52,8 +52,8 @@ typedef struct open_slots {
 } open_slots_t;
 
 typedef struct held {
-    uint64_t end; /* the batch's end in the log */
-    char *rec;    /* its derived-writes record */
+    uint64_t start, end; /* the batch's first offset and its end in the log */
+    char *rec;           /* its derived-writes record */
     size_t len;
     int in_overlay; /* 0 only inside redo_commit_applied, until its sync and apply succeed */
 } held_t;
@@ -75,6 +75,7 @@ struct redo {
     clog_overlay_t *overlay; /* what the held batches write, for point reads */
     size_t hfirst, nheld, hcap;
     uint64_t applied;
+    uint64_t applied_since;      /* bytes of the held batches applied since the last checkpoint began */
     _Atomic uint64_t checkpoint; /* the last finished checkpoint's B (read by the owner, set by the finish) */
     redo_open_report_t *counts;  /* the open's report while redoing, else NULL */
     /* the checkpoint begun and not finished: written by redo_checkpoint_begin before `open` is set, read by
@@ -429,9 +430,9 @@ int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64
     return rc == CLOG_BATCH_FULL ? REDO_BATCH_FULL : rc;
 }
 
-/* Hold the derived-writes record rec (owned from now on) of the batch ending
- * at end; with in_overlay, readers see it through the overlay. */
-static void hold(redo_t *r, uint64_t end, char *rec, size_t len, int in_overlay)
+/* Hold the derived-writes record rec (owned from now on) of the batch
+ * [start, end); with in_overlay, readers see it through the overlay. */
+static void hold(redo_t *r, uint64_t start, uint64_t end, char *rec, size_t len, int in_overlay)
 {
     if (r->nheld == r->hcap) {
         if (r->hfirst > 0) {
@@ -446,15 +447,19 @@ static void hold(redo_t *r, uint64_t end, char *rec, size_t len, int in_overlay)
     if (in_overlay) {
         overlay_add(r->overlay, end, rec, len);
     }
-    r->held[r->nheld++] = (held_t){ end, rec, len, in_overlay };
+    r->held[r->nheld++] = (held_t){ start, end, rec, len, in_overlay };
 }
 
 /* Add the derived-writes record to lb (the batch's last data record) and
- * append the batch. 0, or -1 with err. */
-static int append_with_record(redo_t *r, clog_batch_t *lb, const char *rec, size_t len, char *err, size_t errlen)
+ * append the batch; *start gets its first offset (an empty batch moves to
+ * the next segment when the record does not fit in this one). 0, or -1 with
+ * err. */
+static int append_with_record(redo_t *r, clog_batch_t *lb, const char *rec, size_t len, uint64_t *start, char *err,
+                              size_t errlen)
 {
     uint64_t at;
     int rc = clog_batch_add(r->log, lb, rec, len, &at, err, errlen);
+    *start = lb->first;
     if (rc == CLOG_BATCH_FULL) {
         return err_set(err, errlen,
                        "commit log batch at offset %" PRIu64 ": its %zu bytes of derived writes do not fit in the "
@@ -477,11 +482,12 @@ static int commit_held(redo_t *r, redo_batch_t *b, uint64_t *end, int in_overlay
     }
     memcpy(b->derived, DERIVED_MAGIC, 4);
     be32_put(b->derived + 4, b->ops);
-    if (append_with_record(r, &b->log, b->derived, b->len, err, errlen) != 0) {
+    uint64_t start;
+    if (append_with_record(r, &b->log, b->derived, b->len, &start, err, errlen) != 0) {
         return -1;
     }
     uint64_t e = clog_end(r->log);
-    hold(r, e, b->derived, b->len, in_overlay);
+    hold(r, start, e, b->derived, b->len, in_overlay);
     b->derived = NULL;
     b->len = b->cap = 0;
     b->ops = b->messages = 0;
@@ -535,6 +541,7 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen)
         if (h->in_overlay) {
             overlay_drop(r->overlay, h->end, h->rec, h->len);
         }
+        r->applied_since += h->end - h->start;
         free(h->rec);
         r->hfirst++;
     }
@@ -597,6 +604,7 @@ static int checkpoint_begin_at(redo_t *r, uint64_t b, int clean, char *err, size
         r->queues[i].release_to = cq_head(r->queues[i].q); /* the head as of B: the checkpoint makes it durable */
     }
     r->ckpt.b = b;
+    r->applied_since = 0; /* what was applied lies below B */
     r->ckpt.clean = clean;
     r->ckpt.raise_applied = b > r->applied;
     atomic_store(&r->ckpt.open, 1);
@@ -725,7 +733,7 @@ int redo_sync_failed(redo_t *r, redo_failure_t *f, char *err, size_t errlen)
        alone (the messages stay in the abandoned range; their callers get the error) */
     for (size_t i = r->hfirst; i < r->nheld; i++) {
         clog_batch_t lb = { 0 };
-        int rc = append_with_record(r, &lb, r->held[i].rec, r->held[i].len, err, errlen);
+        int rc = append_with_record(r, &lb, r->held[i].rec, r->held[i].len, &r->held[i].start, err, errlen);
         clog_batch_free(&lb);
         if (rc != 0) {
             return -1;
@@ -818,6 +826,16 @@ clog_t *redo_log(redo_t *r)
 uint64_t redo_applied(const redo_t *r)
 {
     return r->applied;
+}
+
+uint64_t redo_applied_since_checkpoint(const redo_t *r)
+{
+    return r->applied_since;
+}
+
+unsigned long long redo_leveldb_log_bytes(const redo_t *r)
+{
+    return logsync_newest_bytes(r->dbsync);
 }
 
 uint64_t redo_checkpointed(const redo_t *r)

@@ -140,7 +140,16 @@ int redo_free(redo_t *r, char *err, size_t errlen);
 clog_t *redo_log(redo_t *r);
 uint64_t redo_applied(const redo_t *r);      /* the end of the last batch whose derived writes were made */
 uint64_t redo_checkpointed(const redo_t *r); /* the last finished checkpoint's B (any thread) */
-size_t redo_held(const redo_t *r);           /* batches appended whose derived writes wait for the log's sync */
+/* The bytes in the log of the batches applied since the last checkpoint
+ * began: their own, not the offsets the log skipped between them (a floor
+ * raised at open, a segment's unused tail), which a checkpoint's interval must
+ * not count. Owner thread. */
+uint64_t redo_applied_since_checkpoint(const redo_t *r);
+/* The size of LevelDB's newest write-ahead log as the last checkpoint's sync
+ * found it (levels/logsync.h: logsync_newest_bytes); 0 before one. The thread
+ * that finished that checkpoint. */
+unsigned long long redo_leveldb_log_bytes(const redo_t *r);
+size_t redo_held(const redo_t *r); /* batches appended whose derived writes wait for the log's sync */
 
 /* What the held batches write, for point reads to consult before the CQ and
  * slot files and LevelDB (levels/clog_overlay.h; §3 rule 2): kept by

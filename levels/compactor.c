@@ -2,9 +2,11 @@
  * levels/compactor.c — LevelDB range compactions off the owner's thread (see
  * compactor.h).
  *
- * A fixed ring of COMPACTOR_QUEUE ranges under one mutex; the thread takes
- * the oldest, compacts it with the mutex released, and counts it done.
- * compactor_wait waits on that count reaching what was queued.
+ * A fixed ring of COMPACTOR_QUEUE ranges under one mutex, and a flag for a
+ * memtable write-out (at most one waits: a second would write the same
+ * memtable); the thread takes the write-out first, else the oldest range,
+ * runs it with the mutex released, and counts it done. compactor_wait waits
+ * on that count reaching what was queued.
  *
  * Threading: the ring and the counters are shared under mu. The thread is
  * joined by compactor_free (store_close, before the database closes).
@@ -36,6 +38,10 @@
 
 #define COMPACTOR_QUEUE 64 /* ranges waiting at most; a queue's range is asked again later */
 
+/* The range of a memtable write-out: one key above every key of the layout
+ * (levels/keys.h: each begins with an ASCII tag), so no table overlaps it. */
+static const char past_every_key[] = { (char)0xff };
+
 typedef struct range {
     char *start, *limit;
     size_t start_len, limit_len;
@@ -49,6 +55,7 @@ struct compactor {
     pthread_cond_t done; /* a range was compacted */
     range_t ring[COMPACTOR_QUEUE];
     int head, n;
+    int flush_wanted; /* a memtable write-out is queued */
     uint64_t queued, compacted;
     int stop;
 };
@@ -58,11 +65,20 @@ static void *compactor_main(void *arg)
     compactor_t *c = arg;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (c->n == 0 && !c->stop) {
+        while (c->n == 0 && !c->flush_wanted && !c->stop) {
             pthread_cond_wait(&c->work, &c->mu);
         }
         if (c->stop) {
             break;
+        }
+        if (c->flush_wanted) {
+            c->flush_wanted = 0;
+            pthread_mutex_unlock(&c->mu);
+            leveldb_compact_range(c->db, past_every_key, sizeof past_every_key, past_every_key, sizeof past_every_key);
+            pthread_mutex_lock(&c->mu);
+            c->compacted++;
+            pthread_cond_broadcast(&c->done);
+            continue;
         }
         range_t r = c->ring[c->head];
         c->head = (c->head + 1) % COMPACTOR_QUEUE;
@@ -113,6 +129,19 @@ int compactor_add(compactor_t *c, const char *start, size_t start_len, const cha
         range_t *r = &c->ring[(c->head + c->n) % COMPACTOR_QUEUE];
         *r = (range_t){ copy_key(start, start_len), copy_key(limit, limit_len), start_len, limit_len };
         c->n++;
+        c->queued++;
+        pthread_cond_signal(&c->work);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return queued;
+}
+
+int compactor_flush_memtable(compactor_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int queued = !c->flush_wanted;
+    if (queued) {
+        c->flush_wanted = 1;
         c->queued++;
         pthread_cond_signal(&c->work);
     }

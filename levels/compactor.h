@@ -9,8 +9,9 @@
  *
  * Contract: compactor_add copies the keys and never blocks on a compaction;
  * a range asked for while the queue is full is dropped (the caller asks
- * again once more heads were popped). compactor_wait returns when every range
- * queued before it is compacted. compactor_free waits for the compaction in
+ * again once more heads were popped). compactor_flush_memtable asks for the
+ * memtable alone to be written out, and never blocks either. compactor_wait
+ * returns when every range and write-out queued before it is done. compactor_free waits for the compaction in
  * progress, drops the rest, and must run before the database is closed.
  *
  * Threading: add, wait and free from one thread (the store's owner); the
@@ -33,7 +34,17 @@ compactor_t *compactor_new(leveldb_t *db, char *err, size_t errlen);
  * queue is full). */
 int compactor_add(compactor_t *c, const char *start, size_t start_len, const char *limit, size_t limit_len);
 
-/* Wait until every range queued so far is compacted. */
+/* Queue a write-out of LevelDB's memtable to a table, and nothing more:
+ * leveldb_compact_range begins with it (LevelDB's DBImpl::CompactRange writes
+ * the memtable out first, whatever the range) and then finds no table in the
+ * one-key range past every key of the store's layout (levels/keys.h: a key
+ * begins with an ASCII tag). Its write-ahead log is then replaced by an
+ * empty one, so an open after a crash has little to replay. 1 when queued, 0
+ * when a write-out already waits (it covers what this one would). Ahead of
+ * the ranges queued. */
+int compactor_flush_memtable(compactor_t *c);
+
+/* Wait until every range and write-out queued so far is done. */
 void compactor_wait(compactor_t *c);
 
 /* Stop the thread (after the compaction in progress) and free. NULL is a no-op. */

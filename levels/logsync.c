@@ -5,8 +5,8 @@
  * Keeps one read-only descriptor per log file it has seen (Linux syncs a
  * file through any descriptor of it). Each run lists the directory, opens
  * the logs it does not know yet, closes those LevelDB deleted, and syncs the
- * rest, newest last. A directory holds one log, two while a memtable is being
- * compacted.
+ * rest, newest last, and notes the newest one's size (logsync_newest_bytes).
+ * A directory holds one log, two while a memtable is being compacted.
  *
  * Threading: one thread per logsync_t (the broker's syncer thread).
  */
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -37,7 +38,8 @@ struct logsync {
     char shown[STORE_PATH_SHOWN_MAX + 1]; /* path as errors show it */
     log_fd_t files[LOGSYNC_MAX_FILES];
     int nfiles;
-    int failed_full; /* the last run's fdatasync failed for want of space */
+    int failed_full;                 /* the last run's fdatasync failed for want of space */
+    unsigned long long newest_bytes; /* the newest log's size after the last good run */
 };
 
 logsync_t *logsync_new(const char *path)
@@ -136,6 +138,7 @@ int logsync_run(logsync_t *ls, char *err, size_t errlen)
     if (kept == 0) {
         return err_set(err, errlen, "no write-ahead log in %s", ls->shown);
     }
+    int newest = 0;
     for (int pass = 0; pass < kept; pass++) {
         int oldest = -1;
         for (int i = 0; i < kept; i++) {
@@ -150,8 +153,16 @@ int logsync_run(logsync_t *ls, char *err, size_t errlen)
             return err_set(err, errlen, "fdatasync of %s/%06llu.log failed: %s", ls->shown, ls->files[oldest].number,
                            strerror(sync_errno));
         }
+        newest = oldest; /* the last synced is the newest */
     }
+    struct stat st;
+    ls->newest_bytes = fstat(ls->files[newest].fd, &st) == 0 ? (unsigned long long)st.st_size : 0;
     return 0;
+}
+
+unsigned long long logsync_newest_bytes(const logsync_t *ls)
+{
+    return ls->newest_bytes;
 }
 
 int logsync_failed_full(const logsync_t *ls)

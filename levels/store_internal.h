@@ -68,6 +68,12 @@
  * consumed range compacted by store_maintain. */
 #define STORE_COMPACT_AFTER_POPS 50000
 
+/* A checkpoint that finds LevelDB's write-ahead log longer than this has the
+ * memtable written out on the compactor's thread (store_log.c): what an open
+ * after a crash replays and writes out before it answers (a few ms at this
+ * size, where 6 MiB of log cost ~100 ms at the capacity bench's restart). */
+#define STORE_LEVELDB_LOG_FLUSH_BYTES (UINT64_C(2) << 20)
+
 /* After a commit, a batch that held more than this is destroyed and created
  * again instead of cleared: LevelDB's WriteBatch keeps the capacity of its
  * largest contents, so one burst (a 4 MiB payload, 10^5 moves) would pin

@@ -538,10 +538,14 @@ uint64_t store_log_segment_room(const store_t *s)
 }
 
 /* A checkpoint is due once checkpoint_bytes of log were applied since the
- * last one, or a second passed with anything applied since. */
+ * last one, or a second passed with anything applied since. The bytes are the
+ * applied batches' own (redo_applied_since_checkpoint), not the distance from
+ * B to redo_applied: an open's floor raises the next batch's offset by the
+ * clock's time since the last (1 MiB a millisecond, store.h), and counted as
+ * applied that jump made the first apply after every reopen a checkpoint. */
 static int checkpoint_due(const store_t *s)
 {
-    uint64_t since = redo_applied(s->redo) - redo_checkpointed(s->redo);
+    uint64_t since = redo_applied_since_checkpoint(s->redo);
     uint64_t every = s->opt.checkpoint_bytes != 0 ? s->opt.checkpoint_bytes : STORE_CHECKPOINT_BYTES;
     return since >= every || (since > 0 && clock_mono_ms() - s->checkpoint_mono_ms >= 1000);
 }
@@ -563,10 +567,24 @@ int store_apply_durable(store_t *s, char *err, size_t errlen)
     return after_apply(s, before, err, errlen);
 }
 
+/* After a checkpoint: when LevelDB's write-ahead log has grown past
+ * STORE_LEVELDB_LOG_FLUSH_BYTES, its memtable is written out on the
+ * compactor's thread (compactor_flush_memtable), which starts an empty log.
+ * The memtable (write-buffer-size, 64 MiB) rarely fills now that LevelDB gets
+ * ~0.3 records a message, so its log held everything since the open, and an
+ * open after a kill -9 replayed all of it and wrote it out before answering
+ * (DESIGN §6, "Restart"). */
+static void flush_long_leveldb_log(store_t *s)
+{
+    if (redo_leveldb_log_bytes(s->redo) > STORE_LEVELDB_LOG_FLUSH_BYTES) {
+        (void)compactor_flush_memtable(s->compactor); /* 0: one already waits */
+    }
+}
+
 /* What follows an apply that moved redo_applied from applied_before: the
  * key iterator dropped (it would not see the writes) and the checkpoint,
- * with its recycling, when one is due. 0, or -1 with err (the store is then
- * broken). */
+ * with its recycling and a long LevelDB log's write-out, when one is due. 0,
+ * or -1 with err (the store is then broken). */
 static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t errlen)
 {
     char why[512];
@@ -584,6 +602,7 @@ static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t er
             break_log(s, why);
             return err_set(err, errlen, "%s", why);
         }
+        flush_long_leveldb_log(s);
     }
     return 0;
 }

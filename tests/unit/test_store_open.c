@@ -1459,6 +1459,57 @@ static void test_close_leaves_no_log(void)
     CLOSE(&s);
 }
 
+/* tu_poll_until's condition: LevelDB's write-ahead logs in g_data hold less
+ * than *(long long *)ctx bytes. */
+static int leveldb_logs_below(void *ctx)
+{
+    return file_bytes(g_data, ".log", 0) < *(long long *)ctx;
+}
+
+/* A checkpoint that finds LevelDB's write-ahead log past 2 MiB
+ * (STORE_LEVELDB_LOG_FLUSH_BYTES, levels/store_internal.h) has the memtable
+ * written out on the compactor's thread, so what an open after a kill -9
+ * replays stays small: the 64 MiB memtable never fills now, and its log held
+ * everything since the open. 4 096 messages with keys of 1 000 bytes (their
+ * key-index and index records are LevelDB writes: 8.3 MiB of its log), a
+ * checkpoint every MiB of commit log: the logs fall below 4 MiB (2 MiB and
+ * what the commits after the last checkpoint wrote), and the store holds
+ * every message. */
+static void test_checkpoint_writes_out_a_long_leveldb_log(void)
+{
+    enum {
+        MESSAGES = 4096,
+        KEY = 1000,
+        PER_COMMIT = 32
+    };
+    store_options_t o;
+    opts_default(&o);
+    o.sync = 1; /* each commit synced and applied at once: its checkpoint when one is due */
+    o.checkpoint_bytes = STORE_CHECKPOINT_MIN_BYTES;
+    store_t *s = OPEN(&o);
+    char key[KEY + 1], err[512];
+    for (int i = 0; i < MESSAGES; i++) {
+        uint64_t id, due;
+        memset(key, 'a' + i % 26, KEY);
+        snprintf(key, sizeof key, "%06d", i); /* distinct keys, each its own index records */
+        key[6] = '-';
+        REQUIRE_OK(send_raw(s, "t", 1, key, KEY, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err);
+        if (i % PER_COMMIT == PER_COMMIT - 1) {
+            COMMIT(s);
+        }
+    }
+    COMMIT(s);
+    long long below = 4 << 20;
+    int small = tu_poll_until(leveldb_logs_below, &below, 30000, 10) == 0;
+    TU_CHECK(small, "LevelDB's logs hold %lld bytes 30 s after %d messages with keys of %d bytes, want < %lld",
+             file_bytes(g_data, ".log", 0), MESSAGES, KEY, below);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == MESSAGES, "%" PRIu64 " messages in the topic",
+             ti.appended);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* The newest NNNNNN.log of g_data into name; its size, or -1. */
 static long newest_log_of_data(char *name, size_t namelen)
 {
@@ -1793,6 +1844,58 @@ static void test_log_checkpoint_interval(void)
     store_topic_info_t ti;
     TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == COMMITS, "after the kill -9: %" PRIu64 " SENDs",
              ti.appended);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* The first apply after a reopen at a later clock takes no checkpoint of its
+ * own: the open's floor raises the log's next offset by the clock's time
+ * since the last batch (1 MiB a millisecond, store.h), and a checkpoint's
+ * interval counts the applied batches' own bytes, not that jump. A kill -9
+ * after one synced commit an hour later finds the checkpoint mark the open
+ * wrote, below the applied mark (it took a checkpoint at that commit). A child
+ * slower than the interval's second (a checkpoint due anyway) tries again. */
+static void test_log_reopen_later_no_checkpoint(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "x", 0, 0, T0, NULL);
+    COMMIT(s);
+    CLOSE(&s);
+    store_options_t o;
+    opts_default(&o);
+    o.sync = 1;
+    int attempts = 0, status = 0;
+    do {
+        attempts++;
+        uint64_t now = T0 + (uint64_t)attempts * HOUR;
+        pid_t pid = fork();
+        TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+        if (pid == 0) {
+            uint64_t t0 = tu_now_mono_us(), id, due;
+            store_t *c = NULL;
+            char err[512];
+            if (store_open(&o, now, &c, err, sizeof err) != 0)
+                _exit(1);
+            if (send_raw(c, "t", 1, "", 0, "y", 1, 0, 0, now, &id, &due, err, sizeof err) != 0 ||
+                store_commit(c, err, sizeof err) != 0)
+                _exit(2);
+            _exit(tu_now_mono_us() - t0 < 900000 ? 0 : 3); /* a kill -9: no close, no checkpoint of its own */
+        }
+        TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the child died (status %d)", status);
+    } while (WEXITSTATUS(status) == 3 && attempts < 5);
+    TU_REQUIRE(WEXITSTATUS(status) == 0, "the child's open or commit failed (exit %d, %d attempts)",
+               WEXITSTATUS(status), attempts);
+    int has_checkpoint = 0, has_applied = 0;
+    uint64_t b = raw_meta_u64("checkpoint", &has_checkpoint, __LINE__);
+    uint64_t applied = raw_meta_u64("applied", &has_applied, __LINE__);
+    TU_CHECK(has_checkpoint && has_applied && applied > b,
+             "after a commit at a later clock: checkpoint %" PRIu64 ", applied %" PRIu64
+             ": want the open's checkpoint below the commit's end",
+             b, applied);
+    s = OPEN_DEFAULT();
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 + (uint64_t)attempts,
+             "after the kill -9: %" PRIu64 " SENDs, want %d", ti.appended, 1 + attempts);
     CHECK_STORE(s);
     CLOSE(&s);
 }
@@ -2530,6 +2633,8 @@ static const tu_test_t open_tests[] = {
     { "a commit-log segment size the log cannot use is refused", test_log_segment_size_refused },
     { "a directory keeps the segment size of its commit log", test_log_keeps_its_segment_size },
     { "the commit log is checkpointed every checkpoint_bytes of applied log", test_log_checkpoint_interval },
+    { "a reopen at a later clock takes no checkpoint at its first apply", test_log_reopen_later_no_checkpoint },
+    { "a checkpoint has a long LevelDB log written out", test_checkpoint_writes_out_a_long_leveldb_log },
     { "commit-log segments below the checkpoint are recycled", test_log_segments_recycled },
     { "a batch no segment can hold is written beside the log", test_log_batch_beside_the_log },
     { "a hole in LevelDB's log past the checkpoint is replayed past, one below it refused",
