@@ -75,7 +75,8 @@ typedef struct clog_options {
                                so a chain ending below it is damage, refused before anything is cut */
     uint64_t chain_from;    /* the end of a batch known durable and whole (the redo's checkpoint), or 0: the
                                open follows the chain from there, not from the first segment, and trusts
-                               what lies below (its records are still checked when read) */
+                               what lies below (its records are still checked when read): the segments
+                               wholly below it were synced before it was named and are not synced again */
     uint64_t clean_end;     /* where the log was closed cleanly (nothing appended past it since), or 0: a
                                chain ending exactly there skips the scan past its end for whole batches */
 } clog_options_t;

@@ -13,6 +13,17 @@
  * begins with a record of its life) is read for its D. D > t: t was durable,
  * the open refuses and changes nothing. Otherwise what lies past t is saved
  * beside its segment, cleared, and the log ends at t.
+ *
+ * The sync at open: what a kill -9 left in the page cache is fdatasynced
+ * before anything is built on it, but only in the segments at or past
+ * chain_from (the redo's checkpoint B). Those wholly below it were synced
+ * before B was written: a batch is applied only once clog_sync covered it
+ * (redo_apply_durable: its end <= clog_durable, and clog_sync syncs every
+ * segment holding bytes between the last durable offset and the end), a
+ * checkpoint's B is at most what was applied (or the end of a range
+ * abandoned after a failed sync, which no open reads again), and every open
+ * takes a checkpoint after this sync. Syncing them again cost one fdatasync
+ * per segment (up to the whole backlog's) on the way to the first answer.
  */
 #define _GNU_SOURCE
 #include "base/alloc.h"
@@ -454,9 +465,11 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
                      o->dir, c->tail, c->must_reach);
         rc = CLOG_DAMAGED;
     }
-    /* what a kill -9 left in the page cache is made durable before anything is built on it (design §3) */
+    /* what a kill -9 left in the page cache is made durable before anything is built on it (design §3); the
+       segments wholly below chain_from were synced before that checkpoint was written (above) */
     for (size_t i = 0; rc == 0 && i < c->nsegs; i++) {
-        if (!c->segs[i].spare && fdatasync(c->segs[i].fd) != 0) {
+        int below_checkpoint = c->segs[i].base + c->size <= c->chain_from;
+        if (!c->segs[i].spare && !below_checkpoint && fdatasync(c->segs[i].fd) != 0) {
             char path[PATH_MAX];
             clog_seg_path(c, c->segs[i].base, path, sizeof path);
             rc = err_set(err, errlen, "cannot sync %s: %s", path, strerror(errno));
