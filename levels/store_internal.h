@@ -70,8 +70,9 @@
 
 /* A checkpoint that finds LevelDB's write-ahead log longer than this has the
  * memtable written out on the compactor's thread (store_log.c): what an open
- * after a crash replays and writes out before it answers (a few ms at this
- * size, where 6 MiB of log cost ~100 ms at the capacity bench's restart). */
+ * after a crash replays and writes out before it answers (~6 ms of the
+ * capacity bench's restart, where the whole fill's log took ~150 ms:
+ * docs/BENCH-broker.md, s47). */
 #define STORE_LEVELDB_LOG_FLUSH_BYTES (UINT64_C(2) << 20)
 
 /* After a commit, a batch that held more than this is destroyed and created
