@@ -5,8 +5,11 @@
  * meta records are checked, and store_close closes them with a clean
  * checkpoint (4a.1). Every commit is a log batch whose LevelDB writes are
  * held until the log's sync covers it, then applied unsynced with the
- * applied mark; checkpoints every STORE_CHECKPOINT_BYTES or second, and the
- * segments wholly below one recycled (4a.2). A SEND's message is a record of
+ * applied mark; checkpoints every STORE_CHECKPOINT_BYTES of applied batches
+ * or second, and the segments wholly below one recycled (4a.2); a checkpoint
+ * that finds LevelDB's log past STORE_LEVELDB_LOG_FLUSH_BYTES has the memtable
+ * written out on the compactor's thread, so an open after a crash replays
+ * little of it (s47). A SEND's message is a record of
  * the batch (levels/msg.h's record form, its ordinal counted here per
  * segment) and its id is the record's offset (4a.3).
  *
