@@ -767,9 +767,11 @@ static const tu_test_t failure_tests[] = {
 
 /* levels/logsync: the broker's fsync thread syncs the store's write-ahead
  * logs through its own descriptors. Every run succeeds while the store
- * writes and rotates its log (a small write buffer: several rotations), the
- * ids written stay readable after a reopen, and a directory without a log or
- * that does not exist is an error naming it. */
+ * writes and rotates its log (a small write buffer: several rotations) and
+ * notes the newest log's size (logsync_newest_bytes, what a checkpoint
+ * compares with STORE_LEVELDB_LOG_FLUSH_BYTES), the ids written stay
+ * readable after a reopen, and a directory without a log or that does not
+ * exist is an error naming it. */
 static void test_logsync_runs(void)
 {
     store_options_t o;
@@ -780,8 +782,9 @@ static void test_logsync_runs(void)
     char err[512] = "", payload[1025];
     memset(payload, 'p', 1024);
     payload[1024] = '\0';
-    int runs_ok = 0;
+    int runs_ok = 0, sizes_ok = 0;
     uint64_t first = 0, last = 0;
+    char newest[1200];
     for (int round = 0; round < 40; round++) {
         for (int i = 0; i < 20; i++)
             last = SEND(s, "t", payload, 0, 0, T0 + (uint64_t)round, NULL);
@@ -789,8 +792,12 @@ static void test_logsync_runs(void)
             first = last - 19;
         REQUIRE_OK(store_commit_durable(s, 0, err, sizeof err), err);
         runs_ok += logsync_run(ls, err, sizeof err) == 0;
+        long size = newest_log_at(newest, sizeof newest, __LINE__);
+        sizes_ok += size > 0 && logsync_newest_bytes(ls) == (unsigned long long)size;
     }
     TU_CHECK(runs_ok == 40, "%d of 40 syncs succeeded (last error: %s)", runs_ok, err);
+    TU_CHECK(sizes_ok == 40, "%d of 40 runs noted the newest log's size (last: %llu, %s)", sizes_ok,
+             logsync_newest_bytes(ls), newest);
     logsync_free(ls);
     CLOSE(&s);
     s = OPEN(&o);
