@@ -23,7 +23,10 @@
  * still alive at exit and its descriptor points one entry into the block
  * (glibc keeps &dtv[1]), hence "possibly".
  * With GLIBC_TUNABLES=glibc.pthread.stack_cache_size=0 the same block is
- * reported from LevelDB's std::thread under leveldb_compact_range instead.
+ * reported from LevelDB's std::thread under leveldb_compact_range instead,
+ * and so it is, under compactor_main, when a memtable write-out queued here
+ * (compactor_flush_memtable) is the first work LevelDB starts that thread
+ * for (test_store_open, "a checkpoint has a long LevelDB log written out").
  * One block per process, not growing: not a leak of ours.
  */
 #include "levels/compactor.h"
