@@ -130,6 +130,19 @@ static inline uint64_t writer_disk_resume_bytes(const writer_t *w)
     return DISK_MIN_FREE > segment ? DISK_MIN_FREE : segment;
 }
 
+/* Free space a spare segment's pre-write leaves to the store's own writes
+ * (slots, consume queues, LevelDB): one is begun only while the rest of it
+ * and this much are free — the reserve's size, DISK_MIN_FREE without one.
+ * A spare is only a head start on the next switch's pre-write; begun with
+ * less free it took the last bytes the other writes needed: writes resumed
+ * with room for one segment and 1 MiB (writer_disk_resume_bytes), the first
+ * SEND's switch made the segment, the spare's first step took the 1 MiB, and
+ * that SEND's where-slot write found the disk full, 40 ms after the resume. */
+static inline uint64_t writer_spare_margin(const writer_t *w)
+{
+    return w->disk_reserve ? w->disk_reserve : DISK_MIN_FREE;
+}
+
 /* The storage thread (writer_thread.c), started by writer_start. */
 void *writer_main(void *arg);
 

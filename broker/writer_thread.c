@@ -638,7 +638,9 @@ static void sched_succeeded(writer_t *w)
  * spare (29 of them pre-wrote their own). A failure changes nothing (the next switch pre-writes its segment itself, as
  * it did before steps), so it is logged, once and then once a
  * LOG_REPEAT_PERIOD_MS while it repeats, and not retried before the log
- * enters its next segment. */
+ * enters its next segment. No step is taken while the free space is under
+ * what the spare still needs plus writer_spare_margin (one begun with room
+ * enough waits there if other writes took it meanwhile). */
 static void prepare_spare(writer_t *w, uint64_t now_mono)
 {
     int urgent = store_log_segment_room(w->store) < store_options(w->store)->segment_bytes / 2;
@@ -646,6 +648,14 @@ static void prepare_spare(writer_t *w, uint64_t now_mono)
         return;
     }
     w->next_spare_step_mono = now_mono + SPARE_STEP_GAP_MS;
+    uint64_t left = store_log_prepare_left(w->store);
+    if (left == 0) {
+        return;
+    }
+    uint64_t free_bytes = diskguard_free_bytes(w->opts->path);
+    if (free_bytes != UINT64_MAX && free_bytes < left + writer_spare_margin(w)) {
+        return; /* the switch pre-writes its own segment, if the disk has room for it then */
+    }
     char err[640];
     if (store_log_prepare_step(w->store, SPARE_STEP_BYTES, err, sizeof err) >= 0) {
         return;

@@ -812,21 +812,39 @@ static void step_drop(clog_t *c)
     }
 }
 
+/* Does a spare wait, or were steps refused in the log end's segment? Then a
+ * step has nothing to do. */
+static int step_needless(const clog_t *c)
+{
+    if (seg_base_of(c, c->end) == c->step_refused_seg) {
+        return 1;
+    }
+    for (size_t i = 0; i < c->nsegs; i++) {
+        if (c->segs[i].spare) { /* any spare: the next switch takes it, wherever it lies */
+            return 1;
+        }
+    }
+    return 0;
+}
+
+uint64_t clog_prepare_left(const clog_t *c)
+{
+    if (c->step_fd >= 0) {
+        return c->size - c->step_done;
+    }
+    return step_needless(c) ? 0 : c->size;
+}
+
 int clog_prepare_step(clog_t *c, uint64_t budget, char *err, size_t errlen)
 {
     int write_errno = c->write_errno; /* clog_write_errno speaks of the appends, not of this */
     char path[PATH_MAX];
     step_path(c, path, sizeof path);
     if (c->step_fd < 0) {
-        uint64_t seg = seg_base_of(c, c->end);
-        if (seg == c->step_refused_seg) {
+        if (step_needless(c)) {
             return 0;
         }
-        for (size_t i = 0; i < c->nsegs; i++) {
-            if (c->segs[i].spare) { /* any spare: the next switch takes it, wherever it lies */
-                return 0;
-            }
-        }
+        uint64_t seg = seg_base_of(c, c->end);
         c->step_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (c->step_fd < 0) {
             c->step_refused_seg = seg;

@@ -243,6 +243,14 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
  * clog_close removes. Owner thread. */
 int clog_prepare_step(clog_t *c, uint64_t budget, char *err, size_t errlen);
 
+/* Bytes clog_prepare_step still has to write before a spare waits: the
+ * segment size when none is begun, the rest of the one it is writing, 0 when
+ * a spare waits or steps are refused while the log's end is in this segment
+ * (nothing to do). An owner that must not let a spare take the last free
+ * space (a switch can pre-write its own segment instead) begins one only
+ * when this much and its margin are free. Owner thread. */
+uint64_t clog_prepare_left(const clog_t *c);
+
 /* 1 when the segment at base is a spare (pre-written, waiting to be taken):
  * one that needs no recycling. A spare lies past the log's end, but after an
  * open at a later clock or a failed sync's carry (clog_abandon) — both start

@@ -305,6 +305,11 @@ int store_log_sync(store_t *s, char *err, size_t errlen);
  * before). Owner thread. */
 int store_log_prepare_step(store_t *s, uint64_t budget, char *err, size_t errlen);
 
+/* Bytes store_log_prepare_step still has to write before a spare segment
+ * waits (clog_prepare_left): 0 when it has nothing to do, and for a store
+ * without a log or a broken one. Owner thread. */
+uint64_t store_log_prepare_left(const store_t *s);
+
 /* Bytes left in the commit log's segment that its end lies in (a caller
  * paces store_log_prepare_step by it); UINT64_MAX for a store without a log. */
 uint64_t store_log_segment_room(const store_t *s);

@@ -528,6 +528,11 @@ int store_log_prepare_step(store_t *s, uint64_t budget, char *err, size_t errlen
     return rc;
 }
 
+uint64_t store_log_prepare_left(const store_t *s)
+{
+    return s->redo == NULL || s->broken ? 0 : clog_prepare_left(redo_log(s->redo));
+}
+
 uint64_t store_log_segment_room(const store_t *s)
 {
     if (s->redo == NULL) {

@@ -752,7 +752,8 @@ static long long step_file_size(void)
 }
 
 /* A spare pre-written in steps of 1 MiB (4 MiB segments): each step grows
- * the file by its budget and makes no segment; the step that writes the last
+ * the file by its budget (clog_prepare_left: what is left) and makes no
+ * segment; the step that writes the last
  * bytes makes it the spare past every segment (the file gone); with a spare
  * ahead a step does nothing; the segment switch takes that very file (same
  * inode: no segment written at the switch), the records on both sides read
@@ -764,10 +765,13 @@ static void test_prepare_steps(void)
     TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "open: %s", err);
     uint64_t first;
     append_batch(c, 1, 1000, 1, &first);
+    TU_CHECK(clog_prepare_left(c) == STEP_SEG, "a whole spare left to write: %" PRIu64, clog_prepare_left(c));
     for (int k = 1; k <= 3; k++) {
         TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0, "step %d: %s", k, err);
         TU_CHECK(step_file_size() == (long long)k << 20, "step %d wrote %d MiB (file of %lld bytes)", k, k,
                  step_file_size());
+        TU_CHECK(clog_prepare_left(c) == STEP_SEG - ((uint64_t)k << 20), "after step %d: %" PRIu64 " left", k,
+                 clog_prepare_left(c));
     }
     char path[600];
     seg_file(STEP_SEG, path, sizeof path);
@@ -777,6 +781,7 @@ static void test_prepare_steps(void)
     struct stat spare;
     TU_REQUIRE(stat(path, &spare) == 0 && (uint64_t)spare.st_size == STEP_SEG, "the spare %s, whole", path);
     TU_CHECK(clog_is_spare(c, STEP_SEG), "it is a spare");
+    TU_CHECK(clog_prepare_left(c) == 0, "with a spare waiting %" PRIu64 " left", clog_prepare_left(c));
     TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == -1,
              "with a spare ahead a step writes nothing");
     static uint64_t ids[2000]; /* records of 4000 bytes, 50 a batch, until one lies in the spare's segment */
@@ -801,6 +806,7 @@ static void test_prepare_steps(void)
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
     TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == 1 << 20,
              "the next spare is begun");
+    TU_CHECK(clog_prepare_left(c) == STEP_SEG - (1 << 20), "%" PRIu64 " left of the next", clog_prepare_left(c));
     clog_close(c);
     TU_CHECK(step_file_size() == -1, "the close removes a half-written spare");
     clog_open_report_t rep;
@@ -816,7 +822,7 @@ static void test_prepare_steps(void)
 /* A step the file system refuses (a 16 KiB file-size limit) fails with the
  * write's error and changes nothing: its file is removed, clog_write_errno
  * still speaks of the appends (0), and no step is tried again while the log's
- * end stays in its segment; the log appends as before, and the switch
+ * end stays in its segment (clog_prepare_left 0); the log appends as before, and the switch
  * pre-writes its own segment. */
 static void test_prepare_step_refused(void)
 {
@@ -833,11 +839,13 @@ static void test_prepare_step_refused(void)
              step_file_size(), clog_write_errno(c));
     TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == -1,
              "not tried again within the segment");
+    TU_CHECK(clog_prepare_left(c) == 0, "refused in this segment: %" PRIu64 " left", clog_prepare_left(c));
     uint64_t ids[80];
     for (int i = 0; i < 80; i++) {
         append_batch(c, 1, 1000, 10 + (uint64_t)i, &ids[i]);
     }
     TU_REQUIRE(ids[79] / SEG >= 1, "the log switched segments");
+    TU_CHECK(clog_prepare_left(c) == SEG, "in the next segment a whole spare left: %" PRIu64, clog_prepare_left(c));
     TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 1, "in the next segment steps resume: %s",
              err);
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
