@@ -90,11 +90,11 @@ struct writer {
      * most once a SCHED_RETRY_MS. */
     uint64_t sched_retry_mono; /* no scheduler run before this */
     log_repeat_t sched_log;
-    uint64_t
-        next_spare_step_mono;     /* the next step of a spare segment's pre-write not before this (SPARE_STEP_GAP_MS) */
-    log_repeat_t spare_log;       /* a spare segment's pre-write that fails (store_log_prepare_step) */
-    uint64_t level_damage_seen;   /* store_level_damage_events already reported */
-    uint64_t lane_full_hops_seen; /* store_lane_full_hops already counted */
+    uint64_t next_spare_check_mono;               /* the free space against the spare's needs looked at again then */
+    int spare_held;                               /* 1: the pre-writer is held (the disk is near full: prepare_spare) */
+    log_repeat_t spare_log;                       /* a spare segment's pre-write that fails (store_log_prepare_step) */
+    uint64_t level_damage_seen;                   /* store_level_damage_events already reported */
+    uint64_t lane_full_hops_seen;                 /* store_lane_full_hops already counted */
     char level_damage_logged[LVL_MAX_LEVELS + 1]; /* 1: the level's damage is logged, its recovery is not yet */
     int levels_damaged_logged;                    /* how many are 1 */
     uint64_t group_damage_seen;                   /* store_group_damage_events already reported */

@@ -81,9 +81,8 @@
 #define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
 #define TRIM_FIRST_GAP_MS  2000  /* idle after work: memory given back again this long after the first time... */
 #define TRIM_LAST_GAP_MS   32000 /* ...then after twice as long, up to this (LevelDB frees its compactions' late) */
-#define SPARE_STEP_BYTES   (UINT64_C(1) << 20) /* a spare segment's pre-write per step, after an iteration's replies */
-/* ...one step this often (~100 MiB/s of zeros, not a burst the log's syncs wait behind) while the log's end is in
-   the first half of its segment; in the second half one every iteration */
+/* the pre-writer thread's gap between a spare segment's 1 MiB chunks (~100 MiB/s of zeros, not a burst the log's
+   syncs wait behind) while the log's end is in the first half of its segment; in the second half none */
 #define SPARE_STEP_GAP_MS  10
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
 
@@ -629,35 +628,31 @@ static void sched_succeeded(writer_t *w)
     w->sched_retry_mono = 0;
 }
 
-/* A step of the next spare segment's pre-write (store_log_prepare_step),
- * paced (SPARE_STEP_GAP_MS) while the log's end is in the first half of its
- * segment: at 120 000 msg/s with 128 MiB segments a step every iteration wrote
- * the spare in a burst whose writeback the log's fsyncs waited behind
- * (lateness p99 no better than a whole pre-write's stall), and a step per
- * 10 ms throughout left most of the flood's 16 MiB switches without their
- * spare (29 of them pre-wrote their own). A failure changes nothing (the next switch pre-writes its segment itself, as
- * it did before steps), so it is logged, once and then once a
+/* The next spare segment (store_log_prepare_step): asked of the commit
+ * log's pre-writer thread, taken once whole. Its chunks are paced
+ * (SPARE_STEP_GAP_MS) while the log's end is in the first half of its
+ * segment: at 120 000 msg/s with 128 MiB segments a spare written in a burst
+ * had its writeback ahead of the log's fsyncs (lateness p99 no better than a
+ * whole pre-write's stall); in the second half back to back, so that the
+ * switch finds it. On this thread, as steps, the pre-write was 42 % of its
+ * samples at the flood's peak. A failure changes nothing (the next switch
+ * pre-writes its segment itself), so it is logged, once and then once a
  * LOG_REPEAT_PERIOD_MS while it repeats, and not retried before the log
- * enters its next segment. No step is taken while the free space is under
- * what the spare still needs plus writer_spare_margin (one begun with room
- * enough waits there if other writes took it meanwhile). */
+ * enters its next segment. The pre-writer is held (no spare begun, none
+ * written on) while the free space is under what the spare still needs plus
+ * writer_spare_margin, looked at once a SPARE_STEP_GAP_MS. */
 static void prepare_spare(writer_t *w, uint64_t now_mono)
 {
+    if (now_mono >= w->next_spare_check_mono) {
+        w->next_spare_check_mono = now_mono + SPARE_STEP_GAP_MS;
+        uint64_t left = store_log_prepare_left(w->store);
+        uint64_t free_bytes = left > 0 ? diskguard_free_bytes(w->opts->path) : UINT64_MAX;
+        w->spare_held = free_bytes != UINT64_MAX && free_bytes < left + writer_spare_margin(w);
+    }
     int urgent = store_log_segment_room(w->store) < store_options(w->store)->segment_bytes / 2;
-    if (!urgent && now_mono < w->next_spare_step_mono) {
-        return;
-    }
-    w->next_spare_step_mono = now_mono + SPARE_STEP_GAP_MS;
-    uint64_t left = store_log_prepare_left(w->store);
-    if (left == 0) {
-        return;
-    }
-    uint64_t free_bytes = diskguard_free_bytes(w->opts->path);
-    if (free_bytes != UINT64_MAX && free_bytes < left + writer_spare_margin(w)) {
-        return; /* the switch pre-writes its own segment, if the disk has room for it then */
-    }
+    unsigned pace = w->spare_held ? STORE_PREPARE_HOLD : urgent ? 0 : SPARE_STEP_GAP_MS;
     char err[640];
-    if (store_log_prepare_step(w->store, SPARE_STEP_BYTES, err, sizeof err) >= 0) {
+    if (store_log_prepare_step(w->store, pace, err, sizeof err) >= 0) {
         return;
     }
     uint64_t repeats = 0;
@@ -844,9 +839,10 @@ void *writer_main(void *arg)
             report_group_damage(w); /* found by the PULLs of 1. and 3. */
         }
 
-        /* 4b. a step of the commit log's next spare segment, after the replies: a segment switch then takes
-           the spare (a header and a rename) instead of pre-writing and syncing a whole segment inside the commit
-           of whichever SENDs, moves or PULLs reached it (~40 ms at 16 MiB, every job of the iteration held) */
+        /* 4b. the commit log's next spare segment, asked of its pre-writer or taken from it, after the replies: a
+           segment switch then takes the spare (a header and a rename) instead of pre-writing and syncing a whole
+           segment inside the commit of whichever SENDs, moves or PULLs reached it (~40 ms at 16 MiB, every job of
+           the iteration held) */
         if (w->store != NULL && !w->disk_full) {
             prepare_spare(w, now_mono);
         }

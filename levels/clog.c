@@ -100,8 +100,6 @@ static int write_failed(clog_t *c, char *err, size_t errlen, const char *fmt, ..
     return err_set(err, errlen, "%s: %s", what, strerror(e));
 }
 
-static void step_drop(clog_t *c);
-
 int clog_write_errno(const clog_t *c)
 {
     return c->write_errno;
@@ -193,25 +191,12 @@ int clog_header_write(clog_t *c, int fd, uint64_t base, uint64_t life, const cha
 }
 
 /* Write zeros into fd over [from, to) of a segment being pre-written (tmp:
- * its path, for the error); with start_writeback each chunk's writeback is
- * started at once (sync_file_range), so that the segment's one fdatasync,
- * later, finds its pages mostly on disk. */
-static int prewrite_zeros(clog_t *c, int fd, uint64_t from, uint64_t to, int start_writeback, const char *tmp,
-                          char *err, size_t errlen)
+ * its path, for the error). */
+static int prewrite_zeros(clog_t *c, int fd, uint64_t from, uint64_t to, const char *tmp, char *err, size_t errlen)
 {
-    static const char zeros[PREWRITE_CHUNK];
-    for (uint64_t at = from; at < to; at += PREWRITE_CHUNK) {
-        size_t n = to - at < PREWRITE_CHUNK ? (size_t)(to - at) : PREWRITE_CHUNK;
-        if (clog_pwrite_all(fd, zeros, n, at) != 0) {
-            return write_failed(c, err, errlen, "cannot pre-write %s at byte %" PRIu64, tmp, at);
-        }
-#ifdef SYNC_FILE_RANGE_WRITE
-        if (start_writeback) {
-            (void)sync_file_range(fd, (off_t)at, (off_t)n, SYNC_FILE_RANGE_WRITE); /* a hint: the fdatasync decides */
-        }
-#else
-        (void)start_writeback;
-#endif
+    uint64_t at = 0;
+    if (clog_zeros_write(fd, from, to, 0, &at) != 0) {
+        return write_failed(c, err, errlen, "cannot pre-write %s at byte %" PRIu64, tmp, at);
     }
     return 0;
 }
@@ -251,7 +236,7 @@ static int seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
     if (fd < 0) {
         return write_failed(c, err, errlen, "cannot create %s", tmp);
     }
-    if (prewrite_zeros(c, fd, 0, c->size, 0, tmp, err, errlen) != 0) {
+    if (prewrite_zeros(c, fd, 0, c->size, tmp, err, errlen) != 0) {
         close(fd);
         unlink(tmp);
         return -1;
@@ -375,7 +360,7 @@ void clog_close(clog_t *c)
     if (c == NULL) {
         return;
     }
-    step_drop(c); /* a spare half pre-written: not one */
+    clog_prewriter_stop(&c->pre); /* a spare half pre-written, or never taken: not one */
     for (size_t i = 0; i < c->nsegs; i++) {
         close(c->segs[i].fd);
     }
@@ -482,7 +467,24 @@ int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t
     return 0;
 }
 
-/* A segment for base: its own file, a spare renamed to it, or a new one.
+/* The pre-writer's file, finished now, becomes the segment at base (a spare
+ * there): 0; -1 when none was begun or it failed (its file removed), for the
+ * caller to write a whole segment itself as before. clog_write_errno speaks
+ * of the appends, so it is kept. */
+static int seg_from_prewriter(clog_t *c, uint64_t base)
+{
+    int write_errno = c->write_errno, fd = -1;
+    char why[PATH_MAX + 128];
+    int rc = -1;
+    if (clog_prewriter_finish(&c->pre, &fd, why, sizeof why) == CLOG_PREWRITE_READY) {
+        rc = seg_finish(c, fd, c->pre.path, base, why, sizeof why); /* closes fd on failure */
+    }
+    c->write_errno = write_errno;
+    return rc;
+}
+
+/* A segment for base: its own file, a spare renamed to it, the pre-writer's
+ * half-written one finished, or a new one.
  * Its life is fixed here, so records can be encoded before the write. */
 static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen)
 {
@@ -500,7 +502,7 @@ static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen)
         }
     }
     if (spare == NULL) {
-        if (seg_create(c, base, err, errlen) != 0) {
+        if (seg_from_prewriter(c, base) != 0 && seg_create(c, base, err, errlen) != 0) {
             return NULL;
         }
         return clog_seg_find(c, base);
@@ -793,27 +795,8 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
     return 0;
 }
 
-/* The file clog_prepare_step pre-writes a spare in: a name the open leaves
- * alone (parse_name: ".seg.new"), never a segment's own. */
-static void step_path(const clog_t *c, char *path, size_t len)
-{
-    snprintf(path, len, "%s/clog-ffffffffffffffff.seg.new", c->dir);
-}
-
-/* The spare being pre-written by steps is dropped: its file closed and removed. */
-static void step_drop(clog_t *c)
-{
-    if (c->step_fd >= 0) {
-        char path[PATH_MAX];
-        step_path(c, path, sizeof path);
-        close(c->step_fd);
-        unlink(path);
-        c->step_fd = -1;
-    }
-}
-
-/* Does a spare wait, or were steps refused in the log end's segment? Then a
- * step has nothing to do. */
+/* Does a spare wait, or was the pre-write refused in the log end's segment?
+ * Then no spare is asked for. */
 static int step_needless(const clog_t *c)
 {
     if (seg_base_of(c, c->end) == c->step_refused_seg) {
@@ -829,47 +812,30 @@ static int step_needless(const clog_t *c)
 
 uint64_t clog_prepare_left(const clog_t *c)
 {
-    if (c->step_fd >= 0) {
-        return c->size - c->step_done;
+    uint64_t left = clog_prewriter_left((clog_prewriter_t *)&c->pre); /* its mutex: not a change of the log */
+    if (left != UINT64_MAX) {
+        return left;
     }
     return step_needless(c) ? 0 : c->size;
 }
 
-int clog_prepare_step(clog_t *c, uint64_t budget, char *err, size_t errlen)
+int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen)
 {
     int write_errno = c->write_errno; /* clog_write_errno speaks of the appends, not of this */
-    char path[PATH_MAX];
-    step_path(c, path, sizeof path);
-    if (c->step_fd < 0) {
-        if (step_needless(c)) {
-            return 0;
-        }
-        uint64_t seg = seg_base_of(c, c->end);
-        c->step_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (c->step_fd < 0) {
-            c->step_refused_seg = seg;
-            int rc = write_failed(c, err, errlen, "cannot create %s", path);
-            c->write_errno = write_errno;
-            return rc;
-        }
-        c->step_done = 0;
+    uint64_t seg = seg_base_of(c, c->end);
+    int want = pace_ms != CLOG_PREPARE_HOLD && !step_needless(c);
+    int fd = -1;
+    int state = clog_prewriter_poll(&c->pre, want, pace_ms, &fd, err, errlen);
+    if (state == CLOG_PREWRITE_IDLE) {
+        return 0;
     }
-    uint64_t to = c->step_done + (budget > PREWRITE_CHUNK ? budget : PREWRITE_CHUNK);
-    to = to < c->size ? to : c->size;
-    int rc = prewrite_zeros(c, c->step_fd, c->step_done, to, 1, path, err, errlen);
-    if (rc == 0) {
-        c->step_done = to;
-        if (to < c->size) {
-            return 0;
-        }
-        int fd = c->step_fd;
-        c->step_fd = -1;
-        rc = seg_finish(c, fd, path, past_every_segment(c), err, errlen) == 0 ? 1 : -1; /* closes fd on failure */
-    } else {
-        step_drop(c);
+    int rc = -1;
+    if (state == CLOG_PREWRITE_READY) {
+        rc =
+            seg_finish(c, fd, c->pre.path, past_every_segment(c), err, errlen) == 0 ? 1 : -1; /* closes fd on failure */
     }
     if (rc < 0) {
-        c->step_refused_seg = seg_base_of(c, c->end);
+        c->step_refused_seg = seg;
         c->write_errno = write_errno;
     }
     return rc;

@@ -227,28 +227,38 @@ int clog_walk_after(clog_t *c, uint64_t end, clog_walk_fn fn, void *ctx, char *e
  * lies). 0, or -1 with err. */
 int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
 
-/* clog_prepare in steps, for an owner that cannot stop for a whole segment's
- * pre-write and sync (the broker's storage thread: a segment switch without a
- * spare held every job for ~40 ms at 16 MiB). When no spare waits, each
- * call writes at most `budget` bytes (at least 1 MiB) of zeros into one
- * more, starting their writeback; the call that writes the last
- * bytes gives it a header and a new life, syncs it, renames it past every
- * segment and syncs the directory: a spare, which the next segment switch
- * takes (a header, a rename). 1 when a spare was finished, 0 when it made
- * progress or there was nothing to do, -1 with err when a write, sync or
- * rename failed: the half-written file is removed, the log is as before (a
- * switch pre-writes as without steps) and no step is tried again until the
- * log's end enters another segment. clog_write_errno is not changed. The file
- * being written is "clog-ffffffffffffffff.seg.new", which an open ignores and
- * clog_close removes. Owner thread. */
-int clog_prepare_step(clog_t *c, uint64_t budget, char *err, size_t errlen);
+/* clog_prepare off the owner's thread, for an owner that cannot stop for a
+ * whole segment's pre-write and sync (the broker's storage thread: a segment
+ * switch without a spare held every job for ~40 ms at 16 MiB, and the
+ * pre-write in steps on that thread took 42 % of it at a flood's peak). When
+ * no spare waits, the call asks the log's pre-writer thread for one: it
+ * writes the segment's zeros into "clog-ffffffffffffffff.seg.new" (a name an
+ * open ignores), in 1 MiB chunks `pace_ms` apart (0: back to back; each call
+ * sets the pace of the file being written), starting each chunk's writeback,
+ * and syncs it. The first call after the file is whole gives it a header and
+ * a new life, renames it past every segment and syncs the directory: a spare,
+ * which the next segment switch takes (a header, a rename). 1 when this call
+ * finished a spare, 0 when there was nothing to take (the file is being
+ * written, or a spare waits), -1 with err when the pre-write, a sync or the
+ * rename failed: the file is removed, the log is as before (a switch
+ * pre-writes as without the thread) and no file is asked for again until the
+ * log's end enters another segment. clog_write_errno is not changed.
+ * clog_close stops the thread and removes its file. Owner thread. */
+int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen);
 
-/* Bytes clog_prepare_step still has to write before a spare waits: the
- * segment size when none is begun, the rest of the one it is writing, 0 when
- * a spare waits or steps are refused while the log's end is in this segment
- * (nothing to do). An owner that must not let a spare take the last free
- * space (a switch can pre-write its own segment instead) begins one only
- * when this much and its margin are free. Owner thread. */
+/* clog_prepare_step's pace that holds the pre-writer: no spare is begun, and
+ * one being written waits before its next chunk until a step sets another
+ * pace (a finished one is still taken). For an owner that must not let a
+ * spare take the last free space (clog_prepare_left). */
+#define CLOG_PREPARE_HOLD UINT_MAX
+
+/* Bytes the pre-writer still has to write before a spare waits: the segment
+ * size when none is begun, the rest of the one it is writing (as of its last
+ * chunk), 0 when a spare waits, is whole and not yet taken, or steps are
+ * refused while the log's end is in this segment (nothing to do). An owner
+ * that must not let a spare take the last free space (a switch can pre-write
+ * its own segment instead) holds the pre-writer (CLOG_PREPARE_HOLD) unless
+ * this much and its margin are free. Owner thread. */
 uint64_t clog_prepare_left(const clog_t *c);
 
 /* 1 when the segment at base is a spare (pre-written, waiting to be taken):

@@ -9,6 +9,7 @@
 
 #include "levels/clog.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -19,6 +20,29 @@
 #define SCAN_CHUNK       (4u << 20)
 #define COMMIT_FOOTPRINT (CLOG_RECORD_HEADER + CLOG_COMMIT_PAYLOAD)
 #define RECORD_DAMAGED   2 /* clog_record_read: a record of this life that fails its CRC (err says where) */
+
+/* The pre-writer (clog_prewrite.c): a thread that writes the next spare's
+ * zeros. Its fields are under mu; the file and error are the thread's while
+ * WRITING, the owner's to take when READY or FAILED. */
+enum {
+    CLOG_PREWRITE_IDLE,
+    CLOG_PREWRITE_WRITING,
+    CLOG_PREWRITE_READY,
+    CLOG_PREWRITE_FAILED
+};
+typedef struct clog_prewriter {
+    pthread_mutex_t mu;
+    pthread_cond_t wake;     /* a request, a new pace, a stop */
+    pthread_cond_t finished; /* WRITING became READY or FAILED */
+    pthread_t thread;
+    int started, stop, state;
+    unsigned pace_ms;
+    uint64_t size;
+    uint64_t done; /* WRITING: bytes of the file written so far */
+    int fd;        /* READY: the whole, synced file at path */
+    char path[PATH_MAX];
+    char error[PATH_MAX + 128]; /* FAILED: why, naming path and the byte */
+} clog_prewriter_t;
 
 typedef struct seg {
     uint64_t base, life;
@@ -42,9 +66,8 @@ struct clog {
                                    clog_keep_from never called); set by any thread, read by the owner */
     _Atomic uint64_t written, durable;
     int write_errno;           /* clog_write_errno: the owner's last failed write system call (owner thread only) */
-    int step_fd;               /* clog_prepare_step: the spare it pre-writes (-1: none); owner thread */
-    uint64_t step_done;        /* ...its bytes written so far */
-    uint64_t step_refused_seg; /* ...a step failed while the log's end was in this segment: none until it leaves */
+    clog_prewriter_t pre;      /* clog_prepare_step's: the thread writing the next spare */
+    uint64_t step_refused_seg; /* a step failed while the log's end was in this segment: none until it leaves */
     /* A failed fdatasync stays failed until clog_abandon (fsyncgate: a second fdatasync through the same
        descriptor reports success over pages the kernel may have dropped). sync_lock serializes clog_sync, so no
        sync can take that success while another reports the error; the three below are under it. */
@@ -93,6 +116,40 @@ void clog_seg_insert(clog_t *c, seg_t s);
  * clog_pread_all returns 1 when the file ends first. */
 int clog_pwrite_all(int fd, const void *p, size_t n, uint64_t at);
 int clog_pread_all(int fd, void *p, size_t n, uint64_t at);
+
+/* Zeros into fd over [from, to) in PREWRITE_CHUNK writes; with
+ * start_writeback each chunk's writeback is started at once
+ * (sync_file_range), so that the file's one fdatasync, later, finds its pages
+ * mostly on disk. 0, or -1 with errno and *failed_at (the failed chunk's
+ * offset). Any thread. */
+int clog_zeros_write(int fd, uint64_t from, uint64_t to, int start_writeback, uint64_t *failed_at);
+
+/* The pre-writer of the log whose directory is dir and segments size bytes:
+ * set up idle; its thread starts at the first request. */
+void clog_prewriter_init(clog_prewriter_t *p, const char *dir, uint64_t size);
+
+/* The owner's look at the pre-writer, with the pace it is to keep
+ * (milliseconds between its 1 MiB chunks; 0: back to back).
+ * CLOG_PREWRITE_READY: *fd is a whole, synced file of zeros at p->path, now
+ * the caller's. CLOG_PREWRITE_FAILED: err says why (the file is removed).
+ * Otherwise CLOG_PREWRITE_IDLE, and when it was idle and want is set, a file
+ * is begun. Owner thread. */
+int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, char *err, size_t errlen);
+
+/* The file being written, finished now for a segment switch that found no
+ * spare (cheaper than a second whole file beside it, and on a disk near full
+ * the only room there is): its pace set to 0, a hold lifted, waited for.
+ * CLOG_PREWRITE_READY with *fd, CLOG_PREWRITE_FAILED with err, or
+ * CLOG_PREWRITE_IDLE when none was begun. Owner thread. */
+int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen);
+
+/* Bytes the file being written still needs (as of its last chunk); 0 when it
+ * is whole or failed, not yet taken; UINT64_MAX when none is begun. */
+uint64_t clog_prewriter_left(clog_prewriter_t *p);
+
+/* Stop the thread (at its next chunk) and join it; a file it was writing, or
+ * finished and nobody took, is removed. Owner thread, once. */
+void clog_prewriter_stop(clog_prewriter_t *p);
 
 /* fsync the log's directory: 0, or -1 with err. */
 int clog_sync_dir(const clog_t *c, char *err, size_t errlen);

@@ -425,7 +425,7 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
     c->chain_from = o->chain_from;
     c->clean_end = o->clean_end;
     atomic_store(&c->keep_from, UINT64_MAX);
-    c->step_fd = -1;
+    clog_prewriter_init(&c->pre, c->dir, c->size);
     c->step_refused_seg = UINT64_MAX;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->sync_lock, NULL);

@@ -32,6 +32,7 @@
 #ifndef HG_LEVELS_STORE_H
 #define HG_LEVELS_STORE_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -294,19 +295,22 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen);
  * until the close abandons the segments (levels/clog.h clog_sync). */
 int store_log_sync(store_t *s, char *err, size_t errlen);
 
-/* A step of pre-writing the commit log's next spare segment (levels/clog.h
- * clog_prepare_step, at most `budget` bytes), so that a segment switch takes
- * a spare instead of writing and syncing a whole segment inside a commit.
- * For an owner that calls it between its commits (the broker's storage
- * thread, after each iteration's replies); a store without a log does
- * nothing. 1 when a spare was finished, 0 when it made progress or had
- * nothing to do, -1 with err when a write failed: the store is unchanged and
- * usable (the half-written file removed; the next switch pre-writes as
- * before). Owner thread. */
-int store_log_prepare_step(store_t *s, uint64_t budget, char *err, size_t errlen);
+/* The commit log's next spare segment, pre-written by its pre-writer thread
+ * (levels/clog.h clog_prepare_step: asked for when no spare waits, its 1 MiB
+ * chunks `pace_ms` apart, taken once whole), so that a segment switch takes a
+ * spare instead of writing and syncing a whole segment inside a commit. For
+ * an owner that calls it between its commits (the broker's storage thread,
+ * after each iteration's replies); a store without a log does nothing. 1 when
+ * a spare was finished, 0 when there was nothing to take, -1 with err when
+ * the pre-write failed: the store is unchanged and usable (the file removed;
+ * the next switch pre-writes as before). Owner thread. */
+int store_log_prepare_step(store_t *s, unsigned pace_ms, char *err, size_t errlen);
+/* The pace that holds the pre-writer (levels/clog.h CLOG_PREPARE_HOLD: no
+ * spare begun, none written on; a finished one is still taken). */
+#define STORE_PREPARE_HOLD UINT_MAX
 
-/* Bytes store_log_prepare_step still has to write before a spare segment
- * waits (clog_prepare_left): 0 when it has nothing to do, and for a store
+/* Bytes the commit log's pre-writer still has to write before a spare
+ * segment waits (clog_prepare_left): 0 when it has nothing to do, and for a store
  * without a log or a broken one. Owner thread. */
 uint64_t store_log_prepare_left(const store_t *s);
 

@@ -515,18 +515,20 @@ int store_log_sync(store_t *s, char *err, size_t errlen)
     return 0;
 }
 
-int store_log_prepare_step(store_t *s, uint64_t budget, char *err, size_t errlen)
+int store_log_prepare_step(store_t *s, unsigned pace_ms, char *err, size_t errlen)
 {
     if (s->redo == NULL || s->broken) {
         return 0;
     }
     char why[512];
-    int rc = clog_prepare_step(redo_log(s->redo), budget, why, sizeof why);
+    int rc = clog_prepare_step(redo_log(s->redo), pace_ms, why, sizeof why);
     if (rc < 0) {
         return log_failed(s, err, errlen, "pre-writing a spare segment of the commit log of ", "", why);
     }
     return rc;
 }
+
+_Static_assert(STORE_PREPARE_HOLD == CLOG_PREPARE_HOLD, "the store's hold is the log's");
 
 uint64_t store_log_prepare_left(const store_t *s)
 {

@@ -740,8 +740,8 @@ static void test_write_errno(void)
     clog_close(c);
 }
 
-/* The spare clog_prepare_step pre-writes in steps, and its file's size
- * (-1: no such file). */
+/* The file the pre-writer writes a spare in, and its size (-1: no such
+ * file). */
 #define STEP_SEG (UINT64_C(4) << 20)
 static long long step_file_size(void)
 {
@@ -751,13 +751,25 @@ static long long step_file_size(void)
     return stat(path, &st) == 0 ? (long long)st.st_size : -1;
 }
 
-/* A spare pre-written in steps of 1 MiB (4 MiB segments): each step grows
- * the file by its budget (clog_prepare_left: what is left) and makes no
- * segment; the step that writes the last
- * bytes makes it the spare past every segment (the file gone); with a spare
- * ahead a step does nothing; the segment switch takes that very file (same
- * inode: no segment written at the switch), the records on both sides read
- * back after a reopen; a spare half-written at the close is removed. */
+/* clog_prepare_step(c, pace_ms) until it answers other than 0, for at most
+ * 30 s (the pre-writer works on its own thread): its last answer. */
+static int step_until_done(clog_t *c, unsigned pace_ms)
+{
+    uint64_t deadline = tu_now_mono_ms() + 30000;
+    int rc;
+    while ((rc = clog_prepare_step(c, pace_ms, err, sizeof err)) == 0 && tu_now_mono_ms() < deadline) {
+        usleep(1000);
+    }
+    return rc;
+}
+
+/* A spare pre-written by the pre-writer (4 MiB segments): the step that
+ * takes the whole file makes it the spare past every segment (the file
+ * gone); with a spare ahead a step asks for nothing; the segment switch takes
+ * that very file (same inode: no segment written at the switch), the records
+ * on both sides read back after a reopen; a spare half-written at the close
+ * (chunks a minute apart) is removed, and the close does not wait for its
+ * pace. */
 static void test_prepare_steps(void)
 {
     clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
@@ -765,25 +777,20 @@ static void test_prepare_steps(void)
     TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "open: %s", err);
     uint64_t first;
     append_batch(c, 1, 1000, 1, &first);
-    TU_CHECK(clog_prepare_left(c) == STEP_SEG, "a whole spare left to write: %" PRIu64, clog_prepare_left(c));
-    for (int k = 1; k <= 3; k++) {
-        TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0, "step %d: %s", k, err);
-        TU_CHECK(step_file_size() == (long long)k << 20, "step %d wrote %d MiB (file of %lld bytes)", k, k,
-                 step_file_size());
-        TU_CHECK(clog_prepare_left(c) == STEP_SEG - ((uint64_t)k << 20), "after step %d: %" PRIu64 " left", k,
-                 clog_prepare_left(c));
-    }
     char path[600];
     seg_file(STEP_SEG, path, sizeof path);
-    TU_CHECK(access(path, F_OK) != 0, "no segment before the last step");
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 1, "the last step finishes it: %s", err);
-    TU_CHECK(step_file_size() == -1, "the step file became the segment");
+    TU_CHECK(access(path, F_OK) != 0, "no segment before the spare is taken");
+    TU_CHECK(step_until_done(c, 0) == 1, "a step takes the finished spare: %s", err);
+    TU_CHECK(step_file_size() == -1, "the pre-writer's file became the segment");
     struct stat spare;
     TU_REQUIRE(stat(path, &spare) == 0 && (uint64_t)spare.st_size == STEP_SEG, "the spare %s, whole", path);
     TU_CHECK(clog_is_spare(c, STEP_SEG), "it is a spare");
-    TU_CHECK(clog_prepare_left(c) == 0, "with a spare waiting %" PRIu64 " left", clog_prepare_left(c));
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == -1,
-             "with a spare ahead a step writes nothing");
+    TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "with a spare ahead a step takes nothing");
+    uint64_t quiet = tu_now_mono_ms() + 200;
+    while (step_file_size() == -1 && tu_now_mono_ms() < quiet) {
+        usleep(1000);
+    }
+    TU_CHECK(step_file_size() == -1, "with a spare ahead nothing is pre-written");
     static uint64_t ids[2000]; /* records of 4000 bytes, 50 a batch, until one lies in the spare's segment */
     static char p[4000];
     clog_batch_t b = { 0 };
@@ -802,12 +809,19 @@ static void test_prepare_steps(void)
     TU_REQUIRE(ids[n - 1] == STEP_SEG + 32, "the switch starts the spare's segment (%" PRIu64 ")", ids[n - 1]);
     struct stat used;
     TU_CHECK(stat(path, &used) == 0 && used.st_ino == spare.st_ino && !clog_is_spare(c, STEP_SEG),
-             "the switch took the spare's file, written by the steps");
+             "the switch took the spare's file, written by the pre-writer");
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == 1 << 20,
-             "the next spare is begun");
-    TU_CHECK(clog_prepare_left(c) == STEP_SEG - (1 << 20), "%" PRIu64 " left of the next", clog_prepare_left(c));
+    TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "the next spare is asked for: %s", err);
+    uint64_t deadline = tu_now_mono_ms() + 30000;
+    while (step_file_size() != 1 << 20 && tu_now_mono_ms() < deadline) {
+        usleep(1000);
+    }
+    TU_CHECK(step_file_size() == 1 << 20, "its first chunk is written, the next waits a minute (%lld bytes)",
+             step_file_size());
+    uint64_t t0 = tu_now_mono_ms();
     clog_close(c);
+    TU_CHECK(tu_now_mono_ms() - t0 < 20000,
+             "the close stops the pre-writer without waiting for its pace (%" PRIu64 " ms)", tu_now_mono_ms() - t0);
     TU_CHECK(step_file_size() == -1, "the close removes a half-written spare");
     clog_open_report_t rep;
     TU_REQUIRE(clog_open(&o, &c, &rep, err, sizeof err) == 0, "reopen: %s", err);
@@ -816,14 +830,117 @@ static void test_prepare_steps(void)
         check_record(c, ids[i], 4000, 100 + (uint64_t)i);
     }
     check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
+    TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "a spare is asked for: %s", err);
+    deadline = tu_now_mono_ms() + 30000;
+    while (step_file_size() != (long long)STEP_SEG && tu_now_mono_ms() < deadline) {
+        usleep(1000);
+    }
+    clog_close(c);
+    TU_CHECK(step_file_size() == -1, "the close removes a whole spare that was never taken");
+    TU_REQUIRE(clog_open(&o, &c, &rep, err, sizeof err) == 0, "reopen: %s", err);
+    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
     clog_close(c);
 }
 
-/* A step the file system refuses (a 16 KiB file-size limit) fails with the
- * write's error and changes nothing: its file is removed, clog_write_errno
- * still speaks of the appends (0), and no step is tried again while the log's
- * end stays in its segment (clog_prepare_left 0); the log appends as before, and the switch
- * pre-writes its own segment. */
+/* A held pre-writer (CLOG_PREPARE_HOLD, 4 MiB segments) begins no spare;
+ * one begun waits before its next chunk while held, clog_prepare_left
+ * counting what is left, and goes on once released. */
+static void test_prepare_hold(void)
+{
+    clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
+    clog_t *c = NULL;
+    TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "open: %s", err);
+    uint64_t first;
+    append_batch(c, 1, 1000, 1, &first);
+    TU_CHECK(clog_prepare_left(c) == STEP_SEG, "a whole spare left to write: %" PRIu64, clog_prepare_left(c));
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "a held step: %s", err);
+    uint64_t quiet = tu_now_mono_ms() + 200;
+    while (step_file_size() == -1 && tu_now_mono_ms() < quiet) {
+        usleep(1000);
+    }
+    TU_CHECK(step_file_size() == -1 && clog_prepare_left(c) == STEP_SEG,
+             "held, no spare is begun (file %lld bytes, %" PRIu64 " left)", step_file_size(), clog_prepare_left(c));
+    TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "a step a minute apart: %s", err);
+    uint64_t deadline = tu_now_mono_ms() + 30000;
+    while (clog_prepare_left(c) != STEP_SEG - (1 << 20) && tu_now_mono_ms() < deadline) {
+        usleep(1000);
+    }
+    TU_CHECK(clog_prepare_left(c) == STEP_SEG - (1 << 20) && step_file_size() == 1 << 20,
+             "its first chunk written: %" PRIu64 " left, file %lld bytes", clog_prepare_left(c), step_file_size());
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "held again: %s", err);
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "still held: %s", err);
+    quiet = tu_now_mono_ms() + 200;
+    while (step_file_size() == 1 << 20 && tu_now_mono_ms() < quiet) {
+        usleep(1000);
+    }
+    TU_CHECK(step_file_size() == 1 << 20 && clog_prepare_left(c) == STEP_SEG - (1 << 20),
+             "held, the spare waits at its chunk (file %lld bytes, %" PRIu64 " left)", step_file_size(),
+             clog_prepare_left(c));
+    TU_CHECK(step_until_done(c, 0) == 1, "released, it is finished and taken: %s", err);
+    TU_CHECK(clog_prepare_left(c) == 0 && clog_is_spare(c, STEP_SEG), "a spare waits: %" PRIu64 " left",
+             clog_prepare_left(c));
+    clog_close(c);
+}
+
+/* A segment switch that finds no spare while the pre-writer is half-way
+ * (chunks a minute apart, then held) takes the pre-writer's file, finished
+ * at once, instead of writing a second whole segment beside it: the new
+ * segment is that inode, no ".seg.new" is left, the records read back. */
+static void test_switch_finishes_prewrite(void)
+{
+    clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
+    clog_t *c = NULL;
+    TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "open: %s", err);
+    uint64_t first;
+    append_batch(c, 1, 1000, 1, &first);
+    TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "a step a minute apart: %s", err);
+    uint64_t deadline = tu_now_mono_ms() + 30000;
+    while (step_file_size() != 1 << 20 && tu_now_mono_ms() < deadline) {
+        usleep(1000);
+    }
+    TU_REQUIRE(step_file_size() == 1 << 20, "its first chunk written (file %lld bytes)", step_file_size());
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "held: %s", err);
+    char step[600];
+    snprintf(step, sizeof step, "%s/clog-ffffffffffffffff.seg.new", dir);
+    struct stat half;
+    TU_REQUIRE(stat(step, &half) == 0, "stat %s: %s", step, strerror(errno));
+    static uint64_t ids[2000];
+    static char p[4000];
+    clog_batch_t b = { 0 };
+    int n = 0;
+    uint64_t t0 = tu_now_mono_ms();
+    while (n < 2000 && (n == 0 || ids[n - 1] < STEP_SEG)) {
+        payload(p, sizeof p, 100 + (uint64_t)n);
+        int rc = clog_batch_add(c, &b, p, sizeof p, &ids[n], err, sizeof err);
+        if (rc == CLOG_BATCH_FULL || (rc == 0 && ++n % 50 == 0)) {
+            TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+        } else {
+            TU_REQUIRE(rc == 0, "add: %s", err);
+        }
+    }
+    TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+    clog_batch_free(&b);
+    TU_CHECK(tu_now_mono_ms() - t0 < 20000, "the switch did not wait out the pace or the hold (%" PRIu64 " ms)",
+             tu_now_mono_ms() - t0);
+    char path[600];
+    seg_file(STEP_SEG, path, sizeof path);
+    struct stat used;
+    TU_CHECK(stat(path, &used) == 0 && used.st_ino == half.st_ino && (uint64_t)used.st_size == STEP_SEG,
+             "the switch's segment is the pre-writer's file, whole");
+    TU_CHECK(step_file_size() == -1, "no pre-writer file is left");
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+    TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "reopen: %s", err);
+    check_record(c, first, 1000, 1);
+    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
+    clog_close(c);
+}
+
+/* A pre-write the file system refuses (a 16 KiB file-size limit) fails with
+ * the write's error and changes nothing: its file is removed,
+ * clog_write_errno still speaks of the appends (0), and nothing is asked for
+ * again while the log's end stays in its segment; the log appends as before,
+ * and the switch pre-writes its own segment. */
 static void test_prepare_step_refused(void)
 {
     clog_t *c = open_log(0, NULL);
@@ -831,14 +948,18 @@ static void test_prepare_step_refused(void)
     append_batch(c, 1, 1000, 1, &id);
     struct rlimit saved;
     file_size_limit(16 << 10, &saved);
-    int rc = clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err);
+    int rc = step_until_done(c, 0);
     file_size_limit(0, &saved);
     TU_CHECK(rc == -1 && strstr(err, "cannot pre-write") != NULL && strstr(err, strerror(EFBIG)) != NULL,
-             "the refused step: rc %d, \"%s\"", rc, err);
+             "the refused pre-write: rc %d, \"%s\"", rc, err);
     TU_CHECK(step_file_size() == -1 && clog_write_errno(c) == 0, "its file removed (%lld), errno of the appends %d",
              step_file_size(), clog_write_errno(c));
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 0 && step_file_size() == -1,
-             "not tried again within the segment");
+    TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "a step within the segment: %s", err);
+    uint64_t quiet = tu_now_mono_ms() + 200;
+    while (step_file_size() == -1 && tu_now_mono_ms() < quiet) {
+        usleep(1000);
+    }
+    TU_CHECK(step_file_size() == -1, "not tried again within the segment");
     TU_CHECK(clog_prepare_left(c) == 0, "refused in this segment: %" PRIu64 " left", clog_prepare_left(c));
     uint64_t ids[80];
     for (int i = 0; i < 80; i++) {
@@ -846,8 +967,7 @@ static void test_prepare_step_refused(void)
     }
     TU_REQUIRE(ids[79] / SEG >= 1, "the log switched segments");
     TU_CHECK(clog_prepare_left(c) == SEG, "in the next segment a whole spare left: %" PRIu64, clog_prepare_left(c));
-    TU_CHECK(clog_prepare_step(c, UINT64_C(1) << 20, err, sizeof err) == 1, "in the next segment steps resume: %s",
-             err);
+    TU_CHECK(step_until_done(c, 0) == 1, "in the next segment the pre-writer is asked again: %s", err);
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
     clog_close(c);
     c = open_log(0, NULL);
@@ -871,8 +991,10 @@ static const tu_test_t clog_tests[] = {
     { "a failed sync sticks until the abandon: no fdatasync retried, the durable end kept", test_failed_sync_sticks },
     { "bad inputs", test_bad_inputs },
     { "a refused write keeps its errno", test_write_errno },
-    { "a spare pre-written in steps is the one the switch takes", test_prepare_steps },
-    { "a refused step changes nothing", test_prepare_step_refused },
+    { "a spare pre-written by the pre-writer thread is the one the switch takes", test_prepare_steps },
+    { "a held pre-writer begins nothing and writes on only once released", test_prepare_hold },
+    { "a switch with no spare finishes the pre-writer's half-written file", test_switch_finishes_prewrite },
+    { "a refused pre-write changes nothing", test_prepare_step_refused },
     { NULL, NULL },
 };
 
