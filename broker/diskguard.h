@@ -9,7 +9,8 @@
  * little space itself (a new log, the manifest, a recovered memtable's
  * table). The broker keeps `disk-reserve` bytes in DIR/BALLAST; on a disk-full
  * failure it deletes it, so the reopen (and a restart in place) has room, and
- * refuses writes until the free space is back above twice the reserve, when
+ * refuses writes until the free space is back above twice the reserve and
+ * the reserve plus one commit-log segment (writer_disk_resume_bytes), when
  * it writes the ballast again. LevelDB ignores a file of that name.
  *
  * Thread: the storage thread (and main before it starts). Pure file-system

@@ -144,7 +144,8 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
 
 /* The disk reserve (broker/diskguard.h): bytes kept in DIR/BALLAST and given
  * back when the disk fills. Call before writer_start (main thread): it
- * writes the reserve when twice its size is free, else the writer starts
+ * writes the reserve when twice its size, and its size plus one commit-log
+ * segment, are free, else the writer starts
  * with the disk full (writes refused until space returns; logged). 0: no
  * reserve (the disk is still watched after a disk-full failure). */
 void writer_set_disk_reserve(writer_t *w, uint64_t bytes);
@@ -202,7 +203,9 @@ backup_t *writer_backup(writer_t *w); /* BACKUP (broker/backup.h) */
  * into buf for an error that ends j early, or "" (no so_far hook, or
  * nothing done yet). Returns buf. */
 const char *writer_steps_suffix(const job_t *j, char *buf, size_t len);
-/* The free space writes stop under: 2 x disk-reserve, or 16 MiB without one. */
+/* The free space writes stop under (and resume at): 2 x disk-reserve and at
+ * least disk-reserve + one commit-log segment; without a reserve 16 MiB or
+ * one segment. */
 uint64_t writer_disk_floor(writer_t *w);
 uint64_t writer_now(writer_t *w); /* wall-clock ms (the scheduler's clock) */
 int writer_stopping(writer_t *w); /* 1: the broker is stopping: a job that steps (JOB_AGAIN) finishes now */

@@ -90,6 +90,8 @@ struct writer {
      * most once a SCHED_RETRY_MS. */
     uint64_t sched_retry_mono; /* no scheduler run before this */
     log_repeat_t sched_log;
+    uint64_t next_spare_check_mono;               /* the free space against the spare's needs looked at again then */
+    int spare_held;                               /* 1: the pre-writer is held (the disk is near full: prepare_spare) */
     log_repeat_t spare_log;                       /* a spare segment's pre-write that fails (store_log_prepare_step) */
     uint64_t level_damage_seen;                   /* store_level_damage_events already reported */
     uint64_t lane_full_hops_seen;                 /* store_lane_full_hops already counted */
@@ -126,6 +128,19 @@ static inline uint64_t writer_disk_resume_bytes(const writer_t *w)
         return twice > with_segment ? twice : with_segment;
     }
     return DISK_MIN_FREE > segment ? DISK_MIN_FREE : segment;
+}
+
+/* Free space a spare segment's pre-write leaves to the store's own writes
+ * (slots, consume queues, LevelDB): one is begun only while the rest of it
+ * and this much are free — the reserve's size, DISK_MIN_FREE without one.
+ * A spare is only a head start on the next switch's pre-write; begun with
+ * less free it took the last bytes the other writes needed: writes resumed
+ * with room for one segment and 1 MiB (writer_disk_resume_bytes), the first
+ * SEND's switch made the segment, the spare's first step took the 1 MiB, and
+ * that SEND's where-slot write found the disk full, 40 ms after the resume. */
+static inline uint64_t writer_spare_margin(const writer_t *w)
+{
+    return w->disk_reserve ? w->disk_reserve : DISK_MIN_FREE;
 }
 
 /* The storage thread (writer_thread.c), started by writer_start. */

@@ -638,12 +638,21 @@ static void sched_succeeded(writer_t *w)
  * samples at the flood's peak. A failure changes nothing (the next switch
  * pre-writes its segment itself), so it is logged, once and then once a
  * LOG_REPEAT_PERIOD_MS while it repeats, and not retried before the log
- * enters its next segment. */
+ * enters its next segment. The pre-writer is held (no spare begun, none
+ * written on) while the free space is under what the spare still needs plus
+ * writer_spare_margin, looked at once a SPARE_STEP_GAP_MS. */
 static void prepare_spare(writer_t *w, uint64_t now_mono)
 {
+    if (now_mono >= w->next_spare_check_mono) {
+        w->next_spare_check_mono = now_mono + SPARE_STEP_GAP_MS;
+        uint64_t left = store_log_prepare_left(w->store);
+        uint64_t free_bytes = left > 0 ? diskguard_free_bytes(w->opts->path) : UINT64_MAX;
+        w->spare_held = free_bytes != UINT64_MAX && free_bytes < left + writer_spare_margin(w);
+    }
     int urgent = store_log_segment_room(w->store) < store_options(w->store)->segment_bytes / 2;
+    unsigned pace = w->spare_held ? STORE_PREPARE_HOLD : urgent ? 0 : SPARE_STEP_GAP_MS;
     char err[640];
-    if (store_log_prepare_step(w->store, urgent ? 0 : SPARE_STEP_GAP_MS, err, sizeof err) >= 0) {
+    if (store_log_prepare_step(w->store, pace, err, sizeof err) >= 0) {
         return;
     }
     uint64_t repeats = 0;

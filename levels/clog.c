@@ -467,7 +467,24 @@ int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t
     return 0;
 }
 
-/* A segment for base: its own file, a spare renamed to it, or a new one.
+/* The pre-writer's file, finished now, becomes the segment at base (a spare
+ * there): 0; -1 when none was begun or it failed (its file removed), for the
+ * caller to write a whole segment itself as before. clog_write_errno speaks
+ * of the appends, so it is kept. */
+static int seg_from_prewriter(clog_t *c, uint64_t base)
+{
+    int write_errno = c->write_errno, fd = -1;
+    char why[PATH_MAX + 128];
+    int rc = -1;
+    if (clog_prewriter_finish(&c->pre, &fd, why, sizeof why) == CLOG_PREWRITE_READY) {
+        rc = seg_finish(c, fd, c->pre.path, base, why, sizeof why); /* closes fd on failure */
+    }
+    c->write_errno = write_errno;
+    return rc;
+}
+
+/* A segment for base: its own file, a spare renamed to it, the pre-writer's
+ * half-written one finished, or a new one.
  * Its life is fixed here, so records can be encoded before the write. */
 static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen)
 {
@@ -485,7 +502,7 @@ static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen)
         }
     }
     if (spare == NULL) {
-        if (seg_create(c, base, err, errlen) != 0) {
+        if (seg_from_prewriter(c, base) != 0 && seg_create(c, base, err, errlen) != 0) {
             return NULL;
         }
         return clog_seg_find(c, base);
@@ -778,14 +795,35 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
     return 0;
 }
 
+/* Does a spare wait, or was the pre-write refused in the log end's segment?
+ * Then no spare is asked for. */
+static int step_needless(const clog_t *c)
+{
+    if (seg_base_of(c, c->end) == c->step_refused_seg) {
+        return 1;
+    }
+    for (size_t i = 0; i < c->nsegs; i++) {
+        if (c->segs[i].spare) { /* any spare: the next switch takes it, wherever it lies */
+            return 1;
+        }
+    }
+    return 0;
+}
+
+uint64_t clog_prepare_left(const clog_t *c)
+{
+    uint64_t left = clog_prewriter_left((clog_prewriter_t *)&c->pre); /* its mutex: not a change of the log */
+    if (left != UINT64_MAX) {
+        return left;
+    }
+    return step_needless(c) ? 0 : c->size;
+}
+
 int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen)
 {
     int write_errno = c->write_errno; /* clog_write_errno speaks of the appends, not of this */
     uint64_t seg = seg_base_of(c, c->end);
-    int want = seg != c->step_refused_seg;
-    for (size_t i = 0; want && i < c->nsegs; i++) {
-        want = !c->segs[i].spare; /* any spare: the next switch takes it, wherever it lies */
-    }
+    int want = pace_ms != CLOG_PREPARE_HOLD && !step_needless(c);
     int fd = -1;
     int state = clog_prewriter_poll(&c->pre, want, pace_ms, &fd, err, errlen);
     if (state == CLOG_PREWRITE_IDLE) {

@@ -247,6 +247,21 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
  * clog_close stops the thread and removes its file. Owner thread. */
 int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen);
 
+/* clog_prepare_step's pace that holds the pre-writer: no spare is begun, and
+ * one being written waits before its next chunk until a step sets another
+ * pace (a finished one is still taken). For an owner that must not let a
+ * spare take the last free space (clog_prepare_left). */
+#define CLOG_PREPARE_HOLD UINT_MAX
+
+/* Bytes the pre-writer still has to write before a spare waits: the segment
+ * size when none is begun, the rest of the one it is writing (as of its last
+ * chunk), 0 when a spare waits, is whole and not yet taken, or steps are
+ * refused while the log's end is in this segment (nothing to do). An owner
+ * that must not let a spare take the last free space (a switch can pre-write
+ * its own segment instead) holds the pre-writer (CLOG_PREPARE_HOLD) unless
+ * this much and its margin are free. Owner thread. */
+uint64_t clog_prepare_left(const clog_t *c);
+
 /* 1 when the segment at base is a spare (pre-written, waiting to be taken):
  * one that needs no recycling. A spare lies past the log's end, but after an
  * open at a later clock or a failed sync's carry (clog_abandon) — both start

@@ -32,12 +32,14 @@ enum {
 };
 typedef struct clog_prewriter {
     pthread_mutex_t mu;
-    pthread_cond_t wake; /* a request, a new pace, a stop */
+    pthread_cond_t wake;     /* a request, a new pace, a stop */
+    pthread_cond_t finished; /* WRITING became READY or FAILED */
     pthread_t thread;
     int started, stop, state;
     unsigned pace_ms;
     uint64_t size;
-    int fd; /* READY: the whole, synced file at path */
+    uint64_t done; /* WRITING: bytes of the file written so far */
+    int fd;        /* READY: the whole, synced file at path */
     char path[PATH_MAX];
     char error[PATH_MAX + 128]; /* FAILED: why, naming path and the byte */
 } clog_prewriter_t;
@@ -133,6 +135,17 @@ void clog_prewriter_init(clog_prewriter_t *p, const char *dir, uint64_t size);
  * Otherwise CLOG_PREWRITE_IDLE, and when it was idle and want is set, a file
  * is begun. Owner thread. */
 int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, char *err, size_t errlen);
+
+/* The file being written, finished now for a segment switch that found no
+ * spare (cheaper than a second whole file beside it, and on a disk near full
+ * the only room there is): its pace set to 0, a hold lifted, waited for.
+ * CLOG_PREWRITE_READY with *fd, CLOG_PREWRITE_FAILED with err, or
+ * CLOG_PREWRITE_IDLE when none was begun. Owner thread. */
+int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen);
+
+/* Bytes the file being written still needs (as of its last chunk); 0 when it
+ * is whole or failed, not yet taken; UINT64_MAX when none is begun. */
+uint64_t clog_prewriter_left(clog_prewriter_t *p);
 
 /* Stop the thread (at its next chunk) and join it; a file it was writing, or
  * finished and nobody took, is removed. Owner thread, once. */

@@ -19,7 +19,8 @@
  * only the thread moves WRITING on. The thread touches nothing of the log but
  * its own file, so it needs no lock of the log's.
  *
- * Pacing: pace_ms between 1 MiB chunks (0: back to back). The owner sets it
+ * Pacing: pace_ms between 1 MiB chunks (0: back to back; CLOG_PREPARE_HOLD:
+ * no chunk until another pace is set, for a disk near full). The owner sets it
  * at each poll; a change, a request or a stop wakes the thread at once. Paced,
  * the chunks' writeback does not queue ahead of the log's own fdatasyncs.
  */
@@ -82,8 +83,16 @@ static int write_one(clog_prewriter_t *p)
     }
     for (uint64_t at = 0; at < p->size; at += PREWRITE_CHUNK) {
         pthread_mutex_lock(&p->mu);
-        if (at > 0 && p->pace_ms > 0 && !p->stop) {
-            pace_wait(p, p->pace_ms);
+        p->done = at;
+        for (int waited = at == 0; !p->stop;) {
+            if (p->pace_ms == CLOG_PREPARE_HOLD) {
+                pthread_cond_wait(&p->wake, &p->mu); /* held: until another pace or a stop */
+            } else if (!waited && p->pace_ms > 0) {
+                pace_wait(p, p->pace_ms); /* its gap, or until a new pace (a hold is seen above) */
+                waited = 1;
+            } else {
+                break;
+            }
         }
         int stop = p->stop;
         pthread_mutex_unlock(&p->mu);
@@ -129,6 +138,7 @@ static void *prewriter_main(void *arg)
             break; /* stopped half-way: the file is removed */
         }
         p->state = rc == 0 ? CLOG_PREWRITE_READY : CLOG_PREWRITE_FAILED;
+        pthread_cond_broadcast(&p->finished);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -145,7 +155,39 @@ void clog_prewriter_init(clog_prewriter_t *p, const char *dir, uint64_t size)
     pthread_condattr_init(&a);
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC); /* pace_wait's deadline */
     pthread_cond_init(&p->wake, &a);
+    pthread_cond_init(&p->finished, NULL);
     pthread_condattr_destroy(&a);
+}
+
+/* Take what the thread finished (READY: *fd; FAILED: err), with mu held:
+ * the state it had. */
+static int take_locked(clog_prewriter_t *p, int *fd, char *err, size_t errlen)
+{
+    int state = p->state;
+    if (state == CLOG_PREWRITE_READY) {
+        *fd = p->fd;
+        p->fd = -1;
+        p->state = CLOG_PREWRITE_IDLE;
+    } else if (state == CLOG_PREWRITE_FAILED) {
+        snprintf(err, errlen, "%s", p->error);
+        p->state = CLOG_PREWRITE_IDLE;
+    }
+    return state;
+}
+
+int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->state == CLOG_PREWRITE_WRITING) {
+        p->pace_ms = 0; /* the owner waits: no gap, no hold */
+        pthread_cond_signal(&p->wake);
+        while (p->state == CLOG_PREWRITE_WRITING) {
+            pthread_cond_wait(&p->finished, &p->mu);
+        }
+    }
+    int state = take_locked(p, fd, err, errlen);
+    pthread_mutex_unlock(&p->mu);
+    return state;
 }
 
 int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, char *err, size_t errlen)
@@ -155,15 +197,8 @@ int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd
         p->pace_ms = pace_ms;
         pthread_cond_signal(&p->wake);
     }
-    int state = p->state;
-    if (state == CLOG_PREWRITE_READY) {
-        *fd = p->fd;
-        p->fd = -1;
-        p->state = CLOG_PREWRITE_IDLE;
-    } else if (state == CLOG_PREWRITE_FAILED) {
-        snprintf(err, errlen, "%s", p->error);
-        p->state = CLOG_PREWRITE_IDLE;
-    } else if (state == CLOG_PREWRITE_IDLE && want) {
+    int state = take_locked(p, fd, err, errlen);
+    if (state == CLOG_PREWRITE_IDLE && want) {
         if (!p->started && pthread_create(&p->thread, NULL, prewriter_main, p) != 0) {
             snprintf(err, errlen, "cannot start the commit log's pre-writer thread: %s", strerror(errno));
             pthread_mutex_unlock(&p->mu);
@@ -175,6 +210,16 @@ int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd
     }
     pthread_mutex_unlock(&p->mu);
     return state == CLOG_PREWRITE_READY || state == CLOG_PREWRITE_FAILED ? state : CLOG_PREWRITE_IDLE;
+}
+
+uint64_t clog_prewriter_left(clog_prewriter_t *p)
+{
+    pthread_mutex_lock(&p->mu);
+    uint64_t left = p->state == CLOG_PREWRITE_IDLE      ? UINT64_MAX
+                    : p->state == CLOG_PREWRITE_WRITING ? p->size - p->done
+                                                        : 0;
+    pthread_mutex_unlock(&p->mu);
+    return left;
 }
 
 void clog_prewriter_stop(clog_prewriter_t *p)
@@ -192,4 +237,5 @@ void clog_prewriter_stop(clog_prewriter_t *p)
     }
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->finished);
 }

@@ -32,6 +32,7 @@
 #ifndef HG_LEVELS_STORE_H
 #define HG_LEVELS_STORE_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -304,6 +305,14 @@ int store_log_sync(store_t *s, char *err, size_t errlen);
  * the pre-write failed: the store is unchanged and usable (the file removed;
  * the next switch pre-writes as before). Owner thread. */
 int store_log_prepare_step(store_t *s, unsigned pace_ms, char *err, size_t errlen);
+/* The pace that holds the pre-writer (levels/clog.h CLOG_PREPARE_HOLD: no
+ * spare begun, none written on; a finished one is still taken). */
+#define STORE_PREPARE_HOLD UINT_MAX
+
+/* Bytes the commit log's pre-writer still has to write before a spare
+ * segment waits (clog_prepare_left): 0 when it has nothing to do, and for a store
+ * without a log or a broken one. Owner thread. */
+uint64_t store_log_prepare_left(const store_t *s);
 
 /* Bytes left in the commit log's segment that its end lies in (a caller
  * paces store_log_prepare_step by it); UINT64_MAX for a store without a log. */

@@ -531,6 +531,13 @@ int store_log_prepare_step(store_t *s, unsigned pace_ms, char *err, size_t errle
     return rc;
 }
 
+_Static_assert(STORE_PREPARE_HOLD == CLOG_PREPARE_HOLD, "the store's hold is the log's");
+
+uint64_t store_log_prepare_left(const store_t *s)
+{
+    return s->redo == NULL || s->broken ? 0 : clog_prepare_left(redo_log(s->redo));
+}
+
 uint64_t store_log_segment_room(const store_t *s)
 {
     if (s->redo == NULL) {

@@ -763,35 +763,35 @@ static int step_until_done(clog_t *c, unsigned pace_ms)
     return rc;
 }
 
-/* A spare pre-written by the pre-writer (4 MiB segments): the step that
- * takes the whole file makes it the spare past every segment (the file
- * gone); with a spare ahead a step asks for nothing; the segment switch takes
- * that very file (same inode: no segment written at the switch), the records
- * on both sides read back after a reopen; a spare half-written at the close
- * (chunks a minute apart) is removed, and the close does not wait for its
- * pace. */
-static void test_prepare_steps(void)
+/* Poll the pre-writer's file for ms milliseconds: 1 when its size became
+ * `size` (-1: no file). A wait for a change uses generous deadlines; a wait
+ * that something does NOT happen (held, nothing asked for) can only pass
+ * wrongly, never fail wrongly, so it is short. */
+static int step_file_becomes(long long size, uint64_t ms)
+{
+    uint64_t until = tu_now_mono_ms() + ms;
+    while (step_file_size() != size && tu_now_mono_ms() < until) {
+        usleep(1000);
+    }
+    return step_file_size() == size;
+}
+#define STEP_WAIT_MS  30000 /* for a chunk or a whole spare to be written */
+#define STEP_QUIET_MS 200   /* for nothing to be written */
+
+/* A log of STEP_SEG segments in dir with one record of 1000 bytes (*first). */
+static clog_t *open_step_log(uint64_t *first)
 {
     clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
     clog_t *c = NULL;
     TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "open: %s", err);
-    uint64_t first;
-    append_batch(c, 1, 1000, 1, &first);
-    char path[600];
-    seg_file(STEP_SEG, path, sizeof path);
-    TU_CHECK(access(path, F_OK) != 0, "no segment before the spare is taken");
-    TU_CHECK(step_until_done(c, 0) == 1, "a step takes the finished spare: %s", err);
-    TU_CHECK(step_file_size() == -1, "the pre-writer's file became the segment");
-    struct stat spare;
-    TU_REQUIRE(stat(path, &spare) == 0 && (uint64_t)spare.st_size == STEP_SEG, "the spare %s, whole", path);
-    TU_CHECK(clog_is_spare(c, STEP_SEG), "it is a spare");
-    TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "with a spare ahead a step takes nothing");
-    uint64_t quiet = tu_now_mono_ms() + 200;
-    while (step_file_size() == -1 && tu_now_mono_ms() < quiet) {
-        usleep(1000);
-    }
-    TU_CHECK(step_file_size() == -1, "with a spare ahead nothing is pre-written");
-    static uint64_t ids[2000]; /* records of 4000 bytes, 50 a batch, until one lies in the spare's segment */
+    append_batch(c, 1, 1000, 1, first);
+    return c;
+}
+
+/* Records of 4000 bytes, 50 a batch, appended until one lies in the segment
+ * at STEP_SEG: their ids into ids[2000]; the count. */
+static int fill_into_second_segment(clog_t *c, uint64_t *ids)
+{
     static char p[4000];
     clog_batch_t b = { 0 };
     int n = 0;
@@ -806,18 +806,42 @@ static void test_prepare_steps(void)
     }
     TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
     clog_batch_free(&b);
-    TU_REQUIRE(ids[n - 1] == STEP_SEG + 32, "the switch starts the spare's segment (%" PRIu64 ")", ids[n - 1]);
+    TU_REQUIRE(ids[n - 1] == STEP_SEG + 32, "the switch starts the second segment (%" PRIu64 ")", ids[n - 1]);
+    return n;
+}
+
+/* A spare pre-written by the pre-writer (4 MiB segments): the step that
+ * takes the whole file makes it the spare past every segment (the file
+ * gone); with a spare ahead a step asks for nothing; the segment switch takes
+ * that very file (same inode: no segment written at the switch), the records
+ * on both sides read back after a reopen; a spare half-written at the close
+ * (chunks a minute apart) is removed, and the close does not wait for its
+ * pace. */
+static void test_prepare_steps(void)
+{
+    clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
+    uint64_t first;
+    clog_t *c = open_step_log(&first);
+    char path[600];
+    seg_file(STEP_SEG, path, sizeof path);
+    TU_CHECK(access(path, F_OK) != 0, "no segment before the spare is taken");
+    TU_CHECK(step_until_done(c, 0) == 1, "a step takes the finished spare: %s", err);
+    TU_CHECK(step_file_size() == -1, "the pre-writer's file became the segment");
+    struct stat spare;
+    TU_REQUIRE(stat(path, &spare) == 0 && (uint64_t)spare.st_size == STEP_SEG, "the spare %s, whole", path);
+    TU_CHECK(clog_is_spare(c, STEP_SEG), "it is a spare");
+    TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "with a spare ahead a step takes nothing");
+    TU_CHECK(!step_file_becomes(0, STEP_QUIET_MS) && step_file_size() == -1,
+             "with a spare ahead nothing is pre-written");
+    static uint64_t ids[2000];
+    int n = fill_into_second_segment(c, ids);
     struct stat used;
     TU_CHECK(stat(path, &used) == 0 && used.st_ino == spare.st_ino && !clog_is_spare(c, STEP_SEG),
              "the switch took the spare's file, written by the pre-writer");
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
     TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "the next spare is asked for: %s", err);
-    uint64_t deadline = tu_now_mono_ms() + 30000;
-    while (step_file_size() != 1 << 20 && tu_now_mono_ms() < deadline) {
-        usleep(1000);
-    }
-    TU_CHECK(step_file_size() == 1 << 20, "its first chunk is written, the next waits a minute (%lld bytes)",
-             step_file_size());
+    TU_CHECK(step_file_becomes(1 << 20, STEP_WAIT_MS),
+             "its first chunk is written, the next waits a minute (%lld bytes)", step_file_size());
     uint64_t t0 = tu_now_mono_ms();
     clog_close(c);
     TU_CHECK(tu_now_mono_ms() - t0 < 20000,
@@ -831,13 +855,76 @@ static void test_prepare_steps(void)
     }
     check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
     TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "a spare is asked for: %s", err);
-    deadline = tu_now_mono_ms() + 30000;
-    while (step_file_size() != (long long)STEP_SEG && tu_now_mono_ms() < deadline) {
-        usleep(1000);
-    }
+    TU_CHECK(step_file_becomes((long long)STEP_SEG, STEP_WAIT_MS), "the spare is written whole (%lld bytes)",
+             step_file_size());
     clog_close(c);
     TU_CHECK(step_file_size() == -1, "the close removes a whole spare that was never taken");
     TU_REQUIRE(clog_open(&o, &c, &rep, err, sizeof err) == 0, "reopen: %s", err);
+    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
+    clog_close(c);
+}
+
+/* A held pre-writer (CLOG_PREPARE_HOLD, 4 MiB segments) begins no spare;
+ * one begun waits before its next chunk while held, clog_prepare_left
+ * counting what is left, and goes on once released. */
+static void test_prepare_hold(void)
+{
+    uint64_t first;
+    clog_t *c = open_step_log(&first);
+    TU_CHECK(clog_prepare_left(c) == STEP_SEG, "a whole spare left to write: %" PRIu64, clog_prepare_left(c));
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "a held step: %s", err);
+    TU_CHECK(!step_file_becomes(0, STEP_QUIET_MS) && step_file_size() == -1 && clog_prepare_left(c) == STEP_SEG,
+             "held, no spare is begun (file %lld bytes, %" PRIu64 " left)", step_file_size(), clog_prepare_left(c));
+    TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "a step a minute apart: %s", err);
+    uint64_t deadline = tu_now_mono_ms() + 30000;
+    while (clog_prepare_left(c) != STEP_SEG - (1 << 20) && tu_now_mono_ms() < deadline) {
+        usleep(1000);
+    }
+    TU_CHECK(clog_prepare_left(c) == STEP_SEG - (1 << 20) && step_file_size() == 1 << 20,
+             "its first chunk written: %" PRIu64 " left, file %lld bytes", clog_prepare_left(c), step_file_size());
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "held again: %s", err);
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "still held: %s", err);
+    TU_CHECK(!step_file_becomes(2 << 20, STEP_QUIET_MS) && step_file_size() == 1 << 20 &&
+                 clog_prepare_left(c) == STEP_SEG - (1 << 20),
+             "held, the spare waits at its chunk (file %lld bytes, %" PRIu64 " left)", step_file_size(),
+             clog_prepare_left(c));
+    TU_CHECK(step_until_done(c, 0) == 1, "released, it is finished and taken: %s", err);
+    TU_CHECK(clog_prepare_left(c) == 0 && clog_is_spare(c, STEP_SEG), "a spare waits: %" PRIu64 " left",
+             clog_prepare_left(c));
+    clog_close(c);
+}
+
+/* A segment switch that finds no spare while the pre-writer is half-way
+ * (chunks a minute apart, then held) takes the pre-writer's file, finished
+ * at once, instead of writing a second whole segment beside it: the new
+ * segment is that inode, no ".seg.new" is left, the records read back. */
+static void test_switch_finishes_prewrite(void)
+{
+    clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
+    uint64_t first;
+    clog_t *c = open_step_log(&first);
+    TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "a step a minute apart: %s", err);
+    TU_REQUIRE(step_file_becomes(1 << 20, STEP_WAIT_MS), "its first chunk written (file %lld bytes)", step_file_size());
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "held: %s", err);
+    char step[600];
+    snprintf(step, sizeof step, "%s/clog-ffffffffffffffff.seg.new", dir);
+    struct stat half;
+    TU_REQUIRE(stat(step, &half) == 0, "stat %s: %s", step, strerror(errno));
+    static uint64_t ids[2000];
+    uint64_t t0 = tu_now_mono_ms();
+    int n = fill_into_second_segment(c, ids);
+    TU_CHECK(tu_now_mono_ms() - t0 < 20000, "the switch did not wait out the pace or the hold (%" PRIu64 " ms)",
+             tu_now_mono_ms() - t0);
+    char path[600];
+    seg_file(STEP_SEG, path, sizeof path);
+    struct stat used;
+    TU_CHECK(stat(path, &used) == 0 && used.st_ino == half.st_ino && (uint64_t)used.st_size == STEP_SEG,
+             "the switch's segment is the pre-writer's file, whole");
+    TU_CHECK(step_file_size() == -1, "no pre-writer file is left");
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+    TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "reopen: %s", err);
+    check_record(c, first, 1000, 1);
     check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
     clog_close(c);
 }
@@ -861,16 +948,14 @@ static void test_prepare_step_refused(void)
     TU_CHECK(step_file_size() == -1 && clog_write_errno(c) == 0, "its file removed (%lld), errno of the appends %d",
              step_file_size(), clog_write_errno(c));
     TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "a step within the segment: %s", err);
-    uint64_t quiet = tu_now_mono_ms() + 200;
-    while (step_file_size() == -1 && tu_now_mono_ms() < quiet) {
-        usleep(1000);
-    }
-    TU_CHECK(step_file_size() == -1, "not tried again within the segment");
+    TU_CHECK(!step_file_becomes(0, STEP_QUIET_MS) && step_file_size() == -1, "not tried again within the segment");
+    TU_CHECK(clog_prepare_left(c) == 0, "refused in this segment: %" PRIu64 " left", clog_prepare_left(c));
     uint64_t ids[80];
     for (int i = 0; i < 80; i++) {
         append_batch(c, 1, 1000, 10 + (uint64_t)i, &ids[i]);
     }
     TU_REQUIRE(ids[79] / SEG >= 1, "the log switched segments");
+    TU_CHECK(clog_prepare_left(c) == SEG, "in the next segment a whole spare left: %" PRIu64, clog_prepare_left(c));
     TU_CHECK(step_until_done(c, 0) == 1, "in the next segment the pre-writer is asked again: %s", err);
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
     clog_close(c);
@@ -896,6 +981,8 @@ static const tu_test_t clog_tests[] = {
     { "bad inputs", test_bad_inputs },
     { "a refused write keeps its errno", test_write_errno },
     { "a spare pre-written by the pre-writer thread is the one the switch takes", test_prepare_steps },
+    { "a held pre-writer begins nothing and writes on only once released", test_prepare_hold },
+    { "a switch with no spare finishes the pre-writer's half-written file", test_switch_finishes_prewrite },
     { "a refused pre-write changes nothing", test_prepare_step_refused },
     { NULL, NULL },
 };
