@@ -1018,9 +1018,11 @@ static void unmount_tmpfs(void)
 }
 
 /* A 48 MiB tmpfs of the test's own at g_mnt (root: CI runs as root),
- * unmounted at exit too, when a failed check ends the test early. */
+ * unmounted by the next case's mount or at exit too, when a failed check
+ * ends the case early. */
 static void mount_tmpfs(void)
 {
+    unmount_tmpfs(); /* an earlier case's, when a failed check ended it before its own unmount */
     TU_REQUIRE(tu_mkdtemp("tmpfs", g_mnt, sizeof g_mnt) == 0, "mkdtemp: %s", strerror(errno));
     if (mount("tmpfs", g_mnt, "tmpfs", 0, "size=48m") != 0) {
         rmdir(g_mnt);
