@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include "levels/clog_internal.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,14 +60,8 @@ int clog_zeros_write(int fd, uint64_t from, uint64_t to, int start_writeback, ui
  * pace, a stop). */
 static void pace_wait(clog_prewriter_t *p, unsigned ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    uint64_t at = clock_mono_ms() + ms;
+    struct timespec until = { (time_t)(at / 1000), (long)(at % 1000) * 1000000L };
     unsigned pace = p->pace_ms;
     while (!p->stop && p->pace_ms == pace && pthread_cond_timedwait(&p->wake, &p->mu, &until) != ETIMEDOUT) {
     }
