@@ -751,16 +751,33 @@ static long long step_file_size(void)
     return stat(path, &st) == 0 ? (long long)st.st_size : -1;
 }
 
+/* What the pre-writer cases poll for (tu_poll_until). */
+typedef struct step_poll {
+    clog_t *c;
+    unsigned pace_ms;
+    int rc;         /* step_answered: the step's last answer */
+    long long size; /* step_file_is: the size awaited (-1: no file) */
+} step_poll_t;
+
+static int step_answered(void *ctx)
+{
+    step_poll_t *sp = ctx;
+    sp->rc = clog_prepare_step(sp->c, sp->pace_ms, err, sizeof err);
+    return sp->rc != 0;
+}
+
 /* clog_prepare_step(c, pace_ms) until it answers other than 0, for at most
  * 30 s (the pre-writer works on its own thread): its last answer. */
 static int step_until_done(clog_t *c, unsigned pace_ms)
 {
-    uint64_t deadline = tu_now_mono_ms() + 30000;
-    int rc;
-    while ((rc = clog_prepare_step(c, pace_ms, err, sizeof err)) == 0 && tu_now_mono_ms() < deadline) {
-        usleep(1000);
-    }
-    return rc;
+    step_poll_t sp = { c, pace_ms, 0, 0 };
+    (void)tu_poll_until(step_answered, &sp, 30000, 1);
+    return sp.rc;
+}
+
+static int step_file_is(void *ctx)
+{
+    return step_file_size() == ((step_poll_t *)ctx)->size;
 }
 
 /* Poll the pre-writer's file for ms milliseconds: 1 when its size became
@@ -769,12 +786,10 @@ static int step_until_done(clog_t *c, unsigned pace_ms)
  * wrongly, never fail wrongly, so it is short. */
 static int step_file_becomes(long long size, uint64_t ms)
 {
-    uint64_t until = tu_now_mono_ms() + ms;
-    while (step_file_size() != size && tu_now_mono_ms() < until) {
-        usleep(1000);
-    }
-    return step_file_size() == size;
+    step_poll_t sp = { NULL, 0, 0, size };
+    return tu_poll_until(step_file_is, &sp, (int)ms, 1) == 0;
 }
+
 #define STEP_WAIT_MS  30000 /* for a chunk or a whole spare to be written */
 #define STEP_QUIET_MS 200   /* for nothing to be written */
 
