@@ -658,11 +658,12 @@ static void prepare_spare(writer_t *w, uint64_t now_mono)
     uint64_t repeats = 0;
     switch (log_repeat_fail(&w->spare_log, err, now_mono, &repeats)) {
     case LOG_REPEAT_FIRST:
-        log_warn("%s; the next segment switch pre-writes its segment itself", err);
+        log_warn("%s; until a spare is ready, a segment switch pre-writes its segment itself", err);
         break;
     case LOG_REPEAT_SUMMARY:
-        log_warn("%s (%llu times since its last line); the next segment switch pre-writes its segment itself", err,
-                 (unsigned long long)repeats);
+        log_warn("%s (%llu times since its last line); until a spare is ready, a segment switch pre-writes its "
+                 "segment itself",
+                 err, (unsigned long long)repeats);
         break;
     case LOG_REPEAT_QUIET:
         break;

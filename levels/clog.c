@@ -469,15 +469,21 @@ int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t
 
 /* The pre-writer's file, finished now, becomes the segment at base (a spare
  * there): 0; -1 when none was begun or it failed (its file removed), for the
- * caller to write a whole segment itself as before. clog_write_errno speaks
- * of the appends, so it is kept. */
+ * caller to write a whole segment itself as before. A failure is kept for
+ * the next clog_prepare_step to report: the switch that met it succeeds
+ * without it, and nobody would hear of it. clog_write_errno speaks of the
+ * appends, so it is kept. */
 static int seg_from_prewriter(clog_t *c, uint64_t base)
 {
     int write_errno = c->write_errno, fd = -1;
     char why[PATH_MAX + 128];
-    int rc = -1;
-    if (clog_prewriter_finish(&c->pre, &fd, why, sizeof why) == CLOG_PREWRITE_READY) {
+    int state = clog_prewriter_finish(&c->pre, &fd, why, sizeof why), rc = -1;
+    if (state == CLOG_PREWRITE_READY) {
         rc = seg_finish(c, fd, c->pre.path, base, why, sizeof why); /* closes fd on failure */
+    }
+    if (state != CLOG_PREWRITE_IDLE && rc != 0) {
+        snprintf(c->switch_failure, sizeof c->switch_failure,
+                 "the spare segment's pre-write failed at a segment switch, which wrote its segment itself: %s", why);
     }
     c->write_errno = write_errno;
     return rc;
@@ -821,6 +827,11 @@ uint64_t clog_prepare_left(const clog_t *c)
 
 int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen)
 {
+    if (c->switch_failure[0] != '\0') {
+        err_set(err, errlen, "%s", c->switch_failure);
+        c->switch_failure[0] = '\0';
+        return -1;
+    }
     int write_errno = c->write_errno; /* clog_write_errno speaks of the appends, not of this */
     uint64_t seg = seg_base_of(c, c->end);
     int want = pace_ms != CLOG_PREPARE_HOLD && !step_needless(c);

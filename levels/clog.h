@@ -243,7 +243,9 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
  * written, or a spare waits), -1 with err when the pre-write, a sync or the
  * rename failed: the file is removed, the log is as before (a switch
  * pre-writes as without the thread) and no file is asked for again until the
- * log's end enters another segment. clog_write_errno is not changed.
+ * log's end enters another segment. -1 also when a segment switch since the
+ * last call met the pre-writer's failure (err says so; the switch wrote its
+ * segment itself and nothing else changed: the next call asks again). clog_write_errno is not changed.
  * clog_close stops the thread and removes its file. Owner thread. */
 int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen);
 

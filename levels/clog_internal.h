@@ -68,6 +68,8 @@ struct clog {
     int write_errno;           /* clog_write_errno: the owner's last failed write system call (owner thread only) */
     clog_prewriter_t pre;      /* clog_prepare_step's: the thread writing the next spare */
     uint64_t step_refused_seg; /* a step failed while the log's end was in this segment: none until it leaves */
+    char switch_failure[PATH_MAX + 256]; /* the pre-writer's failure a segment switch met (it wrote its segment
+                                            itself): reported by the next clog_prepare_step; "" none */
     /* A failed fdatasync stays failed until clog_abandon (fsyncgate: a second fdatasync through the same
        descriptor reports success over pages the kernel may have dropped). sync_lock serializes clog_sync, so no
        sync can take that success while another reports the error; the three below are under it. */

@@ -980,6 +980,47 @@ static void test_prepare_step_refused(void)
     clog_close(c);
 }
 
+/* What test_switch_meets_failure polls for: the pre-writer is done with
+ * its file (failed: the file removed) and nobody has taken its answer. */
+static int prewriter_done(void *ctx)
+{
+    return clog_prepare_left((clog_t *)ctx) == 0 && step_file_size() == -1;
+}
+
+/* A pre-write that failed and is met by a segment switch before any step
+ * took its answer (a 16 KiB file-size limit, lifted before the switch): the
+ * switch writes its segment itself, as before, and the next step reports the
+ * failure (it was dropped before); the step after it asks for a spare again. */
+static void test_switch_meets_failure(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t id;
+    append_batch(c, 1, 1000, 1, &id);
+    struct rlimit saved;
+    file_size_limit(16 << 10, &saved);
+    TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "the step asks the pre-writer: %s", err);
+    int failed = tu_poll_until(prewriter_done, c, 30000, 1) == 0;
+    file_size_limit(0, &saved);
+    TU_REQUIRE(failed, "the pre-writer failed under the limit (left %" PRIu64 ", file %lld)", clog_prepare_left(c),
+               step_file_size());
+    uint64_t ids[80];
+    for (int i = 0; i < 80; i++) {
+        append_batch(c, 1, 1000, 10 + (uint64_t)i, &ids[i]);
+    }
+    TU_REQUIRE(ids[79] / SEG >= 1, "the log switched segments");
+    int rc = clog_prepare_step(c, 0, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "at a segment switch") != NULL && strstr(err, strerror(EFBIG)) != NULL,
+             "the next step reports the failure the switch met: rc %d, \"%s\"", rc, err);
+    TU_CHECK(clog_write_errno(c) == 0, "errno of the appends %d", clog_write_errno(c));
+    TU_CHECK(step_until_done(c, 0) == 1, "the step after it asks for a spare again: %s", err);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+    c = open_log(0, NULL);
+    check_record(c, id, 1000, 1);
+    check_record(c, ids[79], 1000, 89);
+    clog_close(c);
+}
+
 static const tu_test_t clog_tests[] = {
     { "append, read, reopen", test_append_read_reopen },
     { "offsets raised to the floor", test_floor_raises_offsets },
@@ -999,6 +1040,7 @@ static const tu_test_t clog_tests[] = {
     { "a held pre-writer begins nothing and writes on only once released", test_prepare_hold },
     { "a switch with no spare finishes the pre-writer's half-written file", test_switch_finishes_prewrite },
     { "a refused pre-write changes nothing", test_prepare_step_refused },
+    { "a pre-write failure a switch meets is reported", test_switch_meets_failure },
     { NULL, NULL },
 };
 
