@@ -275,12 +275,17 @@ int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_m
      * from the largest down, then one hop on the smallest level for a remainder
      * below it (it waits only that remainder).
      * Count the hops that way first (O(levels), even for a delay of years), so an
-     * over-long plan is refused without writing or looping over it. */
+     * over-long plan is refused without writing or looping over it. A level
+     * longer than what is left takes no copy: no division for it (a SEND's
+     * plan is made twice, on the loop and on the storage thread, and the
+     * divisions by every level were most of its cost). */
     uint64_t needed = 0;
     uint64_t rest = remaining;
-    for (int level = t->count; level >= 1; level--) {
-        needed += rest / t->delay_ms[level];
-        rest %= t->delay_ms[level];
+    for (int level = t->count; level >= 1 && rest > 0; level--) {
+        if (rest >= t->delay_ms[level]) {
+            needed += rest / t->delay_ms[level];
+            rest %= t->delay_ms[level];
+        }
     }
     if (rest > 0)
         needed++;

@@ -637,6 +637,37 @@ static void test_chain_limits(void)
     CU_ASSERT_EQUAL(hops, 0);
 }
 
+/* The hop count lvl_chain_plan checks the limit against, before it plans,
+ * is the plan's own length: for every millisecond to 20 s and every 7th
+ * second to 3 d, a limit of exactly that many hops is met and one fewer is
+ * refused naming it. */
+static void test_chain_count_matches_plan(void)
+{
+    lvl_table_t t;
+    uint8_t levels[LVL_MAX_HOPS];
+    char err[256], want[64];
+    int hops = -1, bad = 0;
+
+    lvl_table_default(&t);
+    for (uint64_t d = 1; d <= 3 * DAY && bad < 5; d = d < 20 * SEC ? d + 1 : d + 7 * SEC) {
+        if (lvl_chain_plan(&t, d, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)) != 0 || hops < 1) {
+            printf("\n    %" PRIu64 " ms: %s", d, err);
+            bad++;
+            continue;
+        }
+        int n = hops;
+        snprintf(want, sizeof want, "needs %d hops", n);
+        int at = lvl_chain_plan(&t, d, 3 * DAY, levels, n, &hops, err, sizeof(err));
+        int below = lvl_chain_plan(&t, d, 3 * DAY, levels, n - 1, &hops, err, sizeof(err));
+        if (at != 0 || below != -1 || strstr(err, want) == NULL) {
+            printf("\n    %" PRIu64 " ms (%d hops): limit %d -> %d, limit %d -> %d \"%s\"", d, n, n, at, n - 1, below,
+                   err);
+            bad++;
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 static void test_chain_custom_table_exact(void)
 {
     lvl_table_t t;
@@ -716,6 +747,7 @@ static const tu_test_t chain_tests[] = {
     { "examples", test_chain_examples },
     { "sub-second and zero", test_chain_subsecond_and_zero },
     { "limits", test_chain_limits },
+    { "the hop count checked is the plan's", test_chain_count_matches_plan },
     { "custom table exact", test_chain_custom_table_exact },
     { "plan total", test_plan_total },
     { NULL, NULL },
