@@ -163,8 +163,8 @@ int cq_make_first_file(const char *dir, uint32_t queue, char *err, size_t errlen
     return fixfile_close(f, err, errlen);
 }
 
-/* The number of the file holding index, which must be inside the open files,
- * and index's position in it (*at). */
+/* The place in files[] of the file holding index (which must be inside the
+ * open files), and index's position in that file (*at). */
 static size_t cq_file_slot(const cq_t *q, uint64_t index, uint64_t *at)
 {
     uint64_t k = cq_layout_file_of(q->layout, index);
