@@ -1,12 +1,14 @@
 /*
- * levels/cq.c — a consume queue: 16-byte entries in pre-written files of
- * CQ_FILE_ENTRIES, or fewer for the topics' queues (contract in cq.h).
+ * levels/cq.c — a consume queue: 16-byte entries in pre-written files whose
+ * sizes the queue's layout gives (contract in cq.h).
  *
  * The queue keeps one fixfile (levels/fixfile.h) per file from the head's file
- * to the tail's, in files[0..nfiles) for file numbers first_file.. (file k
- * holds indexes [k * entries, (k + 1) * entries), entries = 2^shift). Only the
+ * to the tail's, in files[0..nfiles) for file numbers first_file.. . Only the
  * tail file is appended to, so only it ever allocates an append buffer; an
- * index maps to (file, position) by a shift and a mask. The file switch: the
+ * index maps to (file, position) through cq.h's three layout functions only
+ * (cq_layout_file_of, _first, _entries): nothing here knows a file's size
+ * otherwise. The append keeps the index where the tail file ends
+ * (tail_file_end), so it compares instead of mapping. The file switch: the
  * append whose index is the first of a file flushes the file before it, then
  * makes the new file (pre-written), or opens it with no entries when a
  * previous life left it there (a crash after the file was made, before the
@@ -32,10 +34,10 @@
 
 struct cq {
     uint32_t queue;
-    unsigned shift;   /* a file holds 2^shift entries (cq_file_entries) */
-    uint64_t entries; /* 2^shift */
+    cq_layout_t layout; /* cq_layout_of(queue) */
     uint64_t head, tail;
-    uint64_t first_file; /* the file number of files[0] */
+    uint64_t first_file;    /* the file number of files[0] */
+    uint64_t tail_file_end; /* past the last index of files[nfiles - 1] (0 with no file) */
     size_t nfiles, cap;
     fixfile_t **files;
     char dir[PATH_MAX - 64]; /* room for "/" and a file name in a PATH_MAX path */
@@ -43,13 +45,15 @@ struct cq {
 
 void cq_file_name(uint32_t queue, uint64_t index, char *name, size_t len)
 {
-    snprintf(name, len, "cq-%08" PRIx32 "-%016" PRIx64 ".q", queue, index & ~(cq_file_entries(queue) - 1));
+    cq_layout_t l = cq_layout_of(queue);
+    uint64_t first = cq_layout_file_first(l, cq_layout_file_of(l, index));
+    snprintf(name, len, "cq-%08" PRIx32 "-%016" PRIx64 ".q", queue, first);
 }
 
 static void cq_file_path(const cq_t *q, uint64_t file_no, char *path, size_t len)
 {
     char name[64];
-    cq_file_name(q->queue, file_no << q->shift, name, sizeof name);
+    cq_file_name(q->queue, cq_layout_file_first(q->layout, file_no), name, sizeof name);
     snprintf(path, len, "%s/%s", q->dir, name);
 }
 
@@ -59,6 +63,7 @@ static void cq_encode(char *p, const cq_entry_t *e)
     be64_put(p + 8, e->due);
 }
 
+/* Add f as the file after the last open one (or as file first_file). */
 static void cq_push_file(cq_t *q, fixfile_t *f)
 {
     if (q->nfiles == q->cap) {
@@ -66,6 +71,7 @@ static void cq_push_file(cq_t *q, fixfile_t *f)
         q->files = xrealloc(q->files, q->cap * sizeof *q->files);
     }
     q->files[q->nfiles++] = f;
+    q->tail_file_end = cq_layout_file_first(q->layout, q->first_file + q->nfiles);
 }
 
 /* Delete this queue's files wholly below the head: left by a crash between a
@@ -75,7 +81,8 @@ static void cq_push_file(cq_t *q, fixfile_t *f)
  * a batch making n topics opens n new queues (design-commitlog.md 4b). */
 static void cq_sweep_below_head(cq_t *q)
 {
-    if (q->head < q->entries) {
+    uint64_t head_file = cq_layout_file_of(q->layout, q->head);
+    if (head_file == 0) {
         return;
     }
     DIR *d = opendir(q->dir);
@@ -92,7 +99,7 @@ static void cq_sweep_below_head(cq_t *q)
             sscanf(de->d_name + strlen(prefix), "%16" SCNx64 "%3s", &first, tail) != 2 || strcmp(tail, ".q") != 0) {
             continue;
         }
-        if (first + q->entries <= q->head) {
+        if (cq_layout_file_of(q->layout, first) < head_file) { /* the file holding first lies wholly below */
             char path[PATH_MAX + 256];
             snprintf(path, sizeof path, "%s/%s", q->dir, de->d_name);
             unlink(path);
@@ -112,20 +119,20 @@ int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t 
     }
     cq_t *q = xcalloc(1, sizeof *q);
     q->queue = queue;
-    q->shift = cq_file_shift(queue);
-    q->entries = UINT64_C(1) << q->shift;
+    q->layout = cq_layout_of(queue);
     q->head = head;
     q->tail = tail;
     snprintf(q->dir, sizeof q->dir, "%s", dir);
-    q->first_file = head >> q->shift;
-    uint64_t end_file = (tail + q->entries - 1) >> q->shift; /* past the tail's file */
+    q->first_file = cq_layout_file_of(q->layout, head);
+    uint64_t end_file = tail == 0 ? 0 : cq_layout_file_of(q->layout, tail - 1) + 1; /* past the tail's file */
     for (uint64_t k = q->first_file; k < end_file; k++) {
         char path[PATH_MAX];
         cq_file_path(q, k, path, sizeof path);
-        uint64_t file_tail = tail - (k << q->shift);
+        uint64_t entries = cq_layout_file_entries(q->layout, k);
+        uint64_t file_tail = tail - cq_layout_file_first(q->layout, k);
         fixfile_t *f;
-        if (fixfile_open(path, CQ_ENTRY_BYTES, q->entries, file_tail < q->entries ? file_tail : q->entries,
-                         CQ_BUFFER_ENTRIES, &f, err, errlen) != 0) {
+        if (fixfile_open(path, CQ_ENTRY_BYTES, entries, file_tail < entries ? file_tail : entries, CQ_BUFFER_ENTRIES,
+                         &f, err, errlen) != 0) {
             err_prefix(err, errlen, "cq %08" PRIx32 " [%" PRIu64 ", %" PRIu64 ")", queue, head, tail);
             cq_close(q, NULL, 0);
             return -1;
@@ -149,16 +156,20 @@ int cq_make_first_file(const char *dir, uint32_t queue, char *err, size_t errlen
         return 0; /* a previous life made it: the first append opens it with no entries */
     }
     fixfile_t *f;
-    if (fixfile_create(path, CQ_ENTRY_BYTES, cq_file_entries(queue), CQ_BUFFER_ENTRIES, &f, err, errlen) != 0) {
+    if (fixfile_create(path, CQ_ENTRY_BYTES, cq_layout_file_entries(cq_layout_of(queue), 0), CQ_BUFFER_ENTRIES, &f, err,
+                       errlen) != 0) {
         return err_prefix(err, errlen, "cq %08" PRIx32 ": its first file made ahead", queue);
     }
     return fixfile_close(f, err, errlen);
 }
 
-/* The file holding index, which must be inside the open files. */
-static fixfile_t *cq_file_of(const cq_t *q, uint64_t index)
+/* The place in files[] of the file holding index (which must be inside the
+ * open files), and index's position in that file (*at). */
+static size_t cq_file_slot(const cq_t *q, uint64_t index, uint64_t *at)
 {
-    return q->files[(index >> q->shift) - q->first_file];
+    uint64_t k = cq_layout_file_of(q->layout, index);
+    *at = index - cq_layout_file_first(q->layout, k);
+    return (size_t)(k - q->first_file);
 }
 
 /* The append at a file's first index: flush the file before, make or open the new one. */
@@ -167,17 +178,17 @@ static int cq_switch_file(cq_t *q, char *err, size_t errlen)
     if (q->nfiles > 0 && fixfile_flush(q->files[q->nfiles - 1], err, errlen) != 0) {
         return -1;
     }
-    uint64_t k = q->tail >> q->shift;
+    uint64_t k = cq_layout_file_of(q->layout, q->tail);
     if (q->nfiles == 0) {
         q->first_file = k;
     }
     char path[PATH_MAX];
     cq_file_path(q, k, path, sizeof path);
+    uint64_t entries = cq_layout_file_entries(q->layout, k);
     struct stat st;
     fixfile_t *f;
-    int rc = stat(path, &st) == 0
-                 ? fixfile_open(path, CQ_ENTRY_BYTES, q->entries, 0, CQ_BUFFER_ENTRIES, &f, err, errlen)
-                 : fixfile_create(path, CQ_ENTRY_BYTES, q->entries, CQ_BUFFER_ENTRIES, &f, err, errlen);
+    int rc = stat(path, &st) == 0 ? fixfile_open(path, CQ_ENTRY_BYTES, entries, 0, CQ_BUFFER_ENTRIES, &f, err, errlen)
+                                  : fixfile_create(path, CQ_ENTRY_BYTES, entries, CQ_BUFFER_ENTRIES, &f, err, errlen);
     if (rc != 0) {
         return err_prefix(err, errlen, "cq %08" PRIx32 ": append at %" PRIu64, q->queue, q->tail);
     }
@@ -194,8 +205,7 @@ int cq_append(cq_t *q, const cq_entry_t *e, uint64_t *index, char *err, size_t e
     if (q->tail == UINT64_MAX) {
         return err_set(err, errlen, "cq %08" PRIx32 ": index space exhausted", q->queue);
     }
-    uint64_t want_files = (q->tail >> q->shift) - q->first_file + 1;
-    if ((q->nfiles == 0 || q->nfiles < want_files) && cq_switch_file(q, err, errlen) != 0) {
+    if ((q->nfiles == 0 || q->tail >= q->tail_file_end) && cq_switch_file(q, err, errlen) != 0) {
         return -1;
     }
     char rec[CQ_ENTRY_BYTES];
@@ -228,11 +238,13 @@ int cq_read(cq_t *q, uint64_t index, size_t n, cq_entry_t *out, char *err, size_
     }
     char buf[64 * CQ_ENTRY_BYTES];
     while (n > 0) {
-        fixfile_t *f = cq_file_of(q, index);
-        uint64_t at = index & (q->entries - 1);
+        uint64_t at;
+        size_t slot = cq_file_slot(q, index, &at);
+        fixfile_t *f = q->files[slot];
+        uint64_t left_in_file = cq_layout_file_entries(q->layout, q->first_file + slot) - at;
         size_t run = n < 64 ? n : 64;
-        if (run > q->entries - at) {
-            run = (size_t)(q->entries - at);
+        if (run > left_in_file) {
+            run = (size_t)left_in_file;
         }
         if (fixfile_read(f, at, run, buf, err, errlen) != 0) {
             return err_prefix(err, errlen, "cq %08" PRIx32 ": read at %" PRIu64, q->queue, index);
@@ -265,7 +277,9 @@ int cq_rewrite(cq_t *q, uint64_t index, const cq_entry_t *e, char *err, size_t e
     }
     char rec[CQ_ENTRY_BYTES];
     cq_encode(rec, e);
-    if (fixfile_write(cq_file_of(q, index), index & (q->entries - 1), rec, err, errlen) != 0) {
+    uint64_t at;
+    size_t slot = cq_file_slot(q, index, &at);
+    if (fixfile_write(q->files[slot], at, rec, err, errlen) != 0) {
         return err_prefix(err, errlen, "cq %08" PRIx32 ": rewrite at %" PRIu64, q->queue, index);
     }
     return 0;
@@ -290,7 +304,7 @@ int cq_release_below(cq_t *q, uint64_t durable_head, char *err, size_t errlen)
      * the next file's first index, no file is left: the next append makes
      * that file (cq_switch_file). */
     size_t drop = 0;
-    while (drop < q->nfiles && ((q->first_file + drop + 1) << q->shift) <= below) {
+    while (drop < q->nfiles && cq_layout_file_first(q->layout, q->first_file + drop + 1) <= below) {
         drop++;
     }
     if (drop == 0) {
@@ -311,6 +325,9 @@ int cq_release_below(cq_t *q, uint64_t durable_head, char *err, size_t errlen)
     memmove(q->files, q->files + drop, (q->nfiles - drop) * sizeof *q->files);
     q->nfiles -= drop;
     q->first_file += drop;
+    if (q->nfiles == 0) {
+        q->tail_file_end = 0; /* the next append makes the tail's file (cq_switch_file) */
+    }
     return rc;
 }
 

@@ -1,10 +1,13 @@
 /*
  * levels/cq.h — a consume queue (CQ): fixed 16-byte entries (log offset u64,
  * due u64: a level's hop due, the remainder lane's due, or a topic's arrival
- * stamp), big-endian, in append order, in pre-written files of CQ_FILE_ENTRIES
- * entries (cq_file_entries: fewer for the topics' queues) named cq-<queue>-<first>.q (queue: 8 hex digits; first: the index of
- * the file's first entry, 16 hex digits) in one directory.
- * docs/design-commitlog.md §2 (the layout), §3 (who holds head and tail).
+ * stamp), big-endian, in append order, in pre-written files named
+ * cq-<queue>-<first>.q (queue: 8 hex digits; first: the index of the file's
+ * first entry, 16 hex digits) in one directory. How many entries each file
+ * holds is the queue's layout (cq_layout_of, below): a pure function of the
+ * queue number, so nothing about it is stored.
+ * docs/design-commitlog.md §2 (the layout), §3 (who holds head and tail),
+ * "Growing topic CQ files (s48)".
  *
  * A queue holds entries [head, tail). Appends take index tail and go into the
  * tail file's in-memory buffer; cq_flush writes the buffer with one pwrite
@@ -43,25 +46,84 @@
 
 #define CQ_ENTRY_BYTES    16
 #define CQ_FILE_SHIFT     18
-#define CQ_FILE_ENTRIES   (UINT64_C(1) << CQ_FILE_SHIFT)
+#define CQ_FILE_ENTRIES   (UINT64_C(1) << CQ_FILE_SHIFT) /* the most a file holds (4 MiB) */
 #define CQ_FILE_BYTES     (CQ_FILE_ENTRIES * CQ_ENTRY_BYTES)
 #define CQ_BUFFER_ENTRIES 1024 /* a run: entries flushed by one pwrite, at most */
 
-/* Queues numbered from CQ_SMALL_QUEUE_FIRST (the topics' CQs, one per topic:
- * design-commitlog.md 4b) use files of 2^CQ_SMALL_FILE_SHIFT entries (64 KiB),
- * so that a topic costs 64 KiB of pre-written file, not 4 MiB; their files
- * are "CQ_FILE_BYTES long" at 1 / 64 of it (cq_file_entries). */
-#define CQ_SMALL_QUEUE_FIRST ((uint32_t)65536)
-#define CQ_SMALL_FILE_SHIFT  12
+/* The file layout. A queue's files are numbered 0, 1, 2, … in index order and
+ * cover the indexes without gaps. Its layout is (first_shift, steady_shift),
+ * first_shift <= steady_shift: file 0 holds [0, 2^first_shift), files 1 to
+ * ramp = steady_shift - first_shift double (file j holds
+ * [2^(first_shift + j - 1), 2^(first_shift + j))), and from there every file
+ * holds 2^steady_shift entries (file ramp + k: [k * 2^steady_shift,
+ * (k + 1) * 2^steady_shift), k >= 1). Equivalently, a file whose first index
+ * is s holds min(2^steady_shift, lowbit(s)) entries (s = 0: 2^first_shift).
+ * With first_shift == steady_shift there is no ramp: file k holds
+ * [k * 2^shift, (k + 1) * 2^shift).
+ *
+ * Which queue has which (cq_layout_of):
+ * - below CQ_SMALL_QUEUE_FIRST (the levels, the remainder lane): (18, 18),
+ *   files of 4 MiB;
+ * - CQ_SMALL_QUEUE_FIRST to CQ_GROWING_QUEUE_FIRST - 1 (topic CQs made by a
+ *   format-7 store, design-commitlog.md 4b): (12, 12), files of 64 KiB, so
+ *   that a topic costs 64 KiB of pre-written file, not 4 MiB;
+ * - from CQ_GROWING_QUEUE_FIRST (topic CQs made by format 8): (12, 18), so a
+ *   quiet topic still costs 64 KiB and a hot one makes a 4 MiB file every
+ *   2^18 entries, not a 64 KiB one every 2^12 (design-commitlog.md "Growing
+ *   topic CQ files (s48)").
+ * The three functions below are the only place an index is mapped to a file;
+ * past the ramp each is a shift, an add or a mask. */
+#define CQ_SMALL_QUEUE_FIRST   ((uint32_t)65536)
+#define CQ_GROWING_QUEUE_FIRST ((uint32_t)0x01000000)
+#define CQ_SMALL_FILE_SHIFT    12
 
-/* A file of queue q holds 2^cq_file_shift(q) entries: cq_file_entries. */
-static inline unsigned cq_file_shift(uint32_t queue)
+typedef struct cq_layout {
+    unsigned first_shift;  /* file 0 holds 2^first_shift entries */
+    unsigned steady_shift; /* files past the ramp hold 2^steady_shift entries */
+} cq_layout_t;
+
+static inline cq_layout_t cq_layout_of(uint32_t queue)
 {
-    return queue >= CQ_SMALL_QUEUE_FIRST ? CQ_SMALL_FILE_SHIFT : CQ_FILE_SHIFT;
+    if (queue >= CQ_GROWING_QUEUE_FIRST) {
+        return (cq_layout_t){ CQ_SMALL_FILE_SHIFT, CQ_FILE_SHIFT };
+    }
+    if (queue >= CQ_SMALL_QUEUE_FIRST) {
+        return (cq_layout_t){ CQ_SMALL_FILE_SHIFT, CQ_SMALL_FILE_SHIFT };
+    }
+    return (cq_layout_t){ CQ_FILE_SHIFT, CQ_FILE_SHIFT };
 }
-static inline uint64_t cq_file_entries(uint32_t queue)
+
+/* The number of the file holding index. */
+static inline uint64_t cq_layout_file_of(cq_layout_t l, uint64_t index)
 {
-    return UINT64_C(1) << cq_file_shift(queue);
+    unsigned ramp = l.steady_shift - l.first_shift;
+    if (index >> l.steady_shift != 0) {
+        return ramp + (index >> l.steady_shift); /* a steady file */
+    }
+    if (index >> l.first_shift == 0) {
+        return 0;
+    }
+    return (uint64_t)(64 - __builtin_clzll(index)) - l.first_shift; /* ramp file j holds [2^(f+j-1), 2^(f+j)) */
+}
+
+/* The first index of file file_no. */
+static inline uint64_t cq_layout_file_first(cq_layout_t l, uint64_t file_no)
+{
+    unsigned ramp = l.steady_shift - l.first_shift;
+    if (file_no > ramp) {
+        return (file_no - ramp) << l.steady_shift;
+    }
+    return file_no == 0 ? 0 : UINT64_C(1) << (l.first_shift + file_no - 1);
+}
+
+/* How many entries file file_no holds. */
+static inline uint64_t cq_layout_file_entries(cq_layout_t l, uint64_t file_no)
+{
+    unsigned ramp = l.steady_shift - l.first_shift;
+    if (file_no > ramp) {
+        return UINT64_C(1) << l.steady_shift;
+    }
+    return UINT64_C(1) << (file_no == 0 ? l.first_shift : l.first_shift + file_no - 1);
 }
 
 typedef struct cq_entry {

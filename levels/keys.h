@@ -3,11 +3,16 @@
  * key ranges, the small records, big-endian integers. Private to levels/ (not
  * installed); the message value itself is levels/msg.h's codec.
  *
- * Storage layout (authoritative; STORE_FORMAT_VERSION 6, which opens 1 to 5:
+ * Storage layout (authoritative; STORE_FORMAT_VERSION 8, which opens 1 to 7:
  * 1 and 2 had the lease index 'J' below, folded into 'Y' at open; 3 lacks the
  * 'X' that names a level entry gone to the log; 4 lacks the key index's count
  * records, built at open; 5 may hold SEND journeys in 'L' and 'X' on a level
- * served from its consume queue, walked by 'L' until it empties). Integers are
+ * served from its consume queue, walked by 'L' until it empties; 6 may hold
+ * a topic's messages in 'T', walked before its topic CQ; 7's topic CQs are
+ * numbered from 65536 (CQ_SMALL_QUEUE_FIRST) and keep files of 2^12 entries,
+ * while a topic made by 8 gets a CQ numbered from CQ_GROWING_QUEUE_FIRST,
+ * whose files grow from 2^12 to 2^18 entries: levels/cq.h's layouts, a pure
+ * function of the queue number, so no record holds a file's size). Integers are
  * fixed-width big-endian, so LevelDB's byte order is queue order. "name" is a
  * topic or group name: 1..MSG_MAX_NAME bytes that never contain 0x00
  * (msg_check_name), so "name 0x00" is a clean prefix of one queue.
@@ -22,6 +27,10 @@
  *                                           directory written before they did: counted once at open)
  *   'M' "keycounts"                         "1": the key index's count records are built (absent in a directory
  *                                           written before them: built once at open, index.c)
+ *   'M' "topic-queue-next"                  u32 the next topic CQ's queue number (from CQ_GROWING_QUEUE_FIRST
+ *                                           in format 8; a format-7 store's is below it: raised at the next
+ *                                           topic made, topic_cq.c)
+ *   'M' "topicq-<queue, 8 hex>"             the name of the topic whose CQ that queue is
  *   'M' "copy-unfinished"                   "1": only in a BACKUP copy still being made (snapshot.c): written
  *                                           with its first batch, deleted with its last; store_open refuses
  *                                           a directory that holds it (a copy cut short)

@@ -63,10 +63,17 @@
  * index, and a topic record ('P') is 56 bytes (design-commitlog.md 4b), which
  * version 6's readers would lose or refuse; a version-6 topic's 'T' entries
  * are walked before its CQ until its GC empties them, so the upgrade writes
- * the marker only and a check reads version 6 as it is. */
-#define STORE_FORMAT_VERSION          7
+ * the marker only and a check reads version 6 as it is. 8: a topic made now
+ * gets a CQ numbered from CQ_GROWING_QUEUE_FIRST, whose files grow from 2^12
+ * to 2^18 entries (levels/cq.h), which version 7's readers would look for
+ * in files of 2^12 entries and find missing or short; a version-7 topic keeps
+ * its number and its files of 2^12 entries (the layout is a function of the
+ * queue number), so the upgrade writes the marker only and a check reads
+ * version 7 as it is. */
+#define STORE_FORMAT_VERSION          8
 #define STORE_FORMAT_OLDEST           1
 #define STORE_FORMAT_SAME_RECORDS     3 /* the oldest format whose records this build reads unchanged */
+#define STORE_FORMAT_GROWING_CQ       8 /* the first format whose new topics get growing CQ files (levels/cq.h) */
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)
 #define STORE_CHECKPOINT_BYTES        (UINT64_C(64) << 20)  /* default store_options_t.checkpoint_bytes */
 #define STORE_CHECKPOINT_MIN_BYTES    (UINT64_C(1) << 20)   /* the least store_options_t.checkpoint_bytes */

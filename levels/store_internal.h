@@ -292,8 +292,11 @@ struct store {
     map_t topics;              /* name → topic_state_t* */
     map_t topic_queues;        /* topic CQ queue number (4 bytes) → topic_state_t* (topic_cq.c) */
     uint32_t topic_queue_next; /* the next topic CQ's queue number ('M' "topic-queue-next") */
-    map_t groups;              /* name → group_state_t* */
-    map_t deleting;            /* name → group_state_t* being deleted (group_delete.c) */
+    /* the format the directory is marked with once open: STORE_FORMAT_VERSION, or an older one a check
+       (opt.no_upgrade) left as it is; a topic made gets the CQ layout of that format (topic_cq_make) */
+    uint32_t format_marked;
+    map_t groups;   /* name → group_state_t* */
+    map_t deleting; /* name → group_state_t* being deleted (group_delete.c) */
     topic_state_t **dirty_topics;
     size_t n_dirty_topics, cap_dirty_topics;
     group_state_t **dirty_groups;
@@ -411,8 +414,9 @@ typedef struct store_meta_state {
 int store_check_meta(store_t *s, store_meta_state_t *m, char *err, size_t errlen);
 
 /* store_meta.c: after the redo: upgrade an older format unless
- * opt.no_upgrade, and read the sequence counter into next_seq and
- * persisted_seq (the redo may have rewritten it). 0, or -1 with err. */
+ * opt.no_upgrade, set format_marked, and read the sequence counter into
+ * next_seq and persisted_seq (the redo may have rewritten it). 0, or -1 with
+ * err. */
 int store_settle_meta(store_t *s, const store_meta_state_t *m, char *err, size_t errlen);
 
 /* store_meta.c: raise s->next_seq to store_seq_floor(now_ms), never lower it
@@ -475,8 +479,12 @@ typedef struct slot_run {
 
 /* ---- topic_cq.c: the topic log's consume queues (design-commitlog.md 4b) --------- */
 
-/* A topic CQ's queue numbers start here (above the levels and the lane). */
-#define STORE_TOPIC_QUEUE_FIRST CQ_SMALL_QUEUE_FIRST /* their files are small (levels/cq.h) */
+/* A topic CQ's queue numbers start here (above the levels and the lane):
+ * those a format-7 store drew keep its files of 2^12 entries; a topic made by
+ * this build draws one from STORE_TOPIC_QUEUE_GROWING, whose files grow
+ * (levels/cq.h's layouts). */
+#define STORE_TOPIC_QUEUE_FIRST   CQ_SMALL_QUEUE_FIRST
+#define STORE_TOPIC_QUEUE_GROWING CQ_GROWING_QUEUE_FIRST
 
 /* The topic-log seq of a topic CQ entry is this bit | its index: above every
  * 'T' seq (the counter's, an arrival's id: both below 2^62), so cursors,

@@ -71,7 +71,10 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
  * journeys (written by a version-5 build of the commit log) is walked by `L`
  * until it empties, found at every open (level.c store_level_cq_open). 6 →
  * 7: the marker only; a topic's 'T' entries are walked before its topic CQ,
- * which its first append makes (topic_cq.c). */
+ * which its first append makes (topic_cq.c). 7 → 8: the marker only; the
+ * topics of version 7 keep their CQ numbers and files of 2^12 entries, and
+ * the next topic made draws a number from STORE_TOPIC_QUEUE_GROWING, whose
+ * files grow (topic_cq_make, levels/cq.h's layouts). */
 static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
 {
     put_format(s);
@@ -179,11 +182,16 @@ int store_check_meta(store_t *s, store_meta_state_t *m, char *err, size_t errlen
 
 int store_settle_meta(store_t *s, const store_meta_state_t *m, char *err, size_t errlen)
 {
+    s->format_marked = STORE_FORMAT_VERSION;
     if (m->fresh) {
         return 0; /* write_new_meta set the counter */
     }
-    if (m->version < STORE_FORMAT_VERSION && !s->opt.no_upgrade && upgrade_format(s, m->version, err, errlen) != 0) {
-        return -1;
+    if (m->version < STORE_FORMAT_VERSION) {
+        if (s->opt.no_upgrade) {
+            s->format_marked = m->version;
+        } else if (upgrade_format(s, m->version, err, errlen) != 0) {
+            return -1;
+        }
     }
     key_buf_t k;
     char *v;

@@ -9,7 +9,9 @@
  * 'T' range first and then the CQ, and every seq the store keeps (cursors,
  * positions, held leases, 'Y' lease seqs, the GC's head hint) means what it
  * did. The CQ is made with the topic (an older one's at its first append): its queue number drawn
- * from 'M' "topic-queue-next", 'M' "topicq-<queue>" naming the topic (the
+ * from 'M' "topic-queue-next" (from STORE_TOPIC_QUEUE_GROWING up, whose files
+ * grow; a format-7 store's topics keep their lower numbers and small files:
+ * levels/cq.h's layouts), 'M' "topicq-<queue>" naming the topic (the
  * redo's bounds of a queue it replays are read through it), its seq base
  * past what the topic's log held (log_next_min).
  *
@@ -53,8 +55,11 @@ topic_state_t *topic_cq_topic(store_t *s, uint32_t q)
 
 void topic_cq_make(store_t *s, topic_state_t *t)
 {
-    if (s->topic_queue_next < STORE_TOPIC_QUEUE_FIRST) {
-        s->topic_queue_next = STORE_TOPIC_QUEUE_FIRST;
+    /* The layout the directory's marker promises: growing files from format 8, past a format-7 store's
+       numbers; a check that reads a format-7 directory as it is (opt.no_upgrade) keeps to format 7's. */
+    uint32_t floor = s->format_marked >= STORE_FORMAT_GROWING_CQ ? STORE_TOPIC_QUEUE_GROWING : STORE_TOPIC_QUEUE_FIRST;
+    if (s->topic_queue_next < floor) {
+        s->topic_queue_next = floor;
     }
     t->queue = s->topic_queue_next++;
     uint64_t past = t->log_next_min > STORE_TOPIC_CQ_SEQ ? t->log_next_min & ~STORE_TOPIC_CQ_SEQ : 0; /* a copy's */

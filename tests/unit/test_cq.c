@@ -109,15 +109,16 @@ static void expect_error(int rc, const char *err, const char *frag1, const char 
 }
 #define EXPECT_ERROR(rc, err, f1, f2) expect_error((rc), (err), (f1), (f2), __LINE__)
 
-static cq_t *open_q(uint64_t head, uint64_t tail, int line)
+static cq_t *open_queue(uint32_t queue, uint64_t head, uint64_t tail, int line)
 {
     char err[512] = "";
     cq_t *q = NULL;
-    int rc = cq_open(dir, QUEUE, head, tail, &q, err, sizeof err);
-    TU_REQUIRE_AT(rc == 0 && q != NULL, line, "cq_open [%" PRIu64 ", %" PRIu64 "): %s", head, tail, err);
+    int rc = cq_open(dir, queue, head, tail, &q, err, sizeof err);
+    TU_REQUIRE_AT(rc == 0 && q != NULL, line, "cq_open %08" PRIx32 " [%" PRIu64 ", %" PRIu64 "): %s", queue, head, tail,
+                  err);
     return q;
 }
-#define OPEN_Q(head, tail) open_q((head), (tail), __LINE__)
+#define OPEN_Q(head, tail) open_queue(QUEUE, (head), (tail), __LINE__)
 
 static void close_q(cq_t *q, int line)
 {
@@ -293,8 +294,10 @@ static void test_file_switch(void)
 static void test_small_files(void)
 {
     const uint32_t queue = CQ_SMALL_QUEUE_FIRST + 3;
-    const uint64_t per = cq_file_entries(queue);
-    TU_REQUIRE(per == 4096 && cq_file_entries(QUEUE) == CQ_FILE_ENTRIES, "files of %" PRIu64 " entries", per);
+    const uint64_t per = cq_layout_file_entries(cq_layout_of(queue), 0);
+    TU_REQUIRE(per == 4096 && cq_layout_file_entries(cq_layout_of(queue), 9) == 4096 &&
+                   cq_layout_file_entries(cq_layout_of(QUEUE), 0) == CQ_FILE_ENTRIES,
+               "files of %" PRIu64 " entries", per);
     char err[512] = "", name[64], path[4200];
     cq_t *q = NULL;
     TU_REQUIRE(cq_open(dir, queue, 0, 0, &q, err, sizeof err) == 0, "open: %s", err);
@@ -344,8 +347,7 @@ static void test_first_file_ahead(void)
     TU_REQUIRE(cq_make_first_file(dir, queue, err, sizeof err) == 0, "make: %s", err);
     struct stat made, st;
     TU_REQUIRE(stat(path, &made) == 0, "%s made", path);
-    TU_CHECK((uint64_t)made.st_size == cq_file_entries(queue) * CQ_ENTRY_BYTES, "%s: %lld bytes", path,
-             (long long)made.st_size);
+    TU_CHECK((uint64_t)made.st_size == 4096 * CQ_ENTRY_BYTES, "%s: %lld bytes", path, (long long)made.st_size);
     cq_t *q = NULL;
     TU_REQUIRE(cq_open(dir, queue, 0, 0, &q, err, sizeof err) == 0, "open: %s", err);
     APPEND_N(q, 0, 3);
@@ -521,6 +523,291 @@ static void test_sync_handoff(void)
     TU_CHECK(slot_file_close(f, err, sizeof err) == 0, "close: %s", err);
 }
 
+/* ------------------------------------------------------- growing topic CQs */
+
+/* A topic CQ made by format 8 (queues from CQ_GROWING_QUEUE_FIRST,
+ * design-commitlog.md "Growing topic CQ files (s48)"): its files start at
+ * these indexes — 2^12 entries, then 2^12, 2^13, …, 2^17 (the ramp), then
+ * 2^18 each. The tests check the files on disk against this table, not
+ * against the module's own layout functions. */
+#define GROW_QUEUE (UINT32_C(0x01000000) + 5)
+#define GROW_FILES 10
+static const uint64_t grow_first[GROW_FILES + 1] = {
+    0,
+    UINT64_C(1) << 12,
+    UINT64_C(1) << 13,
+    UINT64_C(1) << 14,
+    UINT64_C(1) << 15,
+    UINT64_C(1) << 16,
+    UINT64_C(1) << 17,
+    UINT64_C(1) << 18,
+    UINT64_C(2) << 18,
+    UINT64_C(3) << 18,
+    UINT64_C(4) << 18,
+};
+
+static void grow_path(uint64_t first, char *path, size_t len)
+{
+    char name[64];
+    cq_file_name(GROW_QUEUE, first, name, sizeof name);
+    snprintf(path, len, "%s/%s", dir, name);
+}
+
+/* The size of the growing queue's file starting at first; -1 when missing. */
+static long long grow_file_size(uint64_t first)
+{
+    char path[4200];
+    struct stat st;
+    grow_path(first, path, sizeof path);
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* Files [from, to) of the table are there at their sizes; the others not. */
+static void expect_grow_files(int from, int to, int line)
+{
+    for (int k = 0; k < GROW_FILES; k++) {
+        long long want = k >= from && k < to ? (long long)((grow_first[k + 1] - grow_first[k]) * CQ_ENTRY_BYTES) : -1;
+        long long got = grow_file_size(grow_first[k]);
+        TU_CHECK_AT(got == want, line, "the file at %" PRIu64 ": %lld bytes, want %lld", grow_first[k], got, want);
+    }
+}
+#define EXPECT_GROW_FILES(from, to) expect_grow_files((from), (to), __LINE__)
+
+#define OPEN_GROW(head, tail) open_queue(GROW_QUEUE, (head), (tail), __LINE__)
+
+/* A growing queue written up to tail (entry_at), closed. */
+static void grow_written(uint64_t tail, int line)
+{
+    cq_t *q = open_queue(GROW_QUEUE, 0, 0, line);
+    append_n(q, 0, tail, line);
+    close_q(q, line);
+}
+#define GROW_WRITTEN(tail) grow_written((tail), __LINE__)
+
+/* The three layout functions, for each layout: a file's first index, its
+ * entry count, and the file of its first and last index. */
+static void test_layouts(void)
+{
+    TU_CHECK(CQ_GROWING_QUEUE_FIRST == UINT32_C(0x01000000) && GROW_QUEUE >= CQ_GROWING_QUEUE_FIRST,
+             "growing queues from %08" PRIx32, CQ_GROWING_QUEUE_FIRST);
+    cq_layout_t grow = cq_layout_of(GROW_QUEUE), level = cq_layout_of(QUEUE),
+                small = cq_layout_of(CQ_SMALL_QUEUE_FIRST), last_small = cq_layout_of(CQ_GROWING_QUEUE_FIRST - 1);
+    for (uint64_t k = 0; k < GROW_FILES; k++) {
+        uint64_t first = grow_first[k], n = grow_first[k + 1] - first;
+        TU_CHECK(cq_layout_file_first(grow, k) == first && cq_layout_file_entries(grow, k) == n &&
+                     cq_layout_file_of(grow, first) == k && cq_layout_file_of(grow, first + n - 1) == k,
+                 "growing file %" PRIu64 ": first %" PRIu64 " entries %" PRIu64 ", file of %" PRIu64 ": %" PRIu64, k,
+                 cq_layout_file_first(grow, k), cq_layout_file_entries(grow, k), first, cq_layout_file_of(grow, first));
+    }
+    TU_CHECK(cq_layout_file_of(grow, UINT64_MAX) == 6 + (UINT64_MAX >> 18), "the last index's file");
+    const struct {
+        cq_layout_t l;
+        uint64_t per;
+    } fixed[] = { { level, CQ_FILE_ENTRIES }, { small, 4096 }, { last_small, 4096 } };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        for (uint64_t k = 0; k < 5; k++) {
+            TU_CHECK(cq_layout_file_first(fixed[i].l, k) == k * fixed[i].per &&
+                         cq_layout_file_entries(fixed[i].l, k) == fixed[i].per &&
+                         cq_layout_file_of(fixed[i].l, k * fixed[i].per) == k &&
+                         cq_layout_file_of(fixed[i].l, (k + 1) * fixed[i].per - 1) == k,
+                     "layout %zu file %" PRIu64 ": first %" PRIu64 " entries %" PRIu64, i, k,
+                     cq_layout_file_first(fixed[i].l, k), cq_layout_file_entries(fixed[i].l, k));
+        }
+    }
+}
+
+/* Appends across every boundary of the ramp and past it: each file is made
+ * by its first append, at its size; a read of a run spanning the two files
+ * at each boundary; every entry read back after a reopen. The first file
+ * made ahead (a topic's, when the topic is made) is 64 KiB. */
+static void test_grow_appends(void)
+{
+    char err[512] = "", name[64];
+    TU_REQUIRE(cq_make_first_file(dir, GROW_QUEUE, err, sizeof err) == 0, "make the first file: %s", err);
+    EXPECT_GROW_FILES(0, 1);
+    cq_t *q = OPEN_GROW(0, 0);
+    for (int k = 1; k < GROW_FILES; k++) {
+        uint64_t b = grow_first[k];
+        APPEND_N(q, cq_tail(q), b - cq_tail(q));
+        TU_CHECK(grow_file_size(b) == -1, "the file at %" PRIu64 " is made by its first append, not before", b);
+        APPEND_N(q, b, 1);
+        EXPECT_GROW_FILES(0, k + 1);
+        EXPECT_ENTRIES(q, b - 3, 4, 4); /* one read across the two files */
+    }
+    cq_file_name(GROW_QUEUE, grow_first[2] + 5000, name, sizeof name);
+    TU_CHECK(strcmp(name, "cq-01000005-0000000000002000.q") == 0, "the file holding 13192 is %s", name);
+    cq_file_name(GROW_QUEUE, grow_first[8] + 5, name, sizeof name);
+    TU_CHECK(strcmp(name, "cq-01000005-0000000000080000.q") == 0, "the file holding 2^19 + 5 is %s", name);
+    uint64_t tail = cq_tail(q);
+    CLOSE_Q(q);
+    q = OPEN_GROW(0, tail);
+    EXPECT_ENTRIES(q, 0, tail, 1000); /* runs of 1000 straddle every boundary */
+    CLOSE_Q(q);
+}
+
+/* Rewrites of the last entry of each file and the first of the next, read
+ * back at once and after a reopen. */
+static void test_grow_rewrite(void)
+{
+    char err[512] = "";
+    uint64_t tail = grow_first[8] + 10;
+    cq_t *q = OPEN_GROW(0, 0);
+    APPEND_N(q, 0, tail);
+    EXPECT_GROW_FILES(0, 9);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 1; k <= 8; k++) {
+            uint64_t b = grow_first[k];
+            cq_entry_t got[2];
+            if (pass == 0) {
+                for (uint64_t i = b - 1; i <= b; i++) {
+                    cq_entry_t e = { 0xE000000 + i, i };
+                    TU_REQUIRE(cq_rewrite(q, i, &e, err, sizeof err) == 0, "rewrite %" PRIu64 ": %s", i, err);
+                }
+            }
+            TU_REQUIRE(cq_read(q, b - 1, 2, got, err, sizeof err) == 0, "read at %" PRIu64 ": %s", b - 1, err);
+            TU_CHECK(got[0].log_offset == 0xE000000 + b - 1 && got[1].log_offset == 0xE000000 + b,
+                     "pass %d, %" PRIu64 " and %" PRIu64 ": %" PRIx64 " %" PRIx64, pass, b - 1, b, got[0].log_offset,
+                     got[1].log_offset);
+        }
+        if (pass == 0) {
+            CLOSE_Q(q);
+            q = OPEN_GROW(0, tail);
+        }
+    }
+    EXPECT_ENTRIES(q, grow_first[3] + 1, grow_first[4] - grow_first[3] - 2, 500); /* the others untouched */
+    CLOSE_Q(q);
+}
+
+/* Reopens with head and tail inside the ramp and past it; the open's file
+ * checks name a missing and a short file, inside the ramp and past it. */
+static void test_grow_reopen(void)
+{
+    char err[512] = "", path[4200], moved[4300];
+    uint64_t tail = grow_first[8] + 100;
+    GROW_WRITTEN(tail);
+    EXPECT_GROW_FILES(0, 9);
+    cq_t *q = OPEN_GROW(0, 12000); /* the tail inside the ramp: files past it are left alone */
+    EXPECT_ENTRIES(q, 0, 12000, 777);
+    CLOSE_Q(q);
+    q = OPEN_GROW(grow_first[7] + 3, tail); /* head and tail past the ramp */
+    EXPECT_ENTRIES(q, grow_first[7] + 3, tail - grow_first[7] - 3, 999);
+    CLOSE_Q(q);
+    EXPECT_GROW_FILES(7, 9); /* the ramp, all below that head, was swept */
+    cq_t *none = NULL;
+    grow_path(grow_first[7], path, sizeof path);
+    snprintf(moved, sizeof moved, "%s.away", path);
+    TU_REQUIRE(rename(path, moved) == 0, "move %s", path);
+    EXPECT_ERROR(cq_open(dir, GROW_QUEUE, grow_first[7] + 3, tail, &none, err, sizeof err), err,
+                 "cq-01000005-0000000000040000.q", "cannot open");
+    TU_REQUIRE(rename(moved, path) == 0, "move back %s", path);
+    TU_REQUIRE(truncate(path, 1000) == 0, "truncate %s", path);
+    EXPECT_ERROR(cq_open(dir, GROW_QUEUE, grow_first[7] + 3, tail, &none, err, sizeof err), err,
+                 "cq-01000005-0000000000040000.q", "short or damaged");
+    TU_CHECK(strstr(err, "1000 bytes") != NULL, "error \"%s\" names the size", err);
+    TU_CHECK(none == NULL, "no queue on error");
+    /* inside the ramp: a file of 2^15 entries is 512 KiB long, not 64 KiB */
+    tu_rmtree(dir);
+    TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+    GROW_WRITTEN(grow_first[5] + 1);
+    grow_path(grow_first[4], path, sizeof path);
+    TU_REQUIRE(truncate(path, 4096 * CQ_ENTRY_BYTES) == 0, "truncate %s", path);
+    EXPECT_ERROR(cq_open(dir, GROW_QUEUE, 100, grow_first[5] + 1, &none, err, sizeof err), err,
+                 "cq-01000005-0000000000008000.q", "short or damaged");
+    TU_REQUIRE(unlink(path) == 0, "unlink %s", path);
+    EXPECT_ERROR(cq_open(dir, GROW_QUEUE, 100, grow_first[5] + 1, &none, err, sizeof err), err,
+                 "cq-01000005-0000000000008000.q", "cannot open");
+    q = OPEN_GROW(grow_first[5], grow_first[5] + 1); /* the missing file is below this head */
+    EXPECT_ENTRIES(q, grow_first[5], 1, 1);
+    CLOSE_Q(q);
+}
+
+/* The files an open sweeps below its head (a crash between a head's advance
+ * and its checkpoint's release): exactly those wholly below, inside the ramp
+ * (a head inside the file of [2^13, 2^14) keeps it) and past it. */
+static void test_grow_sweep_at_open(void)
+{
+    uint64_t tail = grow_first[8] + 10;
+    GROW_WRITTEN(tail);
+    cq_t *q = OPEN_GROW(grow_first[2] + 4900, tail); /* 13092: in [8192, 16384), past 12288 */
+    CLOSE_Q(q);
+    EXPECT_GROW_FILES(2, 9);
+    q = OPEN_GROW(grow_first[2] + 4900, tail);
+    EXPECT_ENTRIES(q, grow_first[2] + 4900, 100, 100);
+    CLOSE_Q(q);
+    q = OPEN_GROW(grow_first[8] - 1, tail); /* the last entry of the first 2^18 file */
+    CLOSE_Q(q);
+    EXPECT_GROW_FILES(7, 9);
+    q = OPEN_GROW(grow_first[8], tail);
+    CLOSE_Q(q);
+    EXPECT_GROW_FILES(8, 9);
+}
+
+/* cq_release_below deletes exactly the files wholly below the durable head. */
+static void test_grow_release(void)
+{
+    char err[512] = "";
+    uint64_t tail = grow_first[9] + 10;
+    cq_t *q = OPEN_GROW(0, 0);
+    APPEND_N(q, 0, tail);
+    TU_REQUIRE(cq_advance_head(q, tail - 1, err, sizeof err) == 0, "advance: %s", err);
+    const struct {
+        uint64_t durable;
+        int first_kept;
+    } steps[] = {
+        { 4095, 0 },              /* inside the first file */
+        { 4096, 1 },              /* the first file ends there */
+        { 12288, 2 },             /* inside [8192, 16384) */
+        { grow_first[7] - 1, 6 }, /* the last entry of the ramp */
+        { grow_first[7], 7 },     /* the whole ramp below */
+        { grow_first[8] + 5, 8 }, /* past the first 2^18 file */
+        { UINT64_MAX, 9 },        /* the head's own file stays */
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        TU_REQUIRE(cq_release_below(q, steps[i].durable, err, sizeof err) == 0, "release below %" PRIu64 ": %s",
+                   steps[i].durable, err);
+        EXPECT_GROW_FILES(steps[i].first_kept, 10);
+    }
+    EXPECT_ENTRIES(q, tail - 1, 1, 1);
+    APPEND_N(q, tail, 5);
+    EXPECT_ENTRIES(q, tail - 1, 6, 6);
+    CLOSE_Q(q);
+}
+
+/* A file left past the tail by a previous life (made by an append whose tail
+ * no checkpoint stored): the next append at its first index opens it, keeps
+ * its size, and its old bytes are not entries — at a ramp boundary and past
+ * the ramp. */
+static void test_grow_file_past_tail(void)
+{
+    char err[512] = "";
+    GROW_WRITTEN(grow_first[7] + 50);
+    EXPECT_GROW_FILES(0, 8);
+    const int boundary[] = { 7, 2 };
+    for (size_t i = 0; i < 2; i++) {
+        uint64_t b = grow_first[boundary[i]];
+        char path[4200];
+        struct stat before, after;
+        grow_path(b, path, sizeof path);
+        TU_REQUIRE(stat(path, &before) == 0, "%s there", path);
+        cq_t *q = OPEN_GROW(0, b);
+        for (uint64_t j = 0; j < 3; j++) {
+            cq_entry_t e = { 0xF000000 + j, j };
+            TU_REQUIRE(cq_append(q, &e, NULL, err, sizeof err) == 0, "append at %" PRIu64 ": %s", b + j, err);
+        }
+        CLOSE_Q(q);
+        TU_CHECK(stat(path, &after) == 0 && after.st_ino == before.st_ino && after.st_size == before.st_size,
+                 "%s: opened as it was, not made again", path);
+        q = OPEN_GROW(0, b + 3);
+        cq_entry_t got[4];
+        TU_REQUIRE(cq_read(q, b - 1, 4, got, err, sizeof err) == 0, "read at %" PRIu64 ": %s", b - 1, err);
+        TU_CHECK(got[0].log_offset == entry_at(b - 1).log_offset && got[1].log_offset == 0xF000000 &&
+                     got[3].log_offset == 0xF000002,
+                 "at %" PRIu64 ": %" PRIx64 " %" PRIx64 " %" PRIx64, b, got[0].log_offset, got[1].log_offset,
+                 got[3].log_offset);
+        CLOSE_Q(q);
+    }
+}
+
 static const tu_test_t cq_tests[] = {
     { "append and read (buffer and file)", test_append_read },
     { "head advance deletes files below it", test_head_advance },
@@ -531,6 +818,13 @@ static const tu_test_t cq_tests[] = {
     { "file switch at 2^18 entries", test_file_switch },
     { "a topic's queue: files of 2^12 entries", test_small_files },
     { "a topic's first file made ahead: the first append opens it", test_first_file_ahead },
+    { "the layouts: a file's first index, its entries, an index's file", test_layouts },
+    { "growing files: appends and reads across every boundary", test_grow_appends },
+    { "growing files: rewrites on both sides of every boundary", test_grow_rewrite },
+    { "growing files: reopens inside the ramp and past it, missing and short files", test_grow_reopen },
+    { "growing files: the sweep below the head at open", test_grow_sweep_at_open },
+    { "growing files: a release drops exactly the files wholly below", test_grow_release },
+    { "growing files: a file left past the tail by a previous life", test_grow_file_past_tail },
     { "bad inputs: ranges, zero offsets, missing and short files", test_bad_inputs },
     { "a sync handed to another thread: buffer written, dirty files duplicated", test_sync_handoff },
     { NULL, NULL },

@@ -579,12 +579,12 @@ static void test_refuse_other_format(void)
 {
     store_t *s = OPEN_DEFAULT();
     CLOSE(&s);
-    raw_put("Mformat", 7, "\0\0\0\10", 4, __LINE__);
+    raw_put("Mformat", 7, "\0\0\0\11", 4, __LINE__);
     store_options_t o;
     opts_default(&o);
     char err[512] = "";
     int rc = store_open(&o, T0, &s, err, sizeof err);
-    CHECK_REFUSAL(rc, err, "format version 8; this build reads versions 1 to 7", g_data);
+    CHECK_REFUSAL(rc, err, "format version 9; this build reads versions 1 to 8", g_data);
     TU_CHECK(s == NULL, "*out must stay NULL");
     raw_put("Mformat", 7, "\0\0\0\0", 4, __LINE__);
     rc = store_open(&o, T0, &s, err, sizeof err);
@@ -2462,8 +2462,8 @@ static void test_log_topic_cq_file_kept_until_checkpoint(void)
 {
     store_options_t o;
     opts_default(&o);
-    const uint32_t queue = CQ_SMALL_QUEUE_FIRST; /* the first topic's */
-    const uint64_t per_file = cq_file_entries(queue);
+    const uint32_t queue = CQ_GROWING_QUEUE_FIRST; /* the first topic's */
+    const uint64_t per_file = cq_layout_file_entries(cq_layout_of(queue), 0);
     TU_REQUIRE(per_file < CUT_CONSUMED_BEFORE, "a topic CQ file holds %" PRIu64 " entries", per_file);
     crash_after_head_move(&o, queue, per_file, fill_topic_consumed, collect_then_consume);
 
@@ -2532,7 +2532,7 @@ static void test_log_level_cq_file_kept_until_checkpoint(void)
     store_options_t o;
     opts_default(&o);
     const uint32_t queue = 1; /* level 1's (1 s) */
-    const uint64_t per_file = cq_file_entries(queue);
+    const uint64_t per_file = cq_layout_file_entries(cq_layout_of(queue), 0);
     TU_REQUIRE(per_file < CUT_LEVEL_MSGS && per_file > CUT_LEVEL_AFTER, "a level CQ file holds %" PRIu64 " entries",
                per_file);
     crash_after_head_move(&o, queue, per_file, fill_level_moved, move_the_rest);
@@ -2596,6 +2596,83 @@ static void test_format5_journeys_in_l(void)
     CHECK_EQ_U64(raw_format(), STORE_FORMAT_VERSION);
 }
 
+/* The size of queue's CQ file starting at first in g_data; -1 when missing. */
+static long long cq_file_bytes(uint32_t queue, uint64_t first)
+{
+    char name[64], path[1200];
+    struct stat st;
+    cq_file_name(queue, first, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", g_data, name);
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+#define UPGRADE7_MSGS 9000 /* past 2^13: a third CQ file, 2^12 entries in format 7's layout, 2^13 in 8's */
+
+static uint64_t g_upgrade7_sent[UPGRADE7_MSGS];
+
+/* A directory of format 7 whose topic has a CQ numbered from
+ * CQ_SMALL_QUEUE_FIRST with files of 2^12 entries (made here by a check's
+ * open, which leaves the marker at 7 and keeps to its layout) opens in this
+ * build: the marker becomes 8 (a format-7 build refuses it: it would look for
+ * a new topic's entries in files of 2^12), the old topic keeps its number and
+ * its files and delivers every message in order, and a topic made after the
+ * upgrade gets a CQ from CQ_GROWING_QUEUE_FIRST, whose files grow. */
+static void test_upgrade_format7_topic_cq_files(void)
+{
+    store_options_t seven; /* a check's: the marker stays 7, a topic made gets format 7's layout */
+    opts_default(&seven);
+    seven.no_upgrade = 1;
+    store_t *s = OPEN_DEFAULT();
+    CLOSE(&s);
+    raw_put("Mformat", 7, "\0\0\0\7", 4, __LINE__);
+    s = OPEN(&seven);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    send_numbered(s, 0, UPGRADE7_MSGS, g_upgrade7_sent, 1000);
+    CLOSE(&s);
+    CHECK_EQ_U64(raw_format(), 7);
+    for (uint64_t first = 0; first <= 8192; first += 4096) {
+        TU_CHECK(cq_file_bytes(CQ_SMALL_QUEUE_FIRST, first) == 4096 * CQ_ENTRY_BYTES,
+                 "format 7's topic: its file at %" PRIu64 " holds %lld bytes", first,
+                 cq_file_bytes(CQ_SMALL_QUEUE_FIRST, first));
+    }
+
+    s = OPEN_DEFAULT();
+    TU_CHECK(strstr(store_open_info(s), "upgraded from format version 7 to 8") != NULL, "the open says \"%s\"",
+             store_open_info(s));
+    CHECK_STORE(s);
+    GROUP_CREATE(s, "h", "u", 1, T0);
+    for (int i = 0; i < UPGRADE7_MSGS; i++) {
+        SEND(s, "u", "new", 0, 0, T0, NULL);
+        if (i % 1000 == 999)
+            COMMIT(s);
+    }
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    CHECK_EQ_U64(raw_format(), STORE_FORMAT_VERSION);
+    char name[64];
+    cq_file_name(CQ_GROWING_QUEUE_FIRST, 12288, name, sizeof name);
+    TU_CHECK(cq_file_bytes(CQ_GROWING_QUEUE_FIRST, 8192) == 8192 * CQ_ENTRY_BYTES &&
+                 strcmp(name, "cq-01000000-0000000000002000.q") == 0,
+             "the new topic's file at 8192 holds %lld bytes (want 2^13 entries), and 12288 is in %s",
+             cq_file_bytes(CQ_GROWING_QUEUE_FIRST, 8192), name);
+    TU_CHECK(cq_file_bytes(CQ_SMALL_QUEUE_FIRST + 1, 0) == -1, "a new topic drew format 7's next number");
+
+    s = OPEN_DEFAULT();
+    expect_rest_leased(s, g_upgrade7_sent, 0, UPGRADE7_MSGS, T0);
+    static msg_owned_t m[1000];
+    int total = 0, n;
+    while ((n = LEASE_N(s, "h", "u", 1000, LEASE, T0, m)) > 0) {
+        free_msgs(m, n);
+        total += n;
+    }
+    TU_CHECK(total == UPGRADE7_MSGS, "the new topic delivered %d of %d", total, UPGRADE7_MSGS);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    TU_CHECK(cq_file_bytes(CQ_SMALL_QUEUE_FIRST, 8192) == 4096 * CQ_ENTRY_BYTES,
+             "format 7's topic keeps its files of 2^12 entries");
+}
+
 static const tu_test_t open_tests[] = {
     { "format 5's journeys in L are walked until their levels empty", test_format5_journeys_in_l },
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
@@ -2611,6 +2688,7 @@ static const tu_test_t open_tests[] = {
     { "a lease's topic-log seq is checked", test_lease_seq_checked },
     { "upgrade format 1", test_upgrade_format1 },
     { "upgrade format 2", test_upgrade_format2 },
+    { "upgrade format 7: its topics keep their CQ files, a new topic's grow", test_upgrade_format7_topic_cq_files },
     { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
     { "corrupt value reported", test_corrupt_value_reported },
     { "a damaged level key: shown, and met half-way it breaks the store", test_damaged_level_key_shown },
