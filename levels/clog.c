@@ -858,6 +858,11 @@ int clog_is_spare(const clog_t *c, uint64_t base)
     return s != NULL && s->spare;
 }
 
+int clog_has_segment(const clog_t *c, uint64_t base)
+{
+    return clog_seg_find((clog_t *)c, base) != NULL;
+}
+
 int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
 {
     char from[PATH_MAX], to[PATH_MAX];

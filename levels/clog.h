@@ -272,6 +272,11 @@ uint64_t clog_prepare_left(const clog_t *c);
  * first, lowest first, so none stays behind. Owner thread. */
 int clog_is_spare(const clog_t *c, uint64_t base);
 
+/* 1 when the log has a file at base (a segment, or a spare): a where-slot
+ * file of a base the log has no file at is left from a segment recycled or
+ * removed (redo_slots_sweep). Owner thread. */
+int clog_has_segment(const clog_t *c, uint64_t base);
+
 /* Recycle the segment whose base is `base`: it must lie wholly below the
  * durable end, not be the segment in use, and lie wholly below the offset
  * clog_keep_from named, if any. It is renamed past every segment as a spare

@@ -27,6 +27,7 @@
 #include "levels/keys.h"
 #include "levels/logsync.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -911,6 +912,73 @@ int redo_slot_read(redo_t *r, uint64_t base, uint64_t ordinal, size_t n, slot_t 
     }
     *got = k;
     return 0;
+}
+
+/* Close base's slot file if it is open and delete it (the rest of redo_slots_sweep). */
+static int slot_file_sweep(redo_t *r, uint64_t base, char *err, size_t errlen)
+{
+    int rc = 0;
+    char e2[512];
+    for (size_t i = 0; i < r->nslots; i++) {
+        if (r->slots[i].base == base) {
+            if (slot_file_close(r->slots[i].f, e2, sizeof e2) != 0) {
+                rc = err_set(err, errlen, "%s", e2); /* a dead segment's slots: nothing of value */
+            }
+            r->slots[i] = r->slots[--r->nslots];
+            break;
+        }
+    }
+    char name[64], path[PATH_MAX];
+    slot_file_name(base, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", r->dir, name);
+    if (unlink(path) != 0 && errno != ENOENT) {
+        return err_set(err, errlen, "%s: cannot delete the where-slots of a recycled segment: %s", path,
+                       strerror(errno));
+    }
+    return rc;
+}
+
+int redo_slots_sweep(redo_t *r, const uint64_t *bases, size_t n, uint64_t *swept, char *err, size_t errlen)
+{
+    uint64_t count = 0;
+    int rc = 0;
+    char e2[PATH_MAX + 128];
+    if (bases != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            if (clog_has_segment(r->log, bases[i])) {
+                continue;
+            }
+            if (slot_file_sweep(r, bases[i], e2, sizeof e2) != 0) {
+                rc = rc != 0 ? rc : err_set(err, errlen, "%s", e2);
+            } else {
+                count++;
+            }
+        }
+    } else {
+        DIR *d = opendir(r->dir);
+        if (d == NULL) {
+            return err_set(err, errlen, "cannot list %s: %s", r->dir, strerror(errno));
+        }
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            uint64_t base;
+            char tail;
+            if (strlen(de->d_name) != 23 || sscanf(de->d_name, "slot-%16" SCNx64 ".%c", &base, &tail) != 2 ||
+                tail != 'w' || clog_has_segment(r->log, base)) {
+                continue;
+            }
+            if (slot_file_sweep(r, base, e2, sizeof e2) != 0) {
+                rc = rc != 0 ? rc : err_set(err, errlen, "%s", e2);
+            } else {
+                count++;
+            }
+        }
+        closedir(d);
+    }
+    if (swept != NULL) {
+        *swept = count;
+    }
+    return rc;
 }
 
 /* ---- open and close ------------------------------------------------------------------ */

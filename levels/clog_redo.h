@@ -170,6 +170,17 @@ const clog_overlay_t *redo_overlay(const redo_t *r);
  * at the first slot neither held nor in the file (-1 with err when that is
  * the first), so a caller may ask for more than the segment holds; a slot
  * of id 0 (never written) is returned as such. */
+/* Close and delete the where-slot files of segments the log no longer has
+ * (clog_has_segment: recycled into spares, or removed), those of `bases`
+ * (n of them) or, with bases NULL, every such file in the directory. A
+ * segment's slots are written by batches only while a message of it lives;
+ * the caller passes only segments no batch past the last finished
+ * checkpoint writes (no message of them lived since that checkpoint began),
+ * for the open's redo (from that checkpoint) must find every file it
+ * writes. *swept (may be NULL) counts the files deleted. Owner thread.
+ * 0, or -1 with err naming the file (the rest are still tried). */
+int redo_slots_sweep(redo_t *r, const uint64_t *bases, size_t n, uint64_t *swept, char *err, size_t errlen);
+
 int redo_cq_read(redo_t *r, uint32_t queue, uint64_t index, size_t n, cq_entry_t *out, char *err, size_t errlen);
 int redo_slot_read(redo_t *r, uint64_t base, uint64_t ordinal, size_t n, slot_t *out, size_t *got, char *err,
                    size_t errlen);

@@ -249,13 +249,16 @@ struct store {
     uint64_t read_barriers;      /* times a read waited for the log's sync and apply (store_read_barriers) */
     uint64_t checkpoint_mono_ms; /* when the last checkpoint was taken (clock_mono_ms) */
     uint64_t log_floor;          /* the floor the log opened with: its next batch starts at or above it */
-    uint64_t msg_segment;        /* the segment (base) msg_ordinal counts in; UINT64_MAX: none yet */
-    uint32_t msg_ordinal;        /* the next message record's ordinal in it (store_log_add_message) */
-    lane_t *lane;                /* the remainder lane's order (store_lane.c); NULL before the open loads it */
-    map_t lane_left;             /* ids whose lane entry is dead and not yet dropped from its top */
-    uint64_t lane_head_written;  /* the lane CQ's head as the batches say it */
-    int lane_dirty;              /* its record is written with the next commit */
-    int lane_live_known;         /* the top at lane_live_index was found live (store_lane.c) */
+    uint64_t *slot_sweep;        /* segments recycled whose where-slot files go at a checkpoint from slot_sweep_after */
+    size_t nslot_sweep, slot_sweep_cap;
+    uint64_t slot_sweep_after;  /* the log's end when the last of them was recycled */
+    uint64_t msg_segment;       /* the segment (base) msg_ordinal counts in; UINT64_MAX: none yet */
+    uint32_t msg_ordinal;       /* the next message record's ordinal in it (store_log_add_message) */
+    lane_t *lane;               /* the remainder lane's order (store_lane.c); NULL before the open loads it */
+    map_t lane_left;            /* ids whose lane entry is dead and not yet dropped from its top */
+    uint64_t lane_head_written; /* the lane CQ's head as the batches say it */
+    int lane_dirty;             /* its record is written with the next commit */
+    int lane_live_known;        /* the top at lane_live_index was found live (store_lane.c) */
     uint64_t lane_live_index;
     uint64_t lane_loaded_tail; /* the lane's tail at open: entries below it were loaded, not pushed */
     uint64_t lane_move_tail;   /* during a due move: the lane's tail when it began (entries below are committed) */

@@ -148,8 +148,33 @@ static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
         if (clog_recycle(redo_log(s->redo), below[i], why, sizeof why) != 0) {
             return log_failed(s, err, errlen, "recycling a commit-log segment of ", "", why);
         }
+        if (s->nslot_sweep == s->slot_sweep_cap) {
+            s->slot_sweep_cap = s->slot_sweep_cap ? s->slot_sweep_cap * 2 : 64;
+            s->slot_sweep = xrealloc(s->slot_sweep, s->slot_sweep_cap * sizeof *s->slot_sweep);
+        }
+        s->slot_sweep[s->nslot_sweep++] = below[i];
+        s->slot_sweep_after = clog_end(redo_log(s->redo));
     }
     return 0;
+}
+
+/* The where-slot files of the segments recycled before the checkpoint just
+ * finished began (slot_sweep_after at or below its B): closed and deleted
+ * (redo_slots_sweep). They were kept until then because the open's redo
+ * from an older checkpoint rewrites slots of such a segment (a move before
+ * its last message died); nothing writes them after it. They used to stay
+ * for good — one file per segment ever filled (24 bytes a message), each
+ * held open by the redo. A failed delete is tried again at the next
+ * checkpoint, and at the next open (store_log_open sweeps every such file). */
+static void sweep_recycled_slots(store_t *s)
+{
+    if (s->nslot_sweep == 0 || redo_checkpointed(s->redo) < s->slot_sweep_after) {
+        return;
+    }
+    char why[512];
+    if (redo_slots_sweep(s->redo, s->slot_sweep, s->nslot_sweep, NULL, why, sizeof why) == 0) {
+        s->nslot_sweep = 0;
+    }
 }
 
 /* The size of dir's first clog-*.seg file that has a segment's size, or 0
@@ -309,6 +334,19 @@ int store_log_open(store_t *s, uint64_t floor, char *err, size_t errlen)
     if (settle_ordinals(s, why, sizeof why) != 0) {
         return err_set(err, errlen, "%s", why);
     }
+    /* The open's checkpoint lies at the log's end: no batch writes the slots of a segment the log no longer has.
+       Those recycled since the last checkpoint go here, and the files an older broker left behind (one per
+       segment it ever filled: nothing deleted them). */
+    uint64_t swept = 0;
+    if (redo_slots_sweep(s->redo, NULL, 0, &swept, why, sizeof why) != 0) {
+        return log_failed(s, err, errlen, "deleting the where-slots of recycled segments of ", "", why);
+    }
+    if (swept > 0) {
+        size_t n = strlen(s->open_note);
+        snprintf(s->open_note + n, sizeof s->open_note - n,
+                 "%sdeleted %" PRIu64 " where-slot file%s of recycled commit-log segments", n > 0 ? "; " : "", swept,
+                 swept == 1 ? "" : "s");
+    }
     if (rep.log.cut_at != 0) {
         size_t n = strlen(s->open_note);
         snprintf(s->open_note + n, sizeof s->open_note - n,
@@ -358,12 +396,18 @@ void store_log_free(store_t *s)
 
 int store_log_close(store_t *s, char *err, size_t errlen)
 {
+    char why[512];
+    /* a clean close leaves none for the next open to find (a checkpoint at what is applied, when that covers them:
+       a failed one changes nothing, redo_close takes its own) */
+    if (s->redo != NULL && s->nslot_sweep > 0 && !s->broken && redo_applied(s->redo) >= s->slot_sweep_after &&
+        redo_checkpoint(s->redo, why, sizeof why) == 0) {
+        sweep_recycled_slots(s);
+    }
     redo_t *r = s->redo;
     s->redo = NULL;
     if (r == NULL) {
         return 0;
     }
-    char why[512];
     if (redo_close(r, why, sizeof why) != 0) {
         return log_failed(s, err, errlen, "closing the commit log of ", "", why);
     }
@@ -608,6 +652,7 @@ static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t er
             return log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
         }
         s->checkpoint_mono_ms = clock_mono_ms();
+        sweep_recycled_slots(s);
         if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
             break_log(s, why);
             return err_set(err, errlen, "%s", why);

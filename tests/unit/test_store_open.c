@@ -2017,6 +2017,116 @@ static void test_log_segments_recycled(void)
     CLOSE(&s);
 }
 
+/* Where-slot files in g_data whose segment is not there (left from a
+ * segment recycled or removed). */
+static int orphan_slot_files(void)
+{
+    DIR *d = opendir(g_data);
+    TU_REQUIRE(d != NULL, "opendir %s", g_data);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        char seg[64], path[1100];
+        unsigned long long base;
+        if (strlen(e->d_name) != 23 || sscanf(e->d_name, "slot-%16llx.w", &base) != 1)
+            continue;
+        snprintf(seg, sizeof seg, "clog-%016llx.seg", base);
+        snprintf(path, sizeof path, "%s/%s", g_data, seg);
+        n += access(path, F_OK) != 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Where-slot files in g_data. */
+static int slot_files_in_data(void)
+{
+    DIR *d = opendir(g_data);
+    TU_REQUIRE(d != NULL, "opendir %s", g_data);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, "slot-", 5) == 0;
+    closedir(d);
+    return n;
+}
+
+/* Descriptors of this process on deleted where-slot files. */
+static int deleted_slot_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    TU_REQUIRE(d != NULL, "opendir /proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        char link[64], target[1200];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        n += strstr(target, "/slot-") != NULL && strstr(target, "(deleted)") != NULL;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The where-slot files of recycled segments go: while the store is open,
+ * at the checkpoint after their recycling (a round of commits with nothing
+ * freed leaves none, and no descriptor on a deleted one), at a clean close
+ * all of them, and an open deletes one an older broker left (they used to
+ * stay for good, one per segment ever filled, each held open) and says so. */
+static void test_recycled_segments_slots_deleted(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = UINT64_C(1) << 20;
+    o.checkpoint_bytes = STORE_CHECKPOINT_MIN_BYTES; /* checkpoints, recycling and sweeps while the commits run */
+    o.retention_ms = SEC;
+    store_t *s = OPEN(&o);
+    for (int round = 0; round < 3; round++) {
+        commit_six_segments(s, round);
+        collect_all(s);
+    }
+    commit_six_segments(s, 3); /* its checkpoints recycle the segments the last GC freed */
+    commit_six_segments(s, 4); /* and its own sweep their slot files: nothing is freed since */
+    int open_orphans = orphan_slot_files(), open_deleted = deleted_slot_fds(), slots = slot_files_in_data();
+    printf("\n    30 segments' worth of commits, 18 collected: %d segment files, %d where-slot files, %d without a "
+           "segment, %d descriptors on deleted ones ",
+           segments_in_data(), slots, open_orphans, open_deleted);
+    TU_CHECK(slots < 30, "%d where-slot files after 30 segments' worth of commits: none deleted", slots);
+    TU_CHECK(open_orphans == 0, "%d where-slot files of recycled segments while open", open_orphans);
+    TU_CHECK(open_deleted == 0, "%d descriptors on deleted where-slot files", open_deleted);
+    CLOSE(&s);
+    TU_CHECK(orphan_slot_files() == 0, "%d where-slot files of recycled segments after a clean close",
+             orphan_slot_files());
+
+    /* a slot file an older broker left: a segment base below every segment */
+    char from[1100], to[1100];
+    DIR *d = opendir(g_data);
+    TU_REQUIRE(d != NULL, "opendir");
+    struct dirent *e;
+    from[0] = '\0';
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "slot-", 5) == 0 && from[0] == '\0')
+            snprintf(from, sizeof from, "%s/%s", g_data, e->d_name);
+    closedir(d);
+    TU_REQUIRE(from[0] != '\0', "a where-slot file to copy");
+    snprintf(to, sizeof to, "%s/slot-%016llx.w", g_data, (unsigned long long)o.segment_bytes);
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    TU_REQUIRE(system(cmd) == 0, "%s", cmd);
+    TU_REQUIRE(orphan_slot_files() == 1, "the planted file is an orphan");
+    s = OPEN(&o);
+    TU_CHECK(access(to, F_OK) != 0, "the open left %s", to);
+    TU_CHECK(strstr(store_open_note(s), "deleted 1 where-slot file of recycled commit-log segments") != NULL,
+             "the open's note: \"%s\"", store_open_note(s));
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 150, "topic holds %" PRIu64, ti.appended);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* A batch whose LevelDB writes no segment can hold (an EXEC of many SENDs)
  * is written beside the log, after a checkpoint at the log's end: the commit
  * succeeds, the commits after it go through the log again, and a crash after
@@ -2714,6 +2824,7 @@ static const tu_test_t open_tests[] = {
     { "a reopen at a later clock takes no checkpoint at its first apply", test_log_reopen_later_no_checkpoint },
     { "a checkpoint has a long LevelDB log written out", test_checkpoint_writes_out_a_long_leveldb_log },
     { "commit-log segments below the checkpoint are recycled", test_log_segments_recycled },
+    { "the where-slot files of recycled segments are deleted", test_recycled_segments_slots_deleted },
     { "a batch no segment can hold is written beside the log", test_log_batch_beside_the_log },
     { "a hole in LevelDB's log past the checkpoint is replayed past, one below it refused",
       test_log_hole_past_checkpoint },
