@@ -897,17 +897,17 @@ static int peek_topic(store_t *s, const char *topic, size_t topic_len, int count
     const char *key;
     size_t klen;
     uint64_t seq;
-    msg_t m;
+    msg_t *m; /* the walk's: copied into out[] */
     int rc = 0, got;
     while (*n < count && left > 0 && bytes < max_bytes &&
            (got = queue_walk_next(&w, &key, &klen, &seq, "a topic log", err, errlen)) != 0) {
-        if (got < 0 || queue_walk_msg(&w, &m, err, errlen) != 0) {
+        if (got < 0 || (m = queue_walk_msg(&w, err, errlen)) == NULL) {
             rc = -1;
             break;
         }
-        hop_due[*n] = m.stamp_ms;
-        msg_owned_copy(&out[(*n)++], &m);
-        bytes += m.payload.len;
+        hop_due[*n] = m->stamp_ms;
+        msg_owned_copy(&out[(*n)++], m);
+        bytes += m->payload.len;
         left--; /* no step past the last one: it could walk the next range's deleted keys */
     }
     queue_walk_end(&w);

@@ -51,7 +51,7 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
     const char *key;
     size_t klen;
     uint64_t seq;
-    msg_t m; /* what it needs of an entry (id, stamp, topic) read where the walk holds it: nothing copied */
+    msg_t *m; /* what it needs of an entry (id, stamp, topic, key), the walk's: nothing copied */
     int n = 0, rc = 0, got = 1;
     uint64_t cq_head = t->cq_head; /* past what it collects and the dead entries before */
     while (n < budget && (got = queue_walk_next(&w, &key, &klen, &seq, "a topic log", err, errlen)) != 0) {
@@ -64,23 +64,23 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
             cq_head = w.given_cq ? w.given_index : cq_head;
             break;
         }
-        if (queue_walk_msg(&w, &m, err, errlen) != 0) {
+        if ((m = queue_walk_msg(&w, err, errlen)) == NULL) {
             rc = -1;
             break;
         }
-        if (t->groups == 0 && keep_retained && m.stamp_ms + s->opt.retention_ms > now_ms) {
+        if (t->groups == 0 && keep_retained && m->stamp_ms + s->opt.retention_ms > now_ms) {
             t->head_hint = seq;
             cq_head = w.given_cq ? w.given_index : cq_head;
             break;
         }
         if (w.given_cq && !w.given_in_t) { /* a CQ entry: its head moves past it (below), no delete */
-            if (idx_home_gone_unindexed(s, t, &m, err, errlen) != 0) {
+            if (idx_home_gone_unindexed(s, t, m, err, errlen) != 0) {
                 rc = -1;
                 break;
             }
-            segcount_add(s, m.id, -1); /* its record is no longer read */
+            segcount_add(s, m->id, -1); /* its record is no longer read */
         } else {
-            if (idx_home_gone(s, t, &m, err, errlen) != 0) { /* the message index (levels/index.c) */
+            if (idx_home_gone(s, t, m, err, errlen) != 0) { /* the message index (levels/index.c) */
                 rc = -1;
                 break;
             }

@@ -842,14 +842,15 @@ int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, uint64_t *s
                     size_t errlen);
 
 /* The message of the entry queue_walk_next gave last, decoded where it lies
- * (never copied) with store_decode's checks: 0 with *m, -1 with err (a
- * corrupt message; failed_seq names it). Its views point into buffers the
- * walker owns, valid until the next queue_walk_next or queue_walk_end: a
- * caller that keeps the message past that copies it (msg_owned_copy) or
- * encodes it where it writes it (store_put_msg); it may change *m's fields
- * (store_lease_stamp) meanwhile. A caller that needs only the seq (the GC at
- * its bound) does not ask: a 'T' value is not decoded then. */
-int queue_walk_msg(queue_walk_t *w, msg_t *m, char *err, size_t errlen);
+ * (never copied) with store_decode's checks: the walker's msg_t, or NULL
+ * with err (a corrupt message; failed_seq names it). It and its views point
+ * into what the walker owns, valid until the next queue_walk_next or
+ * queue_walk_end: a caller that keeps the message past that copies it
+ * (msg_owned_copy) or encodes it where it writes it (store_put_msg); it may
+ * change the message's fields (store_lease_stamp) meanwhile. A caller that
+ * needs only the seq (the GC at its bound) does not ask: a 'T' value is not
+ * decoded then. */
+msg_t *queue_walk_msg(queue_walk_t *w, char *err, size_t errlen);
 void queue_walk_end(queue_walk_t *w);
 
 /* ---- db.c: the pending batch ---------------------------------------------------- */

@@ -217,17 +217,16 @@ int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, uint64_t *s
     return w->has_cq ? cq_range_next(w, key, klen, seq, err, errlen) : 0;
 }
 
-int queue_walk_msg(queue_walk_t *w, msg_t *m, char *err, size_t errlen)
+msg_t *queue_walk_msg(queue_walk_t *w, char *err, size_t errlen)
 {
     if (w->given_cq) {
-        *m = w->given_msg; /* read and checked by the step (topic_cq_entry_msg: its liveness needs the record) */
-        return 0;
+        return &w->given_msg; /* read and checked by the step (topic_cq_entry_msg: its liveness needs the record) */
     }
-    if (store_decode(w->given_val, w->given_vlen, m, w->where, err, errlen) != 0) {
+    if (store_decode(w->given_val, w->given_vlen, &w->given_msg, w->where, err, errlen) != 0) {
         w->failed_seq = w->given_seq;
-        return -1;
+        return NULL;
     }
-    return 0;
+    return &w->given_msg;
 }
 
 /* The next entry of the 'T' range (merged with held appends). */
