@@ -523,6 +523,11 @@ int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *
     if (msg_decode(v, vlen, m, e, sizeof e) != 0) {
         return err_set(err, errlen, "corrupt message in %s: %s", where, e);
     }
+    return store_msg_check(m, where, err, errlen);
+}
+
+int store_msg_check(const msg_t *m, const char *where, char *err, size_t errlen)
+{
     /* its topic, group and key go into keys (key_buf_t holds no longer
      * ones) and name topics and groups: the layout's limits (keys.h) */
     const msg_str_t *str = !key_name_ok(m->topic.ptr, m->topic.len)                       ? &m->topic

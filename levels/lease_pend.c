@@ -86,24 +86,23 @@ static void pend_release(group_state_t *g, const lease_pend_t *p)
  * it from the list. */
 static int pend_write(store_t *s, group_state_t *g, lease_pend_t *p, char *err, size_t errlen)
 {
-    char *v;
-    size_t vlen;
-    int found = topic_log_get(s, g->topic, p->log_seq, &v, &vlen, err, errlen); /* a 'T' key or a CQ entry */
-    if (found <= 0) {
-        return found < 0 ? -1
-                         : err_set(err, errlen,
-                                   "a lease of %016llx not written yet names topic-log seq %llu of %s, "
-                                   "which is gone",
-                                   (unsigned long long)p->id, (unsigned long long)p->log_seq, g->topic->name);
-    }
-    msg_t m;
-    int rc = store_decode(v, vlen, &m, "a topic log", err, errlen);
-    if (rc == 0) {
+    clog_reader_t rd = { 0 };
+    char *held;
+    msg_t m; /* read where it lies, encoded once: into the lease's value */
+    int found = topic_log_get(s, g->topic, p->log_seq, &rd, &held, &m, err, errlen); /* a 'T' key or a CQ entry */
+    if (found > 0) {
         store_lease_write(s, g, &m, p->deadline, p->log_seq);
         pend_remove(s, g, p);
     }
-    free(v);
-    return rc;
+    free(held);
+    clog_reader_free(&rd);
+    if (found == 0) {
+        return err_set(err, errlen,
+                       "a lease of %016llx not written yet names topic-log seq %llu of %s, "
+                       "which is gone",
+                       (unsigned long long)p->id, (unsigned long long)p->log_seq, g->topic->name);
+    }
+    return found < 0 ? -1 : 0;
 }
 
 /* Write g's leases not written yet whose write_at is by until (UINT64_MAX:

@@ -197,24 +197,15 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         queue_walk_range(&w, s, KEY_RETRY, g->name, g->len, from);
     }
     const char *where = tag == KEY_RETRY ? "a retry queue" : "a topic log";
-    const char *key, *val;
-    size_t klen, vlen;
+    const char *key;
+    size_t klen;
+    uint64_t seq;
+    msg_t *m; /* the walk's, valid until its next step: copied into out[] once, below */
     int n = 0, rc = 0, got;
     while (n < want && msg_budget_open(budget) &&
-           (got = queue_walk_next(&w, &key, &klen, &val, &vlen, "a queue", err, errlen)) != 0) {
-        uint64_t seq;
-        if (got < 0) {
-            *failed_seq = w.failed_seq; /* a topic CQ entry's (its record, slot or entry unreadable) */
-            rc = -1;
-            break;
-        }
-        if (key_queue_parse(key, klen, w.prefix.n, &seq) != 0) {
-            rc = err_set(err, errlen, "corrupt queue key in %s", s->path);
-            break;
-        }
-        msg_t m;
-        if (store_decode(val, vlen, &m, where, err, errlen) != 0) {
-            *failed_seq = seq;
+           (got = queue_walk_next(&w, &key, &klen, &seq, where, err, errlen)) != 0) {
+        if (got < 0 || (m = queue_walk_msg(&w, err, errlen)) == NULL) {
+            *failed_seq = w.failed_seq; /* the entry's whose read or decode failed (a key that does not parse: none) */
             rc = -1;
             break;
         }
@@ -227,15 +218,15 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
             break;
         }
         if (hold) {
-            store_lease_stamp(g, &m);
-            store_pend_add(s, g, m.id, seq, deadline, write_at);
+            store_lease_stamp(g, m);
+            store_pend_add(s, g, m->id, seq, deadline, write_at);
         } else {
-            store_lease_put(s, g, &m, deadline, tag == KEY_TOPIC_LOG ? seq : 0);
+            store_lease_put(s, g, m, deadline, tag == KEY_TOPIC_LOG ? seq : 0);
         }
         *last_seq = seq;
-        msg_owned_copy(&out[n], &m);
+        msg_owned_copy(&out[n], m);
         n++;
-        msg_budget_charge(budget, &m);
+        msg_budget_charge(budget, m);
         /* the loop stops here when it has enough, before the walk steps past it: it could walk the next range's
            deleted keys */
     }

@@ -894,19 +894,20 @@ static int peek_topic(store_t *s, const char *topic, size_t topic_len, int count
     uint64_t bytes = 0;
     queue_walk_t w;
     queue_walk_topic(&w, s, t, t->head_hint);
-    const char *key, *val;
-    size_t klen, vlen;
+    const char *key;
+    size_t klen;
+    uint64_t seq;
+    msg_t *m; /* the walk's: copied into out[] */
     int rc = 0, got;
     while (*n < count && left > 0 && bytes < max_bytes &&
-           (got = queue_walk_next(&w, &key, &klen, &val, &vlen, "a topic log", err, errlen)) != 0) {
-        msg_t m;
-        if (got < 0 || store_decode(val, vlen, &m, "a topic log", err, errlen) != 0) {
+           (got = queue_walk_next(&w, &key, &klen, &seq, "a topic log", err, errlen)) != 0) {
+        if (got < 0 || (m = queue_walk_msg(&w, err, errlen)) == NULL) {
             rc = -1;
             break;
         }
-        hop_due[*n] = m.stamp_ms;
-        msg_owned_copy(&out[(*n)++], &m);
-        bytes += m.payload.len;
+        hop_due[*n] = m->stamp_ms;
+        msg_owned_copy(&out[(*n)++], m);
+        bytes += m->payload.len;
         left--; /* no step past the last one: it could walk the next range's deleted keys */
     }
     queue_walk_end(&w);

@@ -48,14 +48,15 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
     uint64_t head_hint_was = t->head_hint;
     queue_walk_t w;
     queue_walk_topic(&w, s, t, head_hint_was); /* arrivals still held are read through the overlay: no barrier */
-    const char *key, *val;
-    size_t klen, vlen;
+    const char *key;
+    size_t klen;
+    uint64_t seq;
+    msg_t *m; /* what it needs of an entry (id, stamp, topic, key), the walk's: nothing copied */
     int n = 0, rc = 0, got = 1;
     uint64_t cq_head = t->cq_head; /* past what it collects and the dead entries before */
-    while (n < budget && (got = queue_walk_next(&w, &key, &klen, &val, &vlen, "a topic log", err, errlen)) != 0) {
-        uint64_t seq;
-        if (got < 0 || key_queue_parse(key, klen, w.prefix.n, &seq) != 0) {
-            rc = got < 0 ? -1 : err_set(err, errlen, "corrupt queue key in %s", s->path);
+    while (n < budget && (got = queue_walk_next(&w, &key, &klen, &seq, "a topic log", err, errlen)) != 0) {
+        if (got < 0) {
+            rc = -1;
             break;
         }
         if (seq >= below) {
@@ -63,24 +64,23 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
             cq_head = w.given_cq ? w.given_index : cq_head;
             break;
         }
-        msg_t m;
-        if (store_decode(val, vlen, &m, "a topic log", err, errlen) != 0) {
+        if ((m = queue_walk_msg(&w, err, errlen)) == NULL) {
             rc = -1;
             break;
         }
-        if (t->groups == 0 && keep_retained && m.stamp_ms + s->opt.retention_ms > now_ms) {
+        if (t->groups == 0 && keep_retained && m->stamp_ms + s->opt.retention_ms > now_ms) {
             t->head_hint = seq;
             cq_head = w.given_cq ? w.given_index : cq_head;
             break;
         }
         if (w.given_cq && !w.given_in_t) { /* a CQ entry: its head moves past it (below), no delete */
-            if (idx_home_gone_unindexed(s, t, &m, err, errlen) != 0) {
+            if (idx_home_gone_unindexed(s, t, m, err, errlen) != 0) {
                 rc = -1;
                 break;
             }
-            segcount_add(s, m.id, -1); /* its record is no longer read */
+            segcount_add(s, m->id, -1); /* its record is no longer read */
         } else {
-            if (idx_home_gone(s, t, &m, err, errlen) != 0) { /* the message index (levels/index.c) */
+            if (idx_home_gone(s, t, m, err, errlen) != 0) { /* the message index (levels/index.c) */
                 rc = -1;
                 break;
             }

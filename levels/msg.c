@@ -20,7 +20,7 @@
 #include "levels/keys.h"
 
 #include <inttypes.h>
-#include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,22 +41,27 @@ static char *put_u64(char *p, uint64_t v)
     return p + 8;
 }
 
-static void strings_of(const msg_t *m, const msg_str_t *out[MSG_STRING_COUNT])
+/* Where each string view sits in msg_t, in layout order. */
+static const size_t string_offsets[MSG_STRING_COUNT] = { offsetof(msg_t, topic), offsetof(msg_t, group),
+                                                         offsetof(msg_t, key), offsetof(msg_t, payload),
+                                                         offsetof(msg_t, reason) };
+
+/* m's i-th string (layout order), read-only and writable (a decoder or a copy sets it). */
+static const msg_str_t *string_at(const msg_t *m, int i)
 {
-    out[0] = &m->topic;
-    out[1] = &m->group;
-    out[2] = &m->key;
-    out[3] = &m->payload;
-    out[4] = &m->reason;
+    return (const msg_str_t *)((const char *)m + string_offsets[i]);
+}
+
+static msg_str_t *view_at(msg_t *m, int i)
+{
+    return (msg_str_t *)((char *)m + string_offsets[i]);
 }
 
 size_t msg_encoded_size(const msg_t *m)
 {
-    const msg_str_t *s[MSG_STRING_COUNT];
-    strings_of(m, s);
     size_t n = MSG_FIXED_BYTES;
     for (int i = 0; i < MSG_STRING_COUNT; i++) {
-        n += 4 + s[i]->len;
+        n += 4 + string_at(m, i)->len;
     }
     return n;
 }
@@ -73,14 +78,13 @@ static size_t encode_with_id(const msg_t *m, uint64_t id, char *out)
     p = put_u64(p, m->due_ms);
     p = put_u64(p, m->stamp_ms);
     p = put_u64(p, m->group_gen);
-    const msg_str_t *s[MSG_STRING_COUNT];
-    strings_of(m, s);
     for (int i = 0; i < MSG_STRING_COUNT; i++) {
-        p = put_u32(p, s[i]->len);
-        if (s[i]->len) {
-            memcpy(p, s[i]->ptr, s[i]->len);
+        const msg_str_t *str = string_at(m, i);
+        p = put_u32(p, str->len);
+        if (str->len) {
+            memcpy(p, str->ptr, str->len);
         }
-        p += s[i]->len;
+        p += str->len;
     }
     return (size_t)(p - out);
 }
@@ -121,7 +125,6 @@ int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
     p += 8;
     m->group_gen = be64_get(p);
     p += 8;
-    msg_str_t *s[MSG_STRING_COUNT] = { &m->topic, &m->group, &m->key, &m->payload, &m->reason };
     const char *end = buf + len;
     for (int i = 0; i < MSG_STRING_COUNT; i++) {
         if (end - p < 4) {
@@ -132,8 +135,8 @@ int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
         if ((size_t)(end - p) < n) {
             return err_set(err, errlen, "message record: %s length %u runs past the end of the record", names[i], n);
         }
-        s[i]->ptr = p;
-        s[i]->len = n;
+        view_at(m, i)->ptr = p;
+        view_at(m, i)->len = n;
         p += n;
     }
     if (p != end) {
@@ -221,15 +224,21 @@ int msg_record_slot_check(uint64_t offset, uint32_t ordinal, const slot_t *slot,
 
 void msg_owned_copy(msg_owned_t *dst, const msg_t *src)
 {
-    size_t n = msg_encoded_size(src);
-    char *buf = xmalloc(n);
-    msg_encode(src, buf, n);
-    char err[128];
-    if (msg_decode(buf, n, &dst->m, err, sizeof err) != 0) {
-        fprintf(stderr, "hourglass: msg_owned_copy: %s\n", err); /* cannot happen: we just encoded it */
-        abort();
+    size_t n = 1; /* never 0: every view points into buf, an empty one too */
+    for (int i = 0; i < MSG_STRING_COUNT; i++) {
+        n += string_at(src, i)->len;
     }
-    dst->buf = buf;
+    char *p = xmalloc(n);
+    dst->buf = p;
+    dst->m = *src;
+    for (int i = 0; i < MSG_STRING_COUNT; i++) {
+        const msg_str_t *from = string_at(src, i);
+        if (from->len) {
+            memcpy(p, from->ptr, from->len);
+        }
+        view_at(&dst->m, i)->ptr = p;
+        p += from->len;
+    }
 }
 
 void msg_owned_free(msg_owned_t *o)

@@ -105,7 +105,9 @@ typedef struct msg_owned {
     char *buf;
 } msg_owned_t;
 
-/* Copy src into *dst (one allocation). Aborts on out-of-memory. */
+/* Copy src into *dst: its strings back to back in one allocation (dst->buf),
+ * every view of dst->m into it; src's views may point anywhere (a reader's
+ * window, a LevelDB value), nothing is encoded. Aborts on out-of-memory. */
 void msg_owned_copy(msg_owned_t *dst, const msg_t *src);
 void msg_owned_free(msg_owned_t *o);
 

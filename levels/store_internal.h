@@ -527,23 +527,28 @@ void topic_cq_make(store_t *s, topic_state_t *t);
  * redo. */
 uint64_t topic_cq_append(store_t *s, topic_state_t *t, uint64_t offset, uint64_t stamp_ms);
 
-/* One entry of t's CQ read as the topic log's walk gives it: 1 with *val
- * (malloc'd, free()) the message as its 'T' value would hold it (stamped
- * with the entry's arrival stamp) — TOPIC_CQ_IN_T instead of 1 when its 'T'
- * key holds it; 0 when the entry is dead (its
- * slot names another place or is revoked; a 'T'-held message's key gone);
- * -1 with err (a damaged record, an unreadable entry or slot). rd: a
- * reader kept across calls (clog_reader_free); slots: a run kept across
- * calls (store_slot_run_get's contract). e: the entry when the caller read
- * it (NULL: read here). */
+/* One entry of t's CQ read as the topic log's walk gives it: 1 with *m, the
+ * message decoded (not copied) as its 'T' value would hold it (stamped with
+ * the entry's arrival stamp; store_decode's limits checked) — TOPIC_CQ_IN_T
+ * instead of 1 when its 'T' key holds it; 0 when the entry is dead (its slot
+ * names another place or is revoked; a 'T'-held message's key gone); -1 with
+ * err naming the topic, the index and the record's offset (a damaged record,
+ * an unreadable entry or slot). *m's views point into rd's window (valid
+ * until rd's next read) or, for a 'T'-held message, into *held: the value
+ * read (free(3) it, even after -1); *held is NULL after 1 and 0. rd: a reader kept across calls (clog_reader_free); slots: a run kept
+ * across calls (store_slot_run_get's contract). e: the entry when the caller
+ * read it (NULL: read here). */
 int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd,
-                       slot_run_t *slots, char **val, size_t *vlen, char *err, size_t errlen);
+                       slot_run_t *slots, char **held, msg_t *m, char *err, size_t errlen);
 /* topic_cq_entry_msg's answer for a live entry whose message its 'T' key holds. */
 #define TOPIC_CQ_IN_T 2
 
-/* The topic-log entry of t at seq, 'T' key or CQ entry: as store_get (1 with
- * *val, free(); 0 when gone; -1 with err). */
-int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, char **val, size_t *vlen, char *err, size_t errlen);
+/* The topic-log entry of t at seq, 'T' key or CQ entry, decoded: 1 with *m,
+ * 0 when gone, -1 with err. *m's views point into rd's window or *held
+ * (topic_cq_entry_msg's contract: free(3) *held, clog_reader_free(rd)); a
+ * caller that keeps the message copies or encodes it before either goes. */
+int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, clog_reader_t *rd, char **held, msg_t *m, char *err,
+                  size_t errlen);
 
 /* The topic whose CQ is queue q, or NULL. */
 topic_state_t *topic_cq_topic(store_t *s, uint32_t q);
@@ -792,12 +797,15 @@ void topic_held_free(topic_held_t *h);
  * seq) from a seq, in seq order; a topic with a CQ gives its 'T' keys below
  * the CQ's seqs, then its live CQ entries (topic_cq_entry_msg), each as the
  * key its seq would have (prefix + seq) and the message as a 'T' value would
- * hold it (given_cq, given_in_t and given_index say which entry). A topic's log is walked without the read
- * barrier: LevelDB's entries as applied, merged with the topic's held
- * appends (read through the overlay, store_get) and with held deletes left
- * out. Any other range passes the barrier (store_iter_at). Steps are lazy:
- * an entry is stepped past only by the next queue_walk_next, so a caller
- * that stops after an entry reads nothing beyond it. */
+ * hold it (given_cq, given_in_t and given_index say which entry). Each
+ * entry's message (queue_walk_msg) is decoded where it lies, never copied:
+ * its views point into a buffer the walker owns (the iterator's value, a
+ * point read's value, the log reader's window). A topic's log is walked without the read barrier:
+ * LevelDB's entries as applied, merged with the topic's held appends (read
+ * through the overlay, store_get) and with held deletes left out. Any other
+ * range passes the barrier (store_iter_at). Steps are lazy: an entry is
+ * stepped past only by the next queue_walk_next, so a caller that stops
+ * after an entry reads nothing beyond it. */
 typedef struct queue_walk {
     store_t *s;
     leveldb_iterator_t *it;
@@ -810,7 +818,7 @@ typedef struct queue_walk {
     int iter_done;      /* LevelDB holds nothing more of the range (never stepped into what follows it) */
     uint64_t iter_seq;  /* the seq of the iterator's entry given last */
     int iter_parsed;    /* and whether its key parsed */
-    char *val;          /* the entry given last when it was read by a point read (free(3)) */
+    char *val;          /* the value of the entry given last when a point read read it (free(3)) */
     /* a topic with a CQ (topic_cq.c): its 'T' keys below t_end, then its CQ */
     int has_cq;
     int t_done;       /* the 'T' range is walked */
@@ -821,22 +829,39 @@ typedef struct queue_walk {
     cq_entry_t run[64];
     clog_reader_t rd;    /* the records, through a read-ahead window (STORE_WALK_LOG_WINDOW) */
     slot_run_t slots;    /* their where-slots */
-    uint64_t failed_seq; /* the seq of the CQ entry whose read failed (UINT64_MAX: none) */
+    uint64_t failed_seq; /* the seq of the entry whose read or decode failed (UINT64_MAX: none, or not known) */
     int given_cq;        /* the entry given last is a CQ entry: at given_index, */
     int given_in_t;      /* held by its 'T' key (a message with no record in the log) */
     uint64_t given_index;
+    msg_t given_msg;       /* a CQ entry's message, read to judge it (views into rd's window or val) */
+    const char *given_val; /* a 'T' or 'R' entry's value (the iterator's, or val), for queue_walk_msg */
+    size_t given_vlen;
+    uint64_t given_seq; /* and its seq */
+    const char *where;  /* the range's name in errors (queue_walk_next's) */
 } queue_walk_t;
 
 void queue_walk_topic(queue_walk_t *w, store_t *s, topic_state_t *t, uint64_t from);
 void queue_walk_range(queue_walk_t *w, store_t *s, enum key_tag tag, const char *name, size_t len, uint64_t from);
 
-/* The next entry: 1 with its key (*key, *klen; the caller parses it: a key
- * that is not prefix + 8 bytes is given as LevelDB has it) and its value,
- * both valid until the next call or queue_walk_end; 0 at the range's end; -1
- * with err on a read error (a held entry's point read, or the iterator's:
- * "reading <what>: ..."). */
-int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen, const char *what,
-                    char *err, size_t errlen);
+/* The next entry: 1 with its key (*key, *klen: prefix + 8 bytes) and its
+ * seq, valid until the next call or queue_walk_end; 0 at the range's end;
+ * -1 with err: a key that is not prefix + 8 bytes ("corrupt queue key in
+ * <path>"), a read error (a held entry's point read, the iterator's:
+ * "reading <where>: ..."; a CQ entry's record, slot or entry: failed_seq
+ * names it). where names the range ("a topic log", "a retry queue"). */
+int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, uint64_t *seq, const char *where, char *err,
+                    size_t errlen);
+
+/* The message of the entry queue_walk_next gave last, decoded where it lies
+ * (never copied) with store_decode's checks: the walker's msg_t, or NULL
+ * with err (a corrupt message; failed_seq names it). It and its views point
+ * into what the walker owns, valid until the next queue_walk_next or
+ * queue_walk_end: a caller that keeps the message past that copies it
+ * (msg_owned_copy) or encodes it where it writes it (store_put_msg); it may
+ * change the message's fields (store_lease_stamp) meanwhile. A caller that
+ * needs only the seq (the GC at its bound) does not ask: a 'T' value is not
+ * decoded then. */
+msg_t *queue_walk_msg(queue_walk_t *w, char *err, size_t errlen);
 void queue_walk_end(queue_walk_t *w);
 
 /* ---- db.c: the pending batch ---------------------------------------------------- */
@@ -964,6 +989,10 @@ int store_iter_error(leveldb_iterator_t *it, const char *what, char *err, size_t
  * bytes ("corrupt message <id> in <where>: its topic name is 2000 bytes
  * (...)"). The views point into v. */
 int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *err, size_t errlen);
+
+/* store_decode's limits on a message decoded elsewhere (a commit-log record):
+ * 0, or -1 with the same error. */
+int store_msg_check(const msg_t *m, const char *where, char *err, size_t errlen);
 
 /* store_decode of the value under a valid iterator (views into it, valid
  * until the iterator moves). */

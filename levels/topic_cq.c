@@ -28,7 +28,6 @@
  * Threading: the store's owner thread.
  */
 #include "levels/store_internal.h"
-#include "base/alloc.h"
 #include "base/err.h"
 #include "levels/cq.h"
 
@@ -92,6 +91,16 @@ uint64_t topic_cq_append(store_t *s, topic_state_t *t, uint64_t offset, uint64_t
     return seq;
 }
 
+/* m, read from its record, as the topic log holds it: arrived at stamp_ms, no group's. */
+static void stamp_arrival(msg_t *m, uint64_t stamp_ms)
+{
+    m->stamp_ms = stamp_ms;
+    m->dest = MSG_DEST_TOPIC;
+    m->group.ptr = NULL;
+    m->group.len = 0;
+    m->group_gen = 0;
+}
+
 /* The message of a live entry e of t at index: 1 with *m (views into rd's
  * window), -1 with err; *in_t = 1 instead when the slot does not vouch for it
  * (no record of the log there, a slot naming another place or revoked): its
@@ -126,33 +135,29 @@ static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_e
         return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s",
                        t->name, index, e->log_offset, why);
     }
-    m->stamp_ms = e->due;
-    m->dest = MSG_DEST_TOPIC;
-    m->group.ptr = NULL;
-    m->group.len = 0;
-    m->group_gen = 0;
+    stamp_arrival(m, e->due);
     return 1;
 }
 
-/* t's 'T' key at seq (a message with no record in the log): store_get's
- * answer with *val copied into a malloc'd buffer. */
-static int t_key_get(store_t *s, topic_state_t *t, uint64_t seq, char **val, size_t *vlen, char *err, size_t errlen)
+/* t's 'T' key at seq (a message with no record in the log), decoded: 1
+ * with *m (views into *held, the value store_get read: free(3)), 0 when
+ * gone, -1 with err. */
+static int t_key_msg(store_t *s, topic_state_t *t, uint64_t seq, char **held, msg_t *m, char *err, size_t errlen)
 {
     key_buf_t k;
     key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, seq);
-    char *v;
-    int found = store_get(s, &k, &v, vlen, err, errlen);
+    size_t vlen;
+    int found = store_get(s, &k, held, &vlen, err, errlen); /* leveldb_free is free(3) */
     if (found <= 0) {
         return found;
     }
-    *val = xmemdup(v, *vlen);
-    leveldb_free(v);
-    return 1;
+    return store_decode(*held, vlen, m, "a topic log", err, errlen) != 0 ? -1 : 1;
 }
 
 int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd,
-                       slot_run_t *slots, char **val, size_t *vlen, char *err, size_t errlen)
+                       slot_run_t *slots, char **held, msg_t *m, char *err, size_t errlen)
 {
+    *held = NULL;
     cq_entry_t read;
     if (e == NULL) {
         char why[512];
@@ -161,35 +166,36 @@ int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_en
         }
         e = &read;
     }
-    msg_t m;
     int in_t;
-    int live = entry_record(s, t, index, e, rd, slots, &m, &in_t, err, errlen);
+    int live = entry_record(s, t, index, e, rd, slots, m, &in_t, err, errlen);
     if (live <= 0) {
         return live;
     }
     if (in_t) {
-        int found = t_key_get(s, t, store_topic_cq_seq(t, index), val, vlen, err, errlen);
+        int found = t_key_msg(s, t, store_topic_cq_seq(t, index), held, m, err, errlen);
         return found > 0 ? TOPIC_CQ_IN_T : found;
     }
-    *vlen = msg_encoded_size(&m);
-    *val = xmalloc(*vlen);
-    msg_encode(&m, *val, *vlen);
+    char why[384];
+    if (store_msg_check(m, "a topic log", why, sizeof why) != 0) { /* what store_decode checks of a 'T' value */
+        return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s",
+                       t->name, index, e->log_offset, why);
+    }
     return 1;
 }
 
-int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, char **val, size_t *vlen, char *err, size_t errlen)
+int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, clog_reader_t *rd, char **held, msg_t *m, char *err,
+                  size_t errlen)
 {
+    *held = NULL;
     if (!store_topic_seq_on_cq(t, seq)) {
-        return t_key_get(s, t, seq, val, vlen, err, errlen);
+        return t_key_msg(s, t, seq, held, m, err, errlen);
     }
     uint64_t index = store_topic_cq_index(t, seq);
     if (index < t->cq_head || index >= t->cq_tail) {
         return 0;
     }
-    clog_reader_t rd = { 0 };
     slot_run_t slots = { .base = UINT64_MAX };
-    int rc = topic_cq_entry_msg(s, t, index, NULL, &rd, &slots, val, vlen, err, errlen);
-    clog_reader_free(&rd);
+    int rc = topic_cq_entry_msg(s, t, index, NULL, rd, &slots, held, m, err, errlen);
     return rc > 0 ? 1 : rc;
 }
 
@@ -223,11 +229,7 @@ int topic_cq_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, topic_st
     if (msg_decode_record(w.rec.data, w.rec.len, id, w.ordinal, m, why, sizeof why) != 0) {
         return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
     }
-    m->stamp_ms = e.due;
-    m->dest = MSG_DEST_TOPIC;
-    m->group.ptr = NULL;
-    m->group.len = 0;
-    m->group_gen = 0;
+    stamp_arrival(m, e.due);
     *t = at;
     j->ordinal = w.ordinal;
     j->queue = w.sl.queue;

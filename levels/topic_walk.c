@@ -13,6 +13,14 @@
  * LevelDB gives is asked about in the overlay too, and one a held batch
  * deleted is left out. Any other range passes the barrier (store_iter_at).
  *
+ * Each entry's message is decoded where it lies: a 'T' or 'R' value in the
+ * iterator's value or a point read's copy (val), when the caller asks for it
+ * (queue_walk_msg: the GC does not at its bound), a CQ entry's in the log
+ * reader's window (rd) or its 'T' key's value (val), by the step that judges
+ * it; none is encoded to be decoded again (design-commitlog.md 4b). The
+ * next step moves those buffers, which is the validity the contract gives
+ * the caller.
+ *
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store_internal.h"
@@ -144,8 +152,7 @@ static int give_applied(queue_walk_t *w, const char *ik, size_t iklen, const cha
 }
 
 /* The next live entry of the topic's CQ (queue_walk_next's answer). */
-static int cq_range_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen, char *err,
-                         size_t errlen)
+static int cq_range_next(queue_walk_t *w, const char **key, size_t *klen, uint64_t *seq, char *err, size_t errlen)
 {
     topic_state_t *t = w->t;
     while (w->cq_next < t->cq_tail) {
@@ -161,8 +168,8 @@ static int cq_range_next(queue_walk_t *w, const char **key, size_t *klen, const 
                 return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": %s", t->name, i, why);
             }
         }
-        int live =
-            topic_cq_entry_msg(w->s, t, i, &w->run[i - w->run_at], &w->rd, &w->slots, &w->val, vlen, err, errlen);
+        int live = topic_cq_entry_msg(w->s, t, i, &w->run[i - w->run_at], &w->rd, &w->slots, &w->val, &w->given_msg,
+                                      err, errlen);
         if (live < 0) {
             w->failed_seq = store_topic_cq_seq(t, i);
             return -1;
@@ -173,38 +180,58 @@ static int cq_range_next(queue_walk_t *w, const char **key, size_t *klen, const 
         w->given_cq = 1;
         w->given_in_t = live == TOPIC_CQ_IN_T;
         w->given_index = i;
+        *seq = store_topic_cq_seq(t, i);
         w->held_key = w->prefix;
-        key_u64(&w->held_key, store_topic_cq_seq(t, i));
+        key_u64(&w->held_key, *seq);
         *key = w->held_key.b;
         *klen = w->held_key.n;
-        *val = w->val;
         return 1;
     }
     return 0;
 }
 
 static int t_range_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen,
-                        const char *what, char *err, size_t errlen);
+                        const char *where, char *err, size_t errlen);
 
-int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen, const char *what,
-                    char *err, size_t errlen)
+int queue_walk_next(queue_walk_t *w, const char **key, size_t *klen, uint64_t *seq, const char *where, char *err,
+                    size_t errlen)
 {
     free(w->val);
     w->val = NULL;
     w->given_cq = 0;
+    w->where = where;
     if (!w->t_done) {
-        int rc = t_range_next(w, key, klen, val, vlen, what, err, errlen);
-        if (rc != 0 || !w->has_cq) {
+        int rc = t_range_next(w, key, klen, &w->given_val, &w->given_vlen, where, err, errlen);
+        if (rc > 0) {
+            if (key_queue_parse(*key, *klen, w->prefix.n, seq) != 0) {
+                return err_set(err, errlen, "corrupt queue key in %s", w->s->path);
+            }
+            w->given_seq = *seq;
+            return 1;
+        }
+        if (rc < 0 || !w->has_cq) {
             return rc;
         }
         w->t_done = 1;
     }
-    return w->has_cq ? cq_range_next(w, key, klen, val, vlen, err, errlen) : 0;
+    return w->has_cq ? cq_range_next(w, key, klen, seq, err, errlen) : 0;
+}
+
+msg_t *queue_walk_msg(queue_walk_t *w, char *err, size_t errlen)
+{
+    if (w->given_cq) {
+        return &w->given_msg; /* read and checked by the step (topic_cq_entry_msg: its liveness needs the record) */
+    }
+    if (store_decode(w->given_val, w->given_vlen, &w->given_msg, w->where, err, errlen) != 0) {
+        w->failed_seq = w->given_seq;
+        return NULL;
+    }
+    return &w->given_msg;
 }
 
 /* The next entry of the 'T' range (merged with held appends). */
 static int t_range_next(queue_walk_t *w, const char **key, size_t *klen, const char **val, size_t *vlen,
-                        const char *what, char *err, size_t errlen)
+                        const char *where, char *err, size_t errlen)
 {
     if (w->at_iter) {
         iter_step(w, w->iter_seq, w->iter_parsed);
@@ -228,7 +255,7 @@ static int t_range_next(queue_walk_t *w, const char **key, size_t *klen, const c
             continue;
         }
         if (!held) {
-            return w->it != NULL && store_iter_error(w->it, what, err, errlen) != 0 ? -1 : 0;
+            return w->it != NULL && store_iter_error(w->it, where, err, errlen) != 0 ? -1 : 0;
         }
         if (in && iseq == hseq) {
             iter_step(w, iseq, parsed); /* applied meanwhile: the point read below gives it */

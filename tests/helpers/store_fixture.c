@@ -141,6 +141,16 @@ store_t *open_default_at(int line)
     return open_at(&o, T0, line);
 }
 
+void snapshot_copy_to_at(store_t *s, const char *dir, int line)
+{
+    char err[512] = "";
+    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
+    TU_REQUIRE_AT(sn != NULL, line, "store_snapshot_take: %s", err);
+    int rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
+    store_snapshot_release(sn);
+    TU_REQUIRE_AT(rc == 0, line, "store_snapshot_copy: %s", err);
+}
+
 void close_at(store_t **sp, int line)
 {
     char err[512] = "";

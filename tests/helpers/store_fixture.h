@@ -98,6 +98,11 @@ store_t *open_at(const store_options_t *o, uint64_t now, int line);
 store_t *open_default_at(int line);
 #define OPEN_DEFAULT() open_default_at(__LINE__)
 
+/* A snapshot of s copied whole to dir (store_snapshot_take, _copy,
+ * _release): a failure fails the test at line. */
+void snapshot_copy_to_at(store_t *s, const char *dir, int line);
+#define SNAPSHOT_COPY_TO(s, dir) snapshot_copy_to_at((s), (dir), __LINE__)
+
 /* Close *sp (fatal on failure), forget it, set *sp to NULL. */
 void close_at(store_t **sp, int line);
 #define CLOSE(sp) close_at((sp), __LINE__)

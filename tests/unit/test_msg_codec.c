@@ -5,7 +5,8 @@
  * one build is read by the next), the values read back, and a record cut
  * short refused; and the commit log's record form (ordinal + record, id
  * taken from the log offset): random round trips, every truncation, a wrong
- * ordinal, id field or version refused, the where-slot cross-check. Pure
+ * ordinal, id field or version refused, the where-slot cross-check; an
+ * owned copy (msg_owned_copy) that keeps nothing of its source. Pure
  * logic: no store, no temp directory.
  * Run alone: ./tests/unit/test_msg_codec [suite [test]].
  */
@@ -236,6 +237,46 @@ static void test_record_form_round_trip(void)
     free(pool);
 }
 
+/* msg_owned_copy of random messages whose views point into a buffer that is
+ * then overwritten (a walk's window refilled): the copy holds the same
+ * fields and bytes, each view inside its one buffer (an empty one too), and
+ * nothing of the source's buffer. */
+static void test_owned_copy(void)
+{
+    static char pool[8192];
+    for (size_t i = 0; i < sizeof pool; i++) {
+        pool[i] = (char)(i * 131 + 7);
+    }
+    char *window = malloc(sizeof pool);
+    TU_REQUIRE(window != NULL, "out of memory");
+    uint64_t rng = UINT64_C(0x2545f4914f6cdd1d);
+    for (int i = 0; i < 500; i++) {
+        msg_t want = random_message(&rng, pool, (uint32_t)(next_random(&rng) % 4097)), m = want;
+        msg_str_t *views[] = { &m.topic, &m.group, &m.key, &m.payload, &m.reason };
+        memcpy(window, pool, sizeof pool);
+        for (int v = 0; v < 5; v++) {
+            if (views[v]->ptr != NULL) {
+                views[v]->ptr = window + (views[v]->ptr - pool);
+            }
+        }
+        msg_owned_t o;
+        msg_owned_copy(&o, &m);
+        memset(window, 0, sizeof pool);
+        const msg_str_t *copied[] = { &o.m.topic, &o.m.group, &o.m.key, &o.m.payload, &o.m.reason };
+        size_t total = 0;
+        int inside = 1;
+        for (int v = 0; v < 5; v++) {
+            inside &= copied[v]->ptr >= o.buf && copied[v]->ptr + copied[v]->len <= o.buf + total + copied[v]->len;
+            total += copied[v]->len;
+        }
+        TU_CHECK(same_message(&want, &o.m, want.id) && inside, "copy %d (payload %" PRIu32 ", key %" PRIu32 "): %s", i,
+                 want.payload.len, want.key.len, inside ? "fields differ" : "a view outside its buffer");
+        msg_owned_free(&o);
+        TU_CHECK(o.buf == NULL && o.m.payload.len == 0, "msg_owned_free left copy %d", i);
+    }
+    free(window);
+}
+
 /* A record with every field set, ordinal 5, at RECORD_OFFSET. */
 static size_t full_record(char *buf, size_t cap)
 {
@@ -321,6 +362,7 @@ static const tu_test_t codec_tests[] = {
     { "record form truncations", test_record_form_truncations },
     { "record form refusals", test_record_form_refusals },
     { "record form slot check", test_record_form_slot_check },
+    { "an owned copy holds its own bytes", test_owned_copy },
     { NULL, NULL },
 };
 

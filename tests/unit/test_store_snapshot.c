@@ -72,18 +72,6 @@ static void *copy_thread(void *arg)
     return NULL;
 }
 
-/* A snapshot of s copied whole to dir (store_snapshot_take, _copy,
- * _release): a failure fails the test. */
-static void snapshot_copy_to(store_t *s, const char *dir)
-{
-    char err[512] = "";
-    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
-    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
-    int rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
-    store_snapshot_release(sn);
-    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
-}
-
 /* The copy at dir opened as a store (never made: create_if_missing off); a
  * failed open fails the test at line. dir must outlive the store. */
 static store_t *open_copy_at(const char *dir, int line)
@@ -160,7 +148,7 @@ static void test_snapshot_unwritten_leases(void)
     free_msgs(m, n);
     char dir[700];
     snprintf(dir, sizeof dir, "%s/copy", g_dir);
-    snapshot_copy_to(s, dir);
+    SNAPSHOT_COPY_TO(s, dir);
     store_t *copy = OPEN_COPY(dir);
     n = LEASE_N(copy, "g", "t", 5, LEASE, T0 + 1, m);
     TU_CHECK(n == 5, "the copy delivered %d of the 5 leased in memory", n);
@@ -196,7 +184,7 @@ static void test_snapshot_copy_without_log_opens(void)
     scan_digest_t before = DIGEST(s);
     char dir[700];
     snprintf(dir, sizeof dir, "%s/copy", g_dir);
-    snapshot_copy_to(s, dir);
+    SNAPSHOT_COPY_TO(s, dir);
     CLOSE(&s);
     TU_CHECK(count_segments(dir) == 0, "the copy holds %d commit-log segments", count_segments(dir));
 
@@ -442,7 +430,7 @@ static void copy_of_five(const char *name, char *path, size_t pathlen)
     for (int i = 0; i < 5; i++)
         SEND(s, "t", "x", 0, 0, T0, NULL);
     snprintf(path, pathlen, "%s/%s", g_dir, name);
-    snapshot_copy_to(s, path);
+    SNAPSHOT_COPY_TO(s, path);
     CLOSE(&s);
 }
 
@@ -657,7 +645,7 @@ static void test_snapshot_whole_copy_table_removed(void)
     free(payload);
     char copy[700];
     snprintf(copy, sizeof copy, "%s/big", g_dir);
-    snapshot_copy_to(s, copy);
+    SNAPSHOT_COPY_TO(s, copy);
     CLOSE(&s);
     DIR *d = opendir(copy);
     TU_REQUIRE(d != NULL, "opendir %s", copy);

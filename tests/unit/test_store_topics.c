@@ -4,7 +4,10 @@
  * LevelDB writes where a test corrupts a directory on purpose): topic info and
  * the delayed counter, the topic logs' GC (by cursor, by retention, the
  * collection steps and their grace), deleting and purging a topic, the
- * name-ordered pages of topics and groups (TOPICS, GROUP LIST, INFO).
+ * name-ordered pages of topics and groups (TOPICS, GROUP LIST, INFO); and
+ * the topic walk's contract from levels/store_internal.h (queue_walk_next,
+ * topic_log_get: each message decoded where it lies, valid until the next
+ * step) on a 'T' range below a CQ, CQ records and a CQ entry its 'T' key holds.
  *
  * The fixture (tests/helpers/store_fixture.h): every test gets a fresh temp
  * directory and drives the store with an injected clock, every now_ms passed
@@ -13,6 +16,7 @@
  */
 #include "levels/keys.h"
 #include "levels/store.h"
+#include "levels/store_internal.h"
 #include "tests/helpers/store_fixture.h"
 #include "tests/helpers/testutil.h"
 
@@ -603,6 +607,178 @@ static void test_topic_pages(void)
     CHECK_STORE(s);
 }
 
+/* ---- the topic walk's messages (levels/topic_walk.c) ---------------------------- */
+
+/* The payload of walk message i: len bytes of a pattern of i and each
+ * byte's place, so a view that slid in its buffer or into another message
+ * shows. */
+static void walk_payload(char *out, int i, size_t len)
+{
+    for (size_t j = 0; j < len; j++) {
+        out[j] = (char)('a' + ((size_t)i * 7 + j) % 26);
+    }
+}
+
+/* 1 when p holds walk message i's payload of len bytes. */
+static int walk_payload_is(const msg_str_t *p, int i, size_t len)
+{
+    char want[4000];
+    walk_payload(want, i, len);
+    return p->len == len && memcmp(p->ptr, want, len) == 0;
+}
+
+/* Send walk message i (len bytes) on topic t at level with delay: its id. */
+static uint64_t walk_send_at(store_t *s, int i, size_t len, int level, uint64_t delay_ms, uint64_t now, int line)
+{
+    char payload[4000];
+    walk_payload(payload, i, len);
+    uint64_t id = 0;
+    char err[512] = "";
+    int rc = send_raw(s, "t", 1, NULL, 0, payload, len, level, delay_ms, now, &id, NULL, err, sizeof err);
+    TU_REQUIRE_AT(rc == 0, line, "send of walk message %d: %s", i, err);
+    return id;
+}
+#define WALK_SEND(s, i, len, level, delay, now) walk_send_at((s), (i), (len), (level), (delay), (now), __LINE__)
+
+/* What a walk of topic t must give, in order: where each message lies. */
+enum walk_place {
+    WALK_T_RANGE,
+    WALK_CQ_RECORD,
+    WALK_CQ_HELD_BY_T
+};
+typedef struct walk_expect {
+    uint64_t id;
+    size_t len;
+    enum walk_place place;
+} walk_expect_t;
+
+#define WALK_MSGS 8
+
+/* Topic t of g_data holds, in walk order: 4 messages as 'T' keys below its
+ * CQ (a copy's, the format-6 layout: a BACKUP writes its topic CQ's messages
+ * so), 2 in its CQ read from their records (3 000 bytes each: past half the
+ * walk's 4 KiB log window, so each step refills it), 1 in its CQ held by its
+ * 'T' key (on level 1 when copied: no record in the copy's log), 1 more from
+ * its record. The store is left open. */
+static store_t *walk_layout(walk_expect_t *x)
+{
+    char src[700];
+    snprintf(src, sizeof src, "%s/src", g_dir);
+    store_options_t o;
+    opts_default(&o);
+    o.path = src;
+    store_t *s = OPEN(&o);
+    for (int i = 0; i < 4; i++) {
+        x[i] = (walk_expect_t){ WALK_SEND(s, i, 1000 + (size_t)i, 0, 0, T0), 1000 + (size_t)i, WALK_T_RANGE };
+    }
+    x[6] = (walk_expect_t){ WALK_SEND(s, 6, 900, 1, 0, T0), 900, WALK_CQ_HELD_BY_T };
+    SNAPSHOT_COPY_TO(s, g_data);
+    CLOSE(&s);
+    s = OPEN_DEFAULT(); /* the copy */
+    for (int i = 4; i < 6; i++) {
+        x[i] = (walk_expect_t){ WALK_SEND(s, i, 3000, 0, 0, T0), 3000, WALK_CQ_RECORD };
+    }
+    TU_REQUIRE(MOVE(s, T0 + SEC, 10, NULL) == 1, "the message on level 1 does not arrive");
+    x[7] = (walk_expect_t){ WALK_SEND(s, 7, 3000, 0, 0, T0 + SEC), 3000, WALK_CQ_RECORD };
+    CHECK_STORE(s);
+    return s;
+}
+
+/* The walk gives each message decoded where it lies (the iterator's value, a
+ * point read's, the log reader's window), valid until its next step: a
+ * message stays intact while its caller reads another entry of the log
+ * through its own reader (lease_pend.c's pend_write does, in a lease walk),
+ * copies it and stamps its fields; the copies stay intact after the walk.
+ * Then the lease path: every message leased (held in memory), each lease
+ * written by a NACK from its entry (topic_log_get), back as a retry with
+ * its payload. */
+static void test_walk_messages_until_the_next_step(void)
+{
+    walk_expect_t x[WALK_MSGS];
+    store_t *s = walk_layout(x);
+    topic_state_t *t = map_get(&s->topics, "t", 1);
+    TU_REQUIRE(t != NULL && t->queue != 0, "topic t and its CQ");
+    queue_walk_t w;
+    queue_walk_topic(&w, s, t, 0);
+    msg_owned_t kept[WALK_MSGS];
+    memset(kept, 0, sizeof kept);
+    uint64_t seqs[WALK_MSGS + 1]; /* one past: the step that gives one too many writes it */
+    char err[512] = "";
+    int n = 0, got;
+    const char *key;
+    size_t klen;
+    while ((got = queue_walk_next(&w, &key, &klen, &seqs[n], "a topic log", err, sizeof err)) > 0) {
+        TU_REQUIRE(n < WALK_MSGS, "the walk gave more than %d messages", WALK_MSGS);
+        msg_t *m = queue_walk_msg(&w, err, sizeof err);
+        TU_REQUIRE(m != NULL, "entry %d's message: %s", n, err);
+        const walk_expect_t *e = &x[n];
+        enum walk_place place = !w.given_cq ? WALK_T_RANGE : w.given_in_t ? WALK_CQ_HELD_BY_T : WALK_CQ_RECORD;
+        TU_CHECK(m->id == e->id && place == e->place, "entry %d: id %" PRIu64 " at place %d, want %" PRIu64 " at %d", n,
+                 m->id, (int)place, e->id, (int)e->place);
+        TU_CHECK(walk_payload_is(&m->payload, n, e->len) && msg_str_is(&m->topic, "t"),
+                 "entry %d as given: payload of %u bytes, topic of %u", n, m->payload.len, m->topic.len);
+        /* what a caller may do before the next step */
+        clog_reader_t rd = { 0 };
+        char *held = NULL;
+        msg_t other;
+        int back = n > 0 ? n - 1 : 0;
+        int found = topic_log_get(s, t, seqs[back], &rd, &held, &other, err, sizeof err);
+        TU_CHECK(found == 1 && other.id == x[back].id && walk_payload_is(&other.payload, back, x[back].len),
+                 "entry %d read again beside the walk: %d %s", back, found, err);
+        free(held);
+        clog_reader_free(&rd);
+        msg_owned_copy(&kept[n], m);
+        m->dest = MSG_DEST_GROUP; /* as store_lease_stamp does */
+        m->group.ptr = "g";
+        m->group.len = 1;
+        TU_CHECK(walk_payload_is(&m->payload, n, e->len) && msg_str_is(&m->topic, "t"),
+                 "entry %d changed before the next step", n);
+        n++;
+    }
+    queue_walk_end(&w);
+    TU_CHECK(got == 0 && n == WALK_MSGS, "the walk gave %d of %d messages (%d: %s)", n, WALK_MSGS, got, err);
+    for (int i = 0; i < n; i++) {
+        TU_CHECK(kept[i].m.id == x[i].id && walk_payload_is(&kept[i].m.payload, i, x[i].len) &&
+                     msg_str_is(&kept[i].m.topic, "t") && kept[i].m.group.len == 0 && kept[i].m.key.len == 0,
+                 "the copy of entry %d", i);
+    }
+    free_msgs(kept, n);
+    CLOSE(&s);
+
+    store_options_t o;
+    opts_default(&o);
+    o.lease_write_delay_ms = WRITE_DELAY;
+    s = OPEN(&o);
+    GROUP_CREATE(s, "g", "t", 1, T0 + SEC);
+    msg_owned_t leased[WALK_MSGS];
+    n = LEASE_N(s, "g", "t", WALK_MSGS, LEASE, T0 + SEC, leased);
+    TU_REQUIRE(n == WALK_MSGS, "leased %d of %d", n, WALK_MSGS);
+    CHECK_EQ_U64(store_leases_unwritten(s), WALK_MSGS);
+    for (int i = 0; i < n; i++) {
+        TU_CHECK(leased[i].m.id == x[i].id && walk_payload_is(&leased[i].m.payload, i, x[i].len),
+                 "leased %d: id %" PRIu64 ", payload of %u bytes", i, leased[i].m.id, leased[i].m.payload.len);
+        FAIL_LEVEL(s, "g", leased[i].m.id, 1, "again", T0 + SEC + 1, NULL); /* its held lease written first */
+    }
+    free_msgs(leased, n);
+    CHECK_EQ_U64(store_leases_unwritten(s), 0);
+    CHECK_STORE(s);
+    MOVE(s, T0 + 2 * HOUR, 100, NULL);
+    n = LEASE_N(s, "g", "t", WALK_MSGS, LEASE, T0 + 2 * HOUR, leased);
+    TU_CHECK(n == WALK_MSGS, "%d of %d retries leased", n, WALK_MSGS);
+    for (int i = 0; i < n; i++) {
+        int at = 0;
+        while (at < WALK_MSGS && x[at].id != leased[i].m.id) {
+            at++;
+        }
+        TU_CHECK(at < WALK_MSGS && walk_payload_is(&leased[i].m.payload, at, x[at].len) && leased[i].m.reconsume == 1 &&
+                     msg_str_is(&leased[i].m.reason, "again"),
+                 "retry %d (id %" PRIu64 "): its payload, one failure", i, leased[i].m.id);
+    }
+    free_msgs(leased, n);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t topic_tests[] = {
     { "info", test_topic_info },
     { "delayed counter", test_topic_delayed },
@@ -614,6 +790,7 @@ static const tu_test_t topic_tests[] = {
     { "delete an empty topic", test_topic_delete },
     { "purge a topic's retained messages in steps", test_topic_purge },
     { "pages of topics and groups", test_topic_pages },
+    { "a walk's messages stay intact until its next step", test_walk_messages_until_the_next_step },
     { NULL, NULL },
 };
 
