@@ -944,6 +944,30 @@ static void test_switch_finishes_prewrite(void)
     clog_close(c);
 }
 
+/* 80 batches of one 1000-byte record (seeds 10 to 89) from a log in its
+ * first SEG segment: the log switches segments. The last record's id. */
+static uint64_t append_past_first_segment(clog_t *c)
+{
+    uint64_t id = 0;
+    for (int i = 0; i < 80; i++) {
+        append_batch(c, 1, 1000, 10 + (uint64_t)i, &id);
+    }
+    TU_REQUIRE(id / SEG >= 1, "the log switched segments");
+    return id;
+}
+
+/* Sync and close c, open the log again: the records first (seed 1) and last
+ * (seed 89, append_past_first_segment's) read back. */
+static void sync_reopen_check(clog_t *c, uint64_t first, uint64_t last)
+{
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+    c = open_log(0, NULL);
+    check_record(c, first, 1000, 1);
+    check_record(c, last, 1000, 89);
+    clog_close(c);
+}
+
 /* A pre-write the file system refuses (a 16 KiB file-size limit) fails with
  * the write's error and changes nothing: its file is removed,
  * clog_write_errno still speaks of the appends (0), and nothing is asked for
@@ -965,19 +989,10 @@ static void test_prepare_step_refused(void)
     TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "a step within the segment: %s", err);
     TU_CHECK(!step_file_becomes(0, STEP_QUIET_MS) && step_file_size() == -1, "not tried again within the segment");
     TU_CHECK(clog_prepare_left(c) == 0, "refused in this segment: %" PRIu64 " left", clog_prepare_left(c));
-    uint64_t ids[80];
-    for (int i = 0; i < 80; i++) {
-        append_batch(c, 1, 1000, 10 + (uint64_t)i, &ids[i]);
-    }
-    TU_REQUIRE(ids[79] / SEG >= 1, "the log switched segments");
+    uint64_t last = append_past_first_segment(c);
     TU_CHECK(clog_prepare_left(c) == SEG, "in the next segment a whole spare left: %" PRIu64, clog_prepare_left(c));
     TU_CHECK(step_until_done(c, 0) == 1, "in the next segment the pre-writer is asked again: %s", err);
-    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
-    clog_close(c);
-    c = open_log(0, NULL);
-    check_record(c, id, 1000, 1);
-    check_record(c, ids[79], 1000, 89);
-    clog_close(c);
+    sync_reopen_check(c, id, last);
 }
 
 /* What test_switch_meets_failure polls for: the pre-writer is done with
@@ -1003,22 +1018,13 @@ static void test_switch_meets_failure(void)
     file_size_limit(0, &saved);
     TU_REQUIRE(failed, "the pre-writer failed under the limit (left %" PRIu64 ", file %lld)", clog_prepare_left(c),
                step_file_size());
-    uint64_t ids[80];
-    for (int i = 0; i < 80; i++) {
-        append_batch(c, 1, 1000, 10 + (uint64_t)i, &ids[i]);
-    }
-    TU_REQUIRE(ids[79] / SEG >= 1, "the log switched segments");
+    uint64_t last = append_past_first_segment(c);
     int rc = clog_prepare_step(c, 0, err, sizeof err);
     TU_CHECK(rc == -1 && strstr(err, "at a segment switch") != NULL && strstr(err, strerror(EFBIG)) != NULL,
              "the next step reports the failure the switch met: rc %d, \"%s\"", rc, err);
     TU_CHECK(clog_write_errno(c) == 0, "errno of the appends %d", clog_write_errno(c));
     TU_CHECK(step_until_done(c, 0) == 1, "the step after it asks for a spare again: %s", err);
-    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
-    clog_close(c);
-    c = open_log(0, NULL);
-    check_record(c, id, 1000, 1);
-    check_record(c, ids[79], 1000, 89);
-    clog_close(c);
+    sync_reopen_check(c, id, last);
 }
 
 static const tu_test_t clog_tests[] = {
