@@ -914,45 +914,37 @@ int redo_slot_read(redo_t *r, uint64_t base, uint64_t ordinal, size_t n, slot_t 
     return 0;
 }
 
-/* Close base's slot file if it is open and delete it (the rest of redo_slots_sweep). */
-static int slot_file_sweep(redo_t *r, uint64_t base, char *err, size_t errlen)
+/* base's slot file closed if it is open, and deleted, when the log has no
+ * segment at base: counted in *count, or the first failure kept in err (rc). */
+static void sweep_one(redo_t *r, uint64_t base, uint64_t *count, int *rc, char *err, size_t errlen)
 {
-    int rc = 0;
-    char e2[512];
+    if (clog_has_segment(r->log, base)) {
+        return;
+    }
+    char closing[512] = "", removing[PATH_MAX + 128];
+    int closed = 0;
     for (size_t i = 0; i < r->nslots; i++) {
         if (r->slots[i].base == base) {
-            if (slot_file_close(r->slots[i].f, e2, sizeof e2) != 0) {
-                rc = err_set(err, errlen, "%s", e2); /* a dead segment's slots: nothing of value */
-            }
+            closed = slot_file_close(r->slots[i].f, closing, sizeof closing); /* a dead segment's slots: nothing lost */
             r->slots[i] = r->slots[--r->nslots];
             break;
         }
     }
-    char name[64], path[PATH_MAX];
-    slot_file_name(base, name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", r->dir, name);
-    if (unlink(path) != 0 && errno != ENOENT) {
-        return err_set(err, errlen, "%s: cannot delete the where-slots of a recycled segment: %s", path,
-                       strerror(errno));
+    int removed = slot_file_remove(r->dir, base, removing, sizeof removing);
+    if (closed == 0 && removed == 0) {
+        (*count)++;
+    } else if (*rc == 0) {
+        *rc = err_set(err, errlen, "the where-slots of a recycled segment: %s", closed != 0 ? closing : removing);
     }
-    return rc;
 }
 
 int redo_slots_sweep(redo_t *r, const uint64_t *bases, size_t n, uint64_t *swept, char *err, size_t errlen)
 {
     uint64_t count = 0;
     int rc = 0;
-    char e2[PATH_MAX + 128];
     if (bases != NULL) {
         for (size_t i = 0; i < n; i++) {
-            if (clog_has_segment(r->log, bases[i])) {
-                continue;
-            }
-            if (slot_file_sweep(r, bases[i], e2, sizeof e2) != 0) {
-                rc = rc != 0 ? rc : err_set(err, errlen, "%s", e2);
-            } else {
-                count++;
-            }
+            sweep_one(r, bases[i], &count, &rc, err, errlen);
         }
     } else {
         DIR *d = opendir(r->dir);
@@ -963,14 +955,9 @@ int redo_slots_sweep(redo_t *r, const uint64_t *bases, size_t n, uint64_t *swept
         while ((de = readdir(d)) != NULL) {
             uint64_t base;
             char tail;
-            if (strlen(de->d_name) != 23 || sscanf(de->d_name, "slot-%16" SCNx64 ".%c", &base, &tail) != 2 ||
-                tail != 'w' || clog_has_segment(r->log, base)) {
-                continue;
-            }
-            if (slot_file_sweep(r, base, e2, sizeof e2) != 0) {
-                rc = rc != 0 ? rc : err_set(err, errlen, "%s", e2);
-            } else {
-                count++;
+            if (strlen(de->d_name) == 23 && sscanf(de->d_name, "slot-%16" SCNx64 ".%c", &base, &tail) == 2 &&
+                tail == 'w') {
+                sweep_one(r, base, &count, &rc, err, errlen);
             }
         }
         closedir(d);

@@ -10,11 +10,13 @@
 #include "levels/fixfile.h"
 #include "levels/keys.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct slot_file {
     fixfile_t *f;
@@ -23,6 +25,17 @@ struct slot_file {
 void slot_file_name(uint64_t base, char *name, size_t len)
 {
     snprintf(name, len, "slot-%016" PRIx64 ".w", base);
+}
+
+int slot_file_remove(const char *dir, uint64_t base, char *err, size_t errlen)
+{
+    char name[64], path[PATH_MAX];
+    slot_file_name(base, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (unlink(path) != 0 && errno != ENOENT) {
+        return err_set(err, errlen, "%s: cannot delete it: %s", path, strerror(errno));
+    }
+    return 0;
 }
 
 int slot_file_open(const char *dir, uint64_t base, int create, slot_file_t **out, char *err, size_t errlen)

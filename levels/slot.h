@@ -74,4 +74,8 @@ uint64_t slot_count(const slot_file_t *f);
 /* slot-<base>.w into name[len]. */
 void slot_file_name(uint64_t base, char *name, size_t len);
 
+/* Delete slot-<base>.w in dir (not open: close it first); gone already is
+ * not a failure. 0, or -1 with err naming the file. */
+int slot_file_remove(const char *dir, uint64_t base, char *err, size_t errlen);
+
 #endif
