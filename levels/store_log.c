@@ -396,21 +396,21 @@ void store_log_free(store_t *s)
 
 int store_log_close(store_t *s, char *err, size_t errlen)
 {
-    char why[512];
-    /* a clean close leaves none for the next open to find (a checkpoint at what is applied, when that covers them:
-       a failed one changes nothing, redo_close takes its own) */
-    if (s->redo != NULL && s->nslot_sweep > 0 && !s->broken && redo_applied(s->redo) >= s->slot_sweep_after &&
-        redo_checkpoint(s->redo, why, sizeof why) == 0) {
-        sweep_recycled_slots(s);
-    }
     redo_t *r = s->redo;
     s->redo = NULL;
     if (r == NULL) {
         return 0;
     }
+    char why[512];
     if (redo_close(r, why, sizeof why) != 0) {
         return log_failed(s, err, errlen, "closing the commit log of ", "", why);
     }
+    /* Its checkpoint at the log's end covers every segment recycled: their slot files go now (closed with the
+       redo), so a clean close leaves none for the next open to find. A failed delete is the next open's. */
+    for (size_t i = 0; i < s->nslot_sweep; i++) {
+        (void)slot_file_remove(s->path, s->slot_sweep[i], NULL, 0);
+    }
+    s->nslot_sweep = 0;
     return 0;
 }
 
