@@ -303,6 +303,7 @@ static void fill_store_options(config_t *c)
     o->max_open_files = (int)c->max_open_files;
     o->segment_bytes = (uint64_t)c->commitlog_segment_size;
     o->checkpoint_bytes = config_checkpoint_bytes((uint64_t)c->disk_reserve);
+    o->checkpoint_on_thread = 1; /* its syncs beside the storage thread's work, not in it */
     o->max_topics = (uint64_t)c->max_topics;
     o->max_groups = (uint64_t)c->max_groups;
     o->lease_write_delay_ms = (uint64_t)c->lease_write_delay_ms;

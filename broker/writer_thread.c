@@ -69,6 +69,7 @@
 #include "base/clock.h"
 
 #define SCHED_CHUNK        4096  /* most due moves / expiries per iteration */
+#define CHECKPOINT_POLL_US 5000  /* a checkpoint on the commit log's thread is looked at this often when idle */
 #define MAINTAIN_BUDGET    512   /* store_maintain deletes per idle step */
 #define MAINTAIN_IDLE_MS   1000  /* idle time before maintenance runs */
 #define MAINTAIN_PERIOD_MS 60000 /* maintenance check when nothing else happens (retention) */
@@ -434,6 +435,9 @@ static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
         }
         return best;
     }
+    if (store_log_checkpoint_running(w->store) && now_us + CHECKPOINT_POLL_US < best) {
+        best = now_us + CHECKPOINT_POLL_US; /* its outcome and the recycling below it, also while full */
+    }
     if (w->disk_full) {
         return best; /* no scheduler or maintenance work while writes are refused */
     }
@@ -670,6 +674,24 @@ static void prepare_spare(writer_t *w, uint64_t now_mono)
     }
 }
 
+/* A checkpoint finished on the commit log's thread (store_log_checkpoint_step):
+ * a busy store's next apply takes it too, this takes it when idle. Its
+ * failure (a CQ file's fdatasync, LevelDB's) breaks the store: reopened as
+ * after a failed commit, whose replies were already sent (the log's sync
+ * covered them). */
+static void settle_checkpoint(writer_t *w)
+{
+    char err[640];
+    if (store_log_checkpoint_step(w->store, err, sizeof err) == 0) {
+        return;
+    }
+    w->stats.commit_failures++;
+    if (store_last_failure_full(w->store)) {
+        disk_full_begin(w, err);
+    }
+    reopen_store(w, err, 0);
+}
+
 /* Levels the due move found damaged (store_move_due skips them and moves the
  * others): each logged once, and once when it moves again. */
 static void report_level_damage(writer_t *w)
@@ -846,6 +868,12 @@ void *writer_main(void *arg)
            the iteration held) */
         if (w->store != NULL && !w->disk_full) {
             prepare_spare(w, now_mono);
+        }
+
+        /* 4c. a checkpoint the commit log's thread finished: its outcome, and the segments below it recycled
+           (also while the disk is full: that gives space back) */
+        if (w->store != NULL) {
+            settle_checkpoint(w);
         }
 
         /* 5. maintenance, after the replies (a PULL woken by this iteration's

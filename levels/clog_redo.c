@@ -22,6 +22,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "levels/clog_derived.h"
+#include "levels/clog_finisher.h"
 #include "levels/clog_internal.h"
 #include "levels/clog_overlay.h"
 #include "levels/keys.h"
@@ -87,7 +88,8 @@ struct redo {
         int clean, raise_applied;
         fixfile_syncset_t files; /* the CQ and slot files written since the last checkpoint, duplicated */
     } ckpt;
-    _Atomic int resync_all; /* a checkpoint failed after its files were handed over: the next one syncs every file */
+    _Atomic int resync_all;    /* a checkpoint failed after its files were handed over: the next one syncs every file */
+    clog_finisher_t *finisher; /* redo_checkpoint_async's thread, made at its first call */
 };
 
 static uint64_t now_us(void)
@@ -695,10 +697,58 @@ static int release_cq_files(redo_t *r, char *err, size_t errlen)
     return rc;
 }
 
-/* Owner thread, no finish running elsewhere: a checkpoint begun and not
- * finished is finished here, and the CQ files below the heads it covers go. */
+int redo_checkpoint_settle(redo_t *r, int wait, char *err, size_t errlen)
+{
+    if (r->finisher == NULL) {
+        return 0;
+    }
+    int had = 0;
+    char why[1024];
+    if (clog_finisher_take(r->finisher, wait, &had, why, sizeof why) != 0) {
+        return err_set(err, errlen, "%s", why);
+    }
+    if (!had) {
+        return 0;
+    }
+    return release_cq_files(r, err, errlen) != 0 ? -1 : 1;
+}
+
+int redo_checkpoint_running(redo_t *r)
+{
+    return r->finisher != NULL && clog_finisher_state(r->finisher) != CLOG_FINISHER_IDLE;
+}
+
+static int finish_on_thread(void *arg, char *err, size_t errlen)
+{
+    return redo_checkpoint_finish(arg, err, errlen);
+}
+
+int redo_checkpoint_async(redo_t *r, char *err, size_t errlen)
+{
+    if (redo_checkpoint_running(r)) {
+        return err_set(err, errlen,
+                       "commit log checkpoint: the one begun at offset %" PRIu64
+                       " is still being finished on its thread (redo_checkpoint_settle first); a second one is refused",
+                       r->ckpt.b);
+    }
+    if (r->finisher == NULL && (r->finisher = clog_finisher_new(finish_on_thread, r, err, errlen)) == NULL) {
+        return -1;
+    }
+    if (checkpoint_begin_at(r, r->applied, 0, err, errlen) != 0) {
+        return -1;
+    }
+    (void)clog_finisher_start(r->finisher); /* idle: checked above */
+    return 0;
+}
+
+/* Owner thread: a checkpoint being finished on the finisher's thread is
+ * waited for, one begun and not finished is finished here; the CQ files
+ * below the heads it covers go. -1 with err when that finish failed. */
 static int finish_open_checkpoint(redo_t *r, char *err, size_t errlen)
 {
+    if (redo_checkpoint_settle(r, 1, err, errlen) < 0) {
+        return -1;
+    }
     if (!atomic_load(&r->ckpt.open)) {
         return 0;
     }
@@ -708,6 +758,9 @@ static int finish_open_checkpoint(redo_t *r, char *err, size_t errlen)
 /* A whole checkpoint on the owner thread (begin, then finish and release). */
 static int checkpoint_at(redo_t *r, uint64_t b, int clean, char *err, size_t errlen)
 {
+    if (redo_checkpoint_settle(r, 1, err, errlen) < 0) { /* one on the finisher's thread first */
+        return -1;
+    }
     if (checkpoint_begin_at(r, b, clean, err, errlen) != 0 || finish_open_checkpoint(r, err, errlen) != 0) {
         return -1;
     }
@@ -760,6 +813,7 @@ int redo_sync_failed(redo_t *r, redo_failure_t *f, char *err, size_t errlen)
 /* Close every file and free r; the first failure is kept in err. */
 static int redo_close_files(redo_t *r, char *err, size_t errlen)
 {
+    clog_finisher_free(r->finisher); /* a finish running there (redo_free drops it) ends first: it uses the files */
     int rc = 0;
     char e2[512];
     for (size_t i = 0; i < r->nqueues; i++) {

@@ -27,7 +27,8 @@
  *    only then lets clog_recycle past the previous B (clog_keep_from). It is
  *    split in two (redo_checkpoint_begin on the owner thread, then
  *    redo_checkpoint_finish on any thread) so the owner is not held by the
- *    syncs; redo_checkpoint is the two in a row;
+ *    syncs; redo_checkpoint is the two in a row, redo_checkpoint_async the
+ *    two with the finish on the redo's own thread;
  *  - a clean close (redo_close) writes `M "clean"` = its end in its
  *    checkpoint's write, and the open's checkpoint deletes it before anything
  *    is appended: an open that finds the log ending exactly there skips the
@@ -290,6 +291,28 @@ int redo_checkpoint_begin(redo_t *r, uint64_t *b, char *err, size_t errlen);
  * file), or naming the missing begin. A cut anywhere before the mark's sync
  * leaves the open at the previous B. */
 int redo_checkpoint_finish(redo_t *r, char *err, size_t errlen);
+
+/* The checkpoint with its finish on a thread of the redo's own
+ * (levels/clog_finisher.h, made at the first call), owner thread:
+ * redo_checkpoint_begin here, redo_checkpoint_finish there. 0 once begun;
+ * -1 with err when one is still being finished there (settle first), when
+ * begin fails, or when the thread cannot be made (nothing begun). While it
+ * runs the owner may do what it may between begin and finish (above);
+ * redo_checkpoint, redo_close and redo_sync_failed wait for it first, and
+ * redo_free waits for it and drops its outcome. */
+int redo_checkpoint_async(redo_t *r, char *err, size_t errlen);
+
+/* Owner thread: the outcome of redo_checkpoint_async's finish, taken once.
+ * 1 when it finished since the last call: B published (redo_checkpointed),
+ * and the CQ files wholly below the heads it covers deleted here; 0 when none
+ * was started or it still runs (with wait: after waiting for it); -1 with err
+ * when it failed (B not moved; the next checkpoint syncs every file) or a CQ
+ * file's delete did. */
+int redo_checkpoint_settle(redo_t *r, int wait, char *err, size_t errlen);
+
+/* Owner thread: 1 while redo_checkpoint_async's finish runs or its outcome
+ * waits for redo_checkpoint_settle. */
+int redo_checkpoint_running(redo_t *r);
 
 /* What redo_sync_failed did. */
 typedef struct redo_failure {

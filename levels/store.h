@@ -142,6 +142,12 @@ typedef struct store_options {
      * message back on its level for another of the level's delay instead (late, never lost; the level's head is
      * not held back, so the remainders behind it keep leaving the lane). Set below the default by tests only. */
     uint64_t lane_max_entries;
+    /* 1: a checkpoint's syncs (an fdatasync of every CQ and slot file written since the last, LevelDB's logs,
+     * the directory, the mark) run on a thread of the commit log's own (levels/clog_redo.h
+     * redo_checkpoint_async) while the owner goes on; the owner takes the outcome and recycles the segments
+     * below it at its next apply or store_log_checkpoint_step. 0: on the owner, inside the apply that made it
+     * due. The broker sets 1. */
+    int checkpoint_on_thread;
 } store_options_t;
 
 /* What the remainder lane holds at most (24 bytes an entry in memory: far
@@ -315,6 +321,19 @@ int store_log_prepare_step(store_t *s, unsigned pace_ms, char *err, size_t errle
 /* The pace that holds the pre-writer (levels/clog.h CLOG_PREPARE_HOLD: no
  * spare begun, none written on; a finished one is still taken). */
 #define STORE_PREPARE_HOLD UINT_MAX
+
+/* A checkpoint finished on the commit log's thread (checkpoint_on_thread):
+ * its outcome taken, and what follows it made — the segments wholly below it
+ * recycled, their where-slot files deleted, a long LevelDB log written out.
+ * For an owner that calls it between its commits, also when idle (a busy
+ * store's next apply does the same). 0 (also while it runs, and for a store
+ * without a log or a broken one), or -1 with err: the checkpoint failed and
+ * the store is broken (reopen it, as after a failed commit). Owner thread. */
+int store_log_checkpoint_step(store_t *s, char *err, size_t errlen);
+
+/* 1 while a checkpoint runs on the commit log's thread or its outcome waits
+ * for store_log_checkpoint_step (the owner looks again soon). Owner thread. */
+int store_log_checkpoint_running(const store_t *s);
 
 /* Bytes the commit log's pre-writer still has to write before a spare
  * segment waits (clog_prepare_left): 0 when it has nothing to do, and for a store

@@ -635,10 +635,42 @@ static void flush_long_leveldb_log(store_t *s)
     }
 }
 
+/* What follows a finished checkpoint, on the owner: the where-slot files of
+ * the segments recycled before it deleted, the segments wholly below it
+ * recycled, a long LevelDB log written out. 0, or -1 with err (the store is
+ * then broken). */
+static int after_checkpoint(store_t *s, char *err, size_t errlen)
+{
+    char why[512];
+    sweep_recycled_slots(s);
+    if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
+        break_log(s, why);
+        return err_set(err, errlen, "%s", why);
+    }
+    flush_long_leveldb_log(s);
+    return 0;
+}
+
+/* A checkpoint finished on the redo's thread (store_options_t.checkpoint_on_thread):
+ * its outcome taken and what follows it made. 0 (also while it runs), or -1
+ * with err (it failed: the store is then broken). */
+static int settle_checkpoint(store_t *s, char *err, size_t errlen)
+{
+    char why[512];
+    int rc = redo_checkpoint_settle(s->redo, 0, why, sizeof why);
+    if (rc < 0) {
+        break_log(s, why);
+        return log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
+    }
+    return rc > 0 ? after_checkpoint(s, err, errlen) : 0;
+}
+
 /* What follows an apply that moved redo_applied from applied_before: the
  * key iterator dropped (it would not see the writes) and the checkpoint,
- * with its recycling and a long LevelDB log's write-out, when one is due. 0,
- * or -1 with err (the store is then broken). */
+ * with its recycling and a long LevelDB log's write-out, when one is due —
+ * on the redo's thread with checkpoint_on_thread, one at a time (a due one
+ * waits until the last is settled). 0, or -1 with err (the store is then
+ * broken). */
 static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t errlen)
 {
     char why[512];
@@ -646,20 +678,33 @@ static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t er
         leveldb_iter_destroy(s->key_it);
         s->key_it = NULL;
     }
-    if (checkpoint_due(s)) {
-        if (redo_checkpoint(s->redo, why, sizeof why) != 0) {
-            break_log(s, why);
-            return log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
-        }
-        s->checkpoint_mono_ms = clock_mono_ms();
-        sweep_recycled_slots(s);
-        if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
-            break_log(s, why);
-            return err_set(err, errlen, "%s", why);
-        }
-        flush_long_leveldb_log(s);
+    if (settle_checkpoint(s, err, errlen) != 0) {
+        return -1;
     }
-    return 0;
+    if (!checkpoint_due(s) || redo_checkpoint_running(s->redo)) {
+        return 0;
+    }
+    int rc = s->opt.checkpoint_on_thread ? redo_checkpoint_async(s->redo, why, sizeof why)
+                                         : redo_checkpoint(s->redo, why, sizeof why);
+    if (rc != 0) {
+        break_log(s, why);
+        return log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
+    }
+    s->checkpoint_mono_ms = clock_mono_ms();
+    return s->opt.checkpoint_on_thread ? 0 : after_checkpoint(s, err, errlen);
+}
+
+int store_log_checkpoint_step(store_t *s, char *err, size_t errlen)
+{
+    if (s->redo == NULL || s->broken) {
+        return 0;
+    }
+    return settle_checkpoint(s, err, errlen);
+}
+
+int store_log_checkpoint_running(const store_t *s)
+{
+    return s->redo != NULL && !s->broken && redo_checkpoint_running(s->redo);
 }
 
 int store_log_make_durable(store_t *s, char *err, size_t errlen)

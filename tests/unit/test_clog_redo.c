@@ -1881,6 +1881,71 @@ static void test_recycle_keeps_begun_checkpoint(void)
     expect_recovered(g_ledger->n, &rep);
 }
 
+/* The finish on the redo's own thread (redo_checkpoint_async): the owner
+ * commits and applies meanwhile; a second one is refused while it runs or
+ * its outcome waits; settle publishes B (1 once, then 0); redo_checkpoint
+ * waits for it, and so does the close; the next open finds everything. */
+static void test_checkpoint_async(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 23;
+    TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
+    TU_CHECK(redo_checkpoint_settle(r, 1, err, sizeof err) == 0, "nothing to settle before the first: %s", err);
+    for (int round = 0; round < 20; round++) {
+        uint64_t b = redo_applied(r);
+        TU_REQUIRE(redo_checkpoint_async(r, err, sizeof err) == 0, "round %d: %s", round, err);
+        TU_CHECK(redo_checkpoint_running(r), "round %d: running until settled", round);
+        TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
+        char want[96];
+        snprintf(want, sizeof want, "begun at offset %" PRIu64 " is still being finished", b);
+        TU_CHECK(redo_checkpoint_async(r, err, sizeof err) == -1 && strstr(err, want) != NULL,
+                 "round %d: a second one refused, naming the first: %s", round, err);
+        TU_CHECK(redo_checkpoint_settle(r, 1, err, sizeof err) == 1, "round %d: settled: %s", round, err);
+        TU_CHECK(redo_checkpointed(r) == b, "round %d: B %" PRIu64 " published (%" PRIu64 ")", round, b,
+                 redo_checkpointed(r));
+        TU_CHECK(!redo_checkpoint_running(r) && redo_checkpoint_settle(r, 1, err, sizeof err) == 0,
+                 "round %d: taken once", round);
+    }
+    /* redo_checkpoint waits for one running there, then makes its own */
+    TU_REQUIRE(redo_checkpoint_async(r, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
+    TU_CHECK(redo_checkpoint(r, err, sizeof err) == 0, "redo_checkpoint after the thread's: %s", err);
+    TU_CHECK(redo_checkpointed(r) == redo_applied(r) && !redo_checkpoint_running(r),
+             "its B is the applied end, nothing left running");
+    /* the close waits for one running there */
+    TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
+    TU_REQUIRE(redo_checkpoint_async(r, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "the close after the thread's finish: %s", err);
+    db_close(db);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+    TU_CHECK(rep.batches == 0, "nothing to redo after the close");
+}
+
+/* redo_free while the thread finishes: it waits for the finish, which uses
+ * the files it frees (ASan or valgrind see a use after free otherwise); the
+ * next open redoes from whichever B stands. */
+static void test_checkpoint_async_free(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 29;
+    for (int i = 0; i < 4; i++) {
+        TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
+    }
+    TU_REQUIRE(redo_checkpoint_async(r, err, sizeof err) == 0, "%s", err);
+    release_ptr((void **)g_redos, r);
+    TU_CHECK(redo_free(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+}
+
 /* A child: open (armed, never killed), 12 batches synced and applied, a
  * checkpoint (B1), 10 more, a begin (B2), 6 more; then, with finish_kill
  * set, re-armed to die at the finish_kill-th file call of the finish (0:
@@ -2229,6 +2294,8 @@ static const tu_test_t redo_tests[] = {
     { "checkpoint finish on a second thread while the owner commits and applies", test_finish_on_thread },
     { "a second checkpoint begin is refused while one is open", test_begin_twice },
     { "clog_recycle keeps a begun checkpoint's segment until its finish", test_recycle_keeps_begun_checkpoint },
+    { "checkpoint finish on the redo's own thread (redo_checkpoint_async)", test_checkpoint_async },
+    { "redo_free waits for a finish on the redo's own thread", test_checkpoint_async_free },
     { NULL, NULL },
 };
 

@@ -2017,6 +2017,61 @@ static void test_log_segments_recycled(void)
     CLOSE(&s);
 }
 
+/* tu_poll_until's condition: store_log_checkpoint_step taken, no checkpoint
+ * running on the log's thread any more (a failed step ends the poll too:
+ * the caller checks the store). */
+static int thread_checkpoint_settled(void *arg)
+{
+    store_t *s = arg;
+    char err[512];
+    return store_log_checkpoint_step(s, err, sizeof err) != 0 || !store_log_checkpoint_running(s);
+}
+
+static int settle_thread_checkpoint(store_t *s)
+{
+    return tu_poll_until(thread_checkpoint_settled, s, 30000, 1);
+}
+
+/* With checkpoint_on_thread the checkpoints run on the commit log's thread
+ * and the store goes on meanwhile; their outcome, taken by the next apply or
+ * by store_log_checkpoint_step, recycles the segments below them while the
+ * store stays open: rounds of six segments' worth of commits, each collected,
+ * stop adding segments after the first two (the recycled ones come back as
+ * spares; a checkpoint a round's commits outrun recycles a little later than
+ * one on the owner, so the pool is larger: 33 segments here against 22);
+ * everything is counted after a reopen. */
+static void test_checkpoint_on_thread(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = UINT64_C(1) << 20;
+    o.retention_ms = SEC;
+    o.checkpoint_bytes = STORE_CHECKPOINT_MIN_BYTES;
+    o.checkpoint_on_thread = 1;
+    store_t *s = OPEN(&o);
+    int ran = 0, after[7] = { 0 };
+    for (int round = 0; round < 7; round++) {
+        commit_six_segments(s, round);
+        ran |= store_log_checkpoint_running(s);
+        collect_all(s);
+        after[round] = segments_in_data();
+    }
+    commit_six_segments(s, 7); /* its checkpoints cover the last GC's deletes */
+    TU_REQUIRE(settle_thread_checkpoint(s) == 0 && !store_broken(s), "a checkpoint still runs after 30 s, or failed");
+    TU_CHECK(ran, "no checkpoint was seen running on the log's thread");
+    int n = segments_in_data();
+    TU_CHECK(n <= after[1] + 3,
+             "%d segments after 48 MB of commits, %d after the second round of six: not recycled while open", n,
+             after[1]);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN(&o);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 240, "topic holds %" PRIu64, ti.appended);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* Where-slot files in g_data whose segment is not there (left from a
  * segment recycled or removed). */
 static int orphan_slot_files(void)
@@ -2838,6 +2893,7 @@ static const tu_test_t open_tests[] = {
     { "a checkpoint has a long LevelDB log written out", test_checkpoint_writes_out_a_long_leveldb_log },
     { "commit-log segments below the checkpoint are recycled", test_log_segments_recycled },
     { "the where-slot files of recycled segments are deleted", test_recycled_segments_slots_deleted },
+    { "checkpoints on the commit log's thread recycle segments while open", test_checkpoint_on_thread },
     { "a batch no segment can hold is written beside the log", test_log_batch_beside_the_log },
     { "a hole in LevelDB's log past the checkpoint is replayed past, one below it refused",
       test_log_hole_past_checkpoint },
