@@ -1962,9 +1962,28 @@ static int segments_in_data(void)
     return n;
 }
 
-/* Six 1 MiB segments' worth of commits. */
-static void commit_six_segments(store_t *s, int round)
+/* tu_poll_until's condition: store_log_checkpoint_step taken, no checkpoint
+ * running on the log's thread any more (a failed step ends the poll too:
+ * the caller checks the store). */
+static int thread_checkpoint_settled(void *arg)
 {
+    store_t *s = arg;
+    char err[512];
+    return store_log_checkpoint_step(s, err, sizeof err) != 0 || !store_log_checkpoint_running(s);
+}
+
+static int settle_thread_checkpoint(store_t *s)
+{
+    return tu_poll_until(thread_checkpoint_settled, s, 30000, 1);
+}
+
+/* Six 1 MiB segments' worth of commits; a checkpoint one of them began on
+ * the log's thread (checkpoint_on_thread) is settled before the next, so
+ * that its recycling lands where a checkpoint on the owner's would, whatever
+ * the machine's speed. How many commits left one running there. */
+static int commit_six_segments(store_t *s, int round)
+{
+    int running = 0;
     static char big[200000];
     memset(big, 'a' + round, sizeof big);
     char err[512] = "";
@@ -1972,7 +1991,11 @@ static void commit_six_segments(store_t *s, int round)
         uint64_t id, due;
         REQUIRE_OK(send_raw(s, "t", 1, NULL, 0, big, sizeof big, 0, 0, T0, &id, &due, err, sizeof err), err);
         COMMIT(s);
+        running += store_log_checkpoint_running(s);
+        TU_REQUIRE(settle_thread_checkpoint(s) == 0 && !store_broken(s),
+                   "a checkpoint on the log's thread still runs after 30 s, or failed");
     }
+    return running;
 }
 
 /* The topic log's GC past retention (1 s): every message collected. */
@@ -2017,29 +2040,16 @@ static void test_log_segments_recycled(void)
     CLOSE(&s);
 }
 
-/* tu_poll_until's condition: store_log_checkpoint_step taken, no checkpoint
- * running on the log's thread any more (a failed step ends the poll too:
- * the caller checks the store). */
-static int thread_checkpoint_settled(void *arg)
-{
-    store_t *s = arg;
-    char err[512];
-    return store_log_checkpoint_step(s, err, sizeof err) != 0 || !store_log_checkpoint_running(s);
-}
-
-static int settle_thread_checkpoint(store_t *s)
-{
-    return tu_poll_until(thread_checkpoint_settled, s, 30000, 1);
-}
-
 /* With checkpoint_on_thread the checkpoints run on the commit log's thread
  * and the store goes on meanwhile; their outcome, taken by the next apply or
  * by store_log_checkpoint_step, recycles the segments below them while the
  * store stays open: rounds of six segments' worth of commits, each collected,
- * stop adding segments after the first two (the recycled ones come back as
- * spares; a checkpoint a round's commits outrun recycles a little later than
- * one on the owner, so the pool is larger: 33 segments here against 22);
- * everything is counted after a reopen. */
+ * add about one segment a round after the first two (the recycled ones come
+ * back as spares), as a checkpoint on the owner does; without the recycling
+ * they add ten a round (120 segments); everything is counted after a reopen. (Each commit waits for the
+ * thread's checkpoint: run free, a checkpoint the commits outrun recycles
+ * later, and the pool grows with the lag — 33 segments here against 22 on a
+ * quiet machine, 49 on a busy one.) */
 static void test_checkpoint_on_thread(void)
 {
     store_options_t o;
@@ -2051,16 +2061,14 @@ static void test_checkpoint_on_thread(void)
     store_t *s = OPEN(&o);
     int ran = 0, after[7] = { 0 };
     for (int round = 0; round < 7; round++) {
-        commit_six_segments(s, round);
-        ran |= store_log_checkpoint_running(s);
+        ran += commit_six_segments(s, round);
         collect_all(s);
         after[round] = segments_in_data();
     }
-    commit_six_segments(s, 7); /* its checkpoints cover the last GC's deletes */
-    TU_REQUIRE(settle_thread_checkpoint(s) == 0 && !store_broken(s), "a checkpoint still runs after 30 s, or failed");
+    ran += commit_six_segments(s, 7); /* its checkpoints cover the last GC's deletes */
     TU_CHECK(ran, "no checkpoint was seen running on the log's thread");
     int n = segments_in_data();
-    TU_CHECK(n <= after[1] + 3,
+    TU_CHECK(n <= after[1] + 8, /* a checkpoint on the owner leaves the same: 17 after the second round, 23 here */
              "%d segments after 48 MB of commits, %d after the second round of six: not recycled while open", n,
              after[1]);
     CHECK_STORE(s);
