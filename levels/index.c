@@ -286,6 +286,36 @@ int idx_key_ids(store_t *s, const char *topic, size_t tlen, const char *key, siz
     return rc;
 }
 
+int idx_key_of(store_t *s, const char *topic, size_t tlen, uint64_t id, char **key, size_t *klen, char *err,
+               size_t errlen)
+{
+    *key = NULL;
+    *klen = 0;
+    key_buf_t k;
+    key_queue_prefix(&k, KEY_KEY_INDEX, topic, tlen);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *ik;
+    size_t iklen;
+    int rc = 0;
+    for (; store_iter_in(it, k.b, k.n, &ik, &iklen); leveldb_iter_next(it)) {
+        key_index_parsed_t kp;
+        if (key_index_parse(ik, iklen, &kp) == 0 && kp.is_entry && kp.id == id) {
+            *key = xmemdup(kp.key, kp.key_len);
+            *klen = kp.key_len;
+            break;
+        }
+    }
+    rc = store_iter_error(it, "the key index", err, errlen);
+    leveldb_iter_destroy(it);
+    if (rc != 0) {
+        free(*key);
+        *key = NULL;
+        *klen = 0;
+        return -1;
+    }
+    return *key != NULL;
+}
+
 static int home_decode(const char *v, size_t vlen, idx_home_t *h)
 {
     if (idx_place_decode(v, vlen, &h->place) != 0 || vlen < PLACE_BYTES + 4) {

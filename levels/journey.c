@@ -5,7 +5,9 @@
  * ordinal) → the slot of that ordinal, which must name the id back → the
  * queue and CQ index it names, whose entry must name the id too. A payload
  * that holds a well-formed fake record at a guessable offset is refused by
- * the slot: the fake's ordinal holds another id.
+ * the slot: the fake's ordinal holds another id. A damaged record's slot is
+ * found by a search of the segment's slots for the id
+ * (store_where_slot_search): revoked, the message is gone.
  *
  * A message in its topic's log (slot queue 0), a revoked one, one sent
  * before the log (its id below the log) is "not on a CQ journey" and the
@@ -24,6 +26,33 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+int store_where_slot_search(store_t *s, uint64_t id, uint32_t *ordinal, slot_t *out)
+{
+    if (s->redo == NULL || id == 0) {
+        return 0;
+    }
+    uint64_t base = id - id % s->opt.segment_bytes;
+    uint64_t low = 0, high = id - base + 1; /* a record takes at least a byte: its ordinal is below its offset + 1 */
+    while (low < high) {                    /* the lowest ordinal whose slot's id is not below id */
+        uint64_t mid = low + (high - low) / 2;
+        slot_t sl;
+        size_t got = 0;
+        char why[256];
+        if (redo_slot_read(s->redo, base, mid, 1, &sl, &got, why, sizeof why) != 0 || got == 0) {
+            high = mid; /* past the segment's slots (or unreadable: then not found) */
+        } else if (sl.id != 0 && sl.id < id) {
+            low = mid + 1;
+        } else if (sl.id == id) {
+            *ordinal = (uint32_t)mid;
+            *out = sl;
+            return 1;
+        } else {
+            high = mid; /* a later record's, or never written (0): the search ends without it */
+        }
+    }
+    return 0;
+}
+
 int store_where_slot_find(store_t *s, uint64_t id, clog_reader_t *rd, store_where_t *w, char *err, size_t errlen)
 {
     if (s->redo == NULL || id == 0) {
@@ -35,6 +64,11 @@ int store_where_slot_find(store_t *s, uint64_t id, clog_reader_t *rd, store_wher
         return 0;
     }
     if (rc != 0 || msg_record_ordinal(w->rec.data, w->rec.len, &w->ordinal, why, sizeof why) != 0) {
+        slot_t sl;
+        uint32_t ordinal;
+        if (store_where_slot_search(s, id, &ordinal, &sl) && (sl.flags & SLOT_REVOKED)) {
+            return 0; /* a damaged record revoked (design-commitlog.md, "REVOKE of a damaged record"): gone */
+        }
         return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);
     }
     size_t got = 0;

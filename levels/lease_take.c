@@ -95,6 +95,17 @@ void store_group_damage_wake(store_t *s, uint64_t now_ms)
     s->group_damage_wake_at = next != UINT64_MAX ? next : 0;
 }
 
+void store_topic_log_damage_retry(store_t *s, topic_state_t *t)
+{
+    for (group_state_t *g = t->first_group; g != NULL; g = g->next_in_topic) {
+        if (g->log_damage.damaged) {
+            g->log_damage.damaged_until = 0; /* no longer skipped: still damaged until a PULL passes */
+            g->log_damage.wake_pending = 0;
+            store_mark_woken(s, t);
+        }
+    }
+}
+
 void store_group_damage_forget(store_t *s, group_state_t *g)
 {
     s->group_queues_damaged -= (uint64_t)(g->retry_damage.damaged + g->log_damage.damaged);

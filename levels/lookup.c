@@ -16,7 +16,10 @@
  * revoke never races a consumer: a DELAYED message leaves its level (the
  * level's head is found again when it was the head), a READY one leaves the
  * topic log (the topic's retained count and every group's backlog drop by
- * one). All revokes of one call are one batch.
+ * one). All revokes of one call are one batch. A READY message whose record
+ * is damaged is found by its where-slot and CQ entry without the record, its
+ * key through the key index (revoke_damaged), so an operator can remove the
+ * entry that stalls its topic log's groups.
  *
  * Threading: one thread at a time (the broker's storage thread).
  */
@@ -569,6 +572,44 @@ static int revoke_topic_cq(store_t *s, store_revoke_result_t *r, msg_t *m, topic
     return 0;
 }
 
+/* Revoke id, whose record is damaged (store_journey_find failed on it, err
+ * saying so), as revoke_topic_cq does — found READY in its topic's CQ by its
+ * where-slot without the record (topic_cq_find_damaged), its key from the key
+ * index — and let its topic's groups skipped for the damage try the log again
+ * now. Anything else (on a level, a slot not found) keeps err: -1. A group
+ * past it refuses it (no view: that reads the record). design-commitlog.md,
+ * "REVOKE of a damaged record (s49)". */
+static int revoke_damaged(store_t *s, store_revoke_result_t *r, uint64_t id, char *err, size_t errlen)
+{
+    topic_state_t *t;
+    idx_journey_t j;
+    if (!topic_cq_find_damaged(s, id, &t, &j)) {
+        return -1;
+    }
+    const group_state_t *past = group_past(t, store_topic_cq_seq(t, j.cq_index));
+    if (past != NULL) {
+        refuse(r, id, "already delivered to group %s (%s)", past->name, "its record is damaged");
+        return 0;
+    }
+    char *key;
+    size_t klen;
+    if (idx_key_of(s, t->name, t->len, id, &key, &klen, err, errlen) < 0) {
+        return -1;
+    }
+    msg_t m = { 0 };
+    m.id = id;
+    m.topic.ptr = t->name;
+    m.topic.len = (uint32_t)t->len;
+    m.key.ptr = key;
+    m.key.len = (uint32_t)klen;
+    int rc = revoke_topic_cq(s, r, &m, t, &j, err, errlen);
+    free(key);
+    if (rc == 0) {
+        store_topic_log_damage_retry(s, t);
+    }
+    return rc;
+}
+
 /* Revoke one message by id (store_read_begin done by the caller). */
 static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_t errlen)
 {
@@ -578,7 +619,7 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
     store_journey_t at;
     int on_journey = store_journey_find(s, id, &rd, &jm, &at, err, errlen);
     if (on_journey != 0 && (on_journey < 0 || !at.on_l)) {
-        int jrc = on_journey < 0 ? -1 : revoke_journey(s, r, &jm, &at, err, errlen);
+        int jrc = on_journey < 0 ? revoke_damaged(s, r, id, err, errlen) : revoke_journey(s, r, &jm, &at, err, errlen);
         clog_reader_free(&rd);
         return jrc;
     }

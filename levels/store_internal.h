@@ -222,6 +222,11 @@ struct group_state {
     } retry_damage, log_damage;
 };
 
+/* A damaged entry of t's topic log was revoked (lookup.c): each group whose
+ * topic log is skipped for damage tries it again at its next PULL, and the
+ * PULLs parked on t are woken (lease_take.c). */
+void store_topic_log_damage_retry(store_t *s, topic_state_t *t);
+
 /* g leaves sight (GROUP DEL): its damaged queues are no longer counted in
  * store_group_queues_damaged (lease_take.c). */
 void store_group_damage_forget(store_t *s, group_state_t *g);
@@ -552,6 +557,13 @@ int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, clog_reader_t *rd,
 
 /* The topic whose CQ is queue q, or NULL. */
 topic_state_t *topic_cq_topic(store_t *s, uint32_t q);
+
+/* topic_cq_find for a message whose record is damaged (store_journey_find
+ * failed on it): its where-slot found without the record
+ * (store_where_slot_search), not revoked, naming a topic CQ entry at or past
+ * its head that names id. 1 with *t and *j, 0 when not (the caller reports
+ * the damage). design-commitlog.md, "REVOKE of a damaged record (s49)". */
+int topic_cq_find_damaged(store_t *s, uint64_t id, topic_state_t **t, idx_journey_t *j);
 
 /* A message found in its topic's CQ by its where-slot (as store_journey_find
  * finds one on a level): 1 with *m (views into rd's window, stamped), *t and
@@ -1297,15 +1309,25 @@ typedef struct store_journey {
  * topic_cq_find): id's record in the log, the ordinal it carries, and the
  * slot of that ordinal in id's segment. 1 with *w when the slot names id
  * back and is not revoked; 0 when not (no commit log, id 0, no record of
- * the log at id, a payload's fake, a recycled life, revoked); -1 with err
- * (a damaged record, an unreadable slot). Reads committed and held
- * batches. */
+ * the log at id, a payload's fake, a recycled life, revoked — also a
+ * damaged record whose slot store_where_slot_search finds revoked); -1 with
+ * err (a damaged record not revoked, an unreadable slot). Reads committed
+ * and held batches. */
 typedef struct store_where {
     clog_record_t rec; /* views into the reader's window */
     uint32_t ordinal;
     slot_t sl;
 } store_where_t;
 int store_where_slot_find(store_t *s, uint64_t id, clog_reader_t *rd, store_where_t *w, char *err, size_t errlen);
+
+/* The slot naming id in id's segment, found without id's record (a damaged
+ * one: its ordinal cannot be read): a binary search of the segment's slots,
+ * whose ids rise with their ordinals (records are appended in offset order).
+ * 1 with *ordinal and *out when a slot names id; 0 when none does — also when
+ * a slot read fails or a slot was never written (id 0) on the search's path:
+ * the caller then reports the damage it met. design-commitlog.md, "REVOKE of
+ * a damaged record (s49)". */
+int store_where_slot_search(store_t *s, uint64_t id, uint32_t *ordinal, slot_t *out);
 
 /* 1 with *out (and *m decoded from the record, views into rd's buffer, when
  * m is not NULL), 0 when id is not on a CQ journey (no record of the log at
@@ -1425,6 +1447,14 @@ int idx_key_counts_open(store_t *s, char *err, size_t errlen);
  * after its count: a seek never steps over other keys' deleted entries. */
 int idx_key_ids(store_t *s, const char *topic, size_t tlen, const char *key, size_t klen, int max, uint64_t **ids,
                 int *n, char *err, size_t errlen);
+
+/* The key of topic's message id as its key index entry names it, for a
+ * message whose record (which holds the key) is damaged: one walk of the
+ * topic's whole key index in committed data (an operator's REVOKE, not a hot
+ * path). 1 with *key (xmalloc'd, free()) and *klen, 0 when no entry names id
+ * (a message without a key), -1 with err on a read error. */
+int idx_key_of(store_t *s, const char *topic, size_t tlen, uint64_t id, char **key, size_t *klen, char *err,
+               size_t errlen);
 
 /* store_check's part (check.c walks the records once and hands them here):
  * every copy of every message is indexed where it is, and every index entry

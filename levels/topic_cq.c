@@ -118,6 +118,11 @@ static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_e
     }
     uint32_t ordinal = 0;
     if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
+        slot_t sl;
+        if (store_where_slot_search(s, e->log_offset, &ordinal, &sl) && (sl.flags & SLOT_REVOKED)) {
+            *in_t = 1; /* a damaged record revoked: its 'T' key (none) says it is gone */
+            return 1;
+        }
         return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s",
                        t->name, index, e->log_offset, why);
     }
@@ -234,6 +239,29 @@ int topic_cq_find(store_t *s, uint64_t id, clog_reader_t *rd, msg_t *m, topic_st
     j->ordinal = w.ordinal;
     j->queue = w.sl.queue;
     j->cq_index = w.sl.cq_index;
+    return 1;
+}
+
+int topic_cq_find_damaged(store_t *s, uint64_t id, topic_state_t **t, idx_journey_t *j)
+{
+    slot_t sl;
+    uint32_t ordinal;
+    if (s->topic_queues.used == 0 || !store_where_slot_search(s, id, &ordinal, &sl) || (sl.flags & SLOT_REVOKED)) {
+        return 0;
+    }
+    topic_state_t *at = topic_cq_topic(s, sl.queue);
+    if (at == NULL || sl.cq_index < at->cq_head || sl.cq_index >= at->cq_tail) {
+        return 0; /* on a level (its topic is in the damaged record), or collected */
+    }
+    cq_entry_t e;
+    char why[256];
+    if (redo_cq_read(s->redo, sl.queue, sl.cq_index, 1, &e, why, sizeof why) != 0 || e.log_offset != id) {
+        return 0; /* the slot is not vouched for by its entry either */
+    }
+    *t = at;
+    j->ordinal = ordinal;
+    j->queue = sl.queue;
+    j->cq_index = sl.cq_index;
     return 1;
 }
 

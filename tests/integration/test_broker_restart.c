@@ -1319,15 +1319,16 @@ static void flip_record(const char *id_hex)
 
 /* A PULL parked at a skipped topic log: group g of topic rq holds a, b and
  * c (ids into ida, idb, idc), a's topic-log entry is damaged while the
- * broker (--damage-retry SKIP_FLAG) is stopped, and after the restart a
+ * broker (--damage-retry skip) is stopped, and after the restart a
  * PULL g rq COUNT 8 BLOCK 150000 on *c, sent at *sent (monotonic ms), meets
  * it, skips the log and parks. Requires the finding logged once, naming
  * a's seq in the log (its read failed; before, the line named g's cursor,
  * seq 0 for a group created before a was sent), and the PULL parked. */
-static void park_at_damaged_log(char *ida, char *idb, char *idc, size_t idlen, rc_conn_t *c, uint64_t *sent)
+static void park_at_damaged_log(const char *skip, char *ida, char *idb, char *idc, size_t idlen, rc_conn_t *c,
+                                uint64_t *sent)
 {
     char e[8192], v[64];
-    const char *const flags[] = { "--damage-retry", SKIP_FLAG, NULL };
+    const char *const flags[] = { "--damage-retry", skip, NULL };
     bt_start(flags);
     resp_reply_t *r = rc_cmd(&bt_conn, "GROUP", "CREATE", "g", "rq", NULL);
     BP_REQUIRE(r != NULL && r->type != RESP_REPLY_ERROR, "GROUP CREATE g rq: %s", rc_describe(r, e, sizeof e));
@@ -1354,6 +1355,8 @@ static void park_at_damaged_log(char *ida, char *idb, char *idc, size_t idlen, r
     BP_REQUIRE(tu_poll_until(log_has_text, "group g: its topic log rq fails at", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
                "the damaged topic-log head is not logged");
     BP_CHECK(bt_log_count(line) == 1, "the finding does not say '%s' (a's seq: the read that failed)", line);
+    snprintf(line, sizeof line, "the commit-log record of %s:", ida);
+    BP_CHECK(bt_log_count(line) == 1, "the finding does not say '%s' (a's id, for the operator's REVOKE)", line);
     bt_wait_blocked("1");
     BP_CHECK(bp_info_field(&bt_conn, "group_queues_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
              "INFO group_queues_damaged '%s' with g's topic log skipped (want 1)", v);
@@ -1402,7 +1405,7 @@ static void test_damage_skip_end_wakes(void)
     char ida[64], idb[64], idc[64];
     rc_conn_t c;
     uint64_t sent;
-    park_at_damaged_log(ida, idb, idc, sizeof ida, &c, &sent);
+    park_at_damaged_log(SKIP_FLAG, ida, idb, idc, sizeof ida, &c, &sent);
     uint64_t parked = tu_now_mono_ms();
     BP_REQUIRE(parked - sent < SKIP_MS / 2,
                "parking the PULL took %llu ms: too late in the %d ms skip to tell its end from the REVOKE",
@@ -1424,7 +1427,7 @@ static void test_damage_retry_same_finding(void)
     char e[8192], v[64], ida[64], idb[64], idc[64];
     rc_conn_t c;
     uint64_t sent;
-    park_at_damaged_log(ida, idb, idc, sizeof ida, &c, &sent);
+    park_at_damaged_log(SKIP_FLAG, ida, idb, idc, sizeof ida, &c, &sent);
     for (uint64_t now = tu_now_mono_ms(); now - sent < 2 * SKIP_MS + SKIP_MS / 2; now = tu_now_mono_ms()) {
         usleep(100 * 1000); /* time must pass: two skips' ends, each a try of the damaged head */
     }
@@ -1439,6 +1442,78 @@ static void test_damage_retry_same_finding(void)
     BP_CHECK(bp_info_field(&bt_conn, "blocked_clients", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
              "INFO blocked_clients '%s' after two skips' ends with a still damaged (want 1: the PULL parked)", v);
     (void)repair_and_expect_a_b_c(ida, idb, idc, &c);
+}
+
+/* The value under name in a reply that is a map (RESP3) or an array of name,
+ * value pairs (RESP2), or NULL. */
+static const resp_reply_t *reply_field(const resp_reply_t *r, const char *name)
+{
+    if (r == NULL || (r->type != RESP_REPLY_MAP && r->type != RESP_REPLY_ARRAY)) {
+        return NULL;
+    }
+    for (size_t i = 0; i + 1 < r->count; i += 2) {
+        const resp_reply_t *k = &r->elements[i];
+        if (k->str != NULL && strcmp(k->str, name) == 0) {
+            return &r->elements[i + 1];
+        }
+    }
+    return NULL;
+}
+
+/* The operator's way out of a damaged topic-log entry (docs/operations.md,
+ * "A damaged data directory"): REVOKE of the id the damage line names. g's
+ * PULL parked at its skipped log (a damaged, --damage-retry 10m) is answered
+ * b and c right after the REVOKE of a — long before the skip's end and its
+ * BLOCK, with no message sent — and the broker logs the log served again.
+ * Before, the REVOKE (and a GET of a) failed reading a's damaged record and
+ * the log waited for a restore. GET a then says gone,
+ * a second REVOKE is refused "gone", and b, c are not delivered twice. */
+static void test_damaged_revoked(void)
+{
+    char e[8192], v[64], ida[64], idb[64], idc[64];
+    rc_conn_t c;
+    uint64_t sent;
+    park_at_damaged_log("10m", ida, idb, idc, sizeof ida, &c, &sent);
+    resp_reply_t *r = rc_cmd(&bt_conn, "REVOKE", ida, NULL);
+    const resp_reply_t *revoked = reply_field(r, "revoked");
+    BP_CHECK(revoked != NULL && revoked->type == RESP_REPLY_INTEGER && revoked->integer == 1,
+             "REVOKE of the damaged a: %s (want revoked 1)", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    uint64_t revoked_at = tu_now_mono_ms();
+    r = rc_read(&c, SKIP_END_MARGIN_MS);
+    uint64_t answered = tu_now_mono_ms();
+    rc_msg_t m0, m1;
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 2 && rc_msg_at(r, 0, &m0, e, sizeof e) == 0 &&
+                 rc_msg_at(r, 1, &m1, e, sizeof e) == 0 && strcmp(m0.id, idb) == 0 && strcmp(m1.id, idc) == 0,
+             "the PULL parked at the damaged a got %s %llu ms after the REVOKE (want b and c within %d ms)",
+             r == NULL ? c.err : rc_describe(r, e, sizeof e), (unsigned long long)(answered - revoked_at),
+             SKIP_END_MARGIN_MS);
+    resp_reply_free(r);
+    rc_close(&c);
+    BP_CHECK(tu_poll_until(log_has_text, "group g: its topic log rq is served again", DAMAGE_LOG_DEADLINE_MS, 20) == 0,
+             "the topic log served again after the REVOKE is not logged");
+    BP_CHECK(bp_info_field(&bt_conn, "group_queues_damaged", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "0") == 0,
+             "INFO group_queues_damaged '%s' after the REVOKE (want 0)", v);
+    r = rc_cmd(&bt_conn, "GET", ida, NULL);
+    const resp_reply_t *state = reply_field(r, "state");
+    BP_CHECK(state != NULL && state->type == RESP_REPLY_BULK && strcmp(state->str, "gone") == 0,
+             "GET of the revoked a: %s (want state gone)", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&bt_conn, "REVOKE", ida, NULL);
+    revoked = reply_field(r, "revoked");
+    const resp_reply_t *refused = reply_field(r, "refused");
+    const resp_reply_t *why = refused != NULL && refused->count == 1 && refused->elements[0].count == 2
+                                  ? &refused->elements[0].elements[1]
+                                  : NULL;
+    BP_CHECK(revoked != NULL && revoked->integer == 0 && why != NULL && why->str != NULL &&
+                 strcmp(why->str, "gone") == 0,
+             "a second REVOKE of a: %s, refused '%s' (want revoked 0, refused gone)", rc_describe(r, e, sizeof e),
+             why != NULL && why->str != NULL ? why->str : "");
+    resp_reply_free(r);
+    r = rc_cmd(&bt_conn, "PULL", "g", "rq", "COUNT", "8", NULL);
+    BP_CHECK(r != NULL && (r->type == RESP_REPLY_NIL || (r->type == RESP_REPLY_ARRAY && r->count == 0)),
+             "a PULL after b and c were taken: %s (want nothing)", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
 }
 
 static int g_hold_ms; /* the held fsync of the test running (preload_holding_shim) */
@@ -1814,6 +1889,8 @@ static const tu_test_t restart_tests[] = {
       test_damaged_level_key },
     { "a damaged retry-queue head: the topic log is served, logged once and in /metrics", test_damaged_retry_head },
     { "a PULL parked at a skipped queue is woken when the skip ends (--damage-retry 3s)", test_damage_skip_end_wakes },
+    { "a damaged topic-log entry REVOKEd by the id its line names: the parked PULL gets the rest, served again",
+      test_damaged_revoked },
     { "a still-damaged head tried at each skip's end: one finding, logged and counted once",
       test_damage_retry_same_finding },
     { "SIGHUP under load: alive, log-level applied and logged, bad file kept out", test_sighup },

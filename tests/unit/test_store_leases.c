@@ -1572,6 +1572,128 @@ static void test_lease_damage_skip_end_wakes(void)
     CLOSE(&s);
 }
 
+/* REVOKE of a damaged record (design-commitlog.md, "REVOKE of a damaged
+ * record (s49)"): b, keyed, is damaged at g's cursor (g took a), so a PULL
+ * skips g's topic log, naming b's seq and id. A REVOKE of b by id finds its
+ * where-slot without the record and revokes it (before, it failed reading the
+ * record, and g's log stayed stalled until the directory was restored); g's
+ * next PULL, before the skip's end, gets c and d, the log served again; h,
+ * which took nothing yet, gets a, c and d. b is gone to GET, FIND and a second
+ * REVOKE, its key's index entry dropped (the store checks clean), and after a
+ * reopen it is still revoked. REVOKE of a (g is past it) is still refused. */
+static void test_lease_damaged_revoked(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    msg_owned_t m[8];
+    TU_REQUIRE(LEASE_N(s, "g", "t", 1, LEASE, T0, m) == 0, "g is created with nothing to lease");
+    TU_REQUIRE(LEASE_N(s, "h", "t", 1, LEASE, T0, m) == 0, "h is created with nothing to lease");
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    uint64_t b;
+    char err[1024] = "";
+    REQUIRE_OK(send_raw(s, "t", 1, "kb", 2, "b", 1, 0, 0, T0, &b, NULL, err, sizeof err), err);
+    uint64_t c = SEND(s, "t", "c", 0, 0, T0, NULL);
+    uint64_t d = SEND(s, "t", "d", 0, 0, T0, NULL);
+    TU_REQUIRE(LEASE_N(s, "g", "t", 1, LEASE, T0, m) == 1 && m[0].m.id == a, "g does not take a");
+    free_msgs(m, 1);
+    seq_of_t f = { STORE_TOPIC, b, 0 };
+    REQUIRE_OK(store_scan(s, find_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
+    TU_REQUIRE(f.seq != 0, "b is not in the topic log");
+    CLOSE(&s);
+    RECORD_FLIP(b); /* its record in the commit log fails its CRC */
+
+    s = OPEN_DEFAULT();
+    int n = -1;
+    int rc = store_lease(s, "g", 1, "t", 1, 8, LEASE, T0 + SEC, m, &n, err, sizeof err);
+    TU_REQUIRE(rc == 0 && n == 0 && store_group_queues_damaged(s) == 1,
+               "a PULL at the damaged entry: rc %d, n %d, %" PRIu64 " damaged \"%s\"", rc, n,
+               store_group_queues_damaged(s), err);
+    char said[96], named[64];
+    snprintf(said, sizeof said, "group g: its topic log t fails at seq %" PRIu64 ",", f.seq);
+    snprintf(named, sizeof named, "the commit-log record of %016" PRIx64 ":", b);
+    TU_CHECK(strstr(store_group_damage_last(s), said) != NULL && strstr(store_group_damage_last(s), named) != NULL,
+             "the finding \"%s\" does not say \"%s\" and \"%s\"", store_group_damage_last(s), said, named);
+
+    store_revoke_result_t r;
+    REQUIRE_OK(store_revoke_id(s, a, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 0 && r.nrefused == 1 && strstr(r.refused[0].reason, "already delivered to group g") != NULL,
+             "REVOKE of a, taken by g: revoked %" PRIu64 ", refused \"%s\"", r.revoked,
+             r.nrefused ? r.refused[0].reason : "");
+    rc = store_revoke_id(s, b, &r, err, sizeof err);
+    TU_REQUIRE(rc == 0 && r.revoked == 1 && r.from_ready == 1 && r.nrefused == 0,
+               "REVOKE of the damaged b: rc %d, revoked %" PRIu64 ", ready %" PRIu64 " \"%s\"", rc, r.revoked,
+               r.from_ready, rc == 0 ? "" : err);
+    TU_CHECK(!store_broken(s), "the REVOKE broke the store");
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0 + SEC, m); /* before the skip's end: the REVOKE ended it */
+    TU_CHECK(n == 2 && m[0].m.id == c && m[1].m.id == d, "g after the REVOKE: %d leased, not c and d", n);
+    free_msgs(m, n);
+    TU_CHECK(store_group_queues_damaged(s) == 0 && store_group_recoveries(s) == 1 &&
+                 strcmp(store_group_recovery_last(s), "group g: its topic log t is served again") == 0,
+             "after the REVOKE: %" PRIu64 " damaged, %" PRIu64 " recoveries \"%s\"", store_group_queues_damaged(s),
+             store_group_recoveries(s), store_group_recovery_last(s));
+    n = LEASE_N(s, "h", "t", 8, LEASE, T0 + SEC, m);
+    TU_CHECK(n == 3 && m[0].m.id == a && m[1].m.id == c && m[2].m.id == d, "h: %d leased, not a, c and d", n);
+    free_msgs(m, n);
+    REQUIRE_OK(store_revoke_id(s, b, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 0 && r.nrefused == 1 && strcmp(r.refused[0].reason, "gone") == 0,
+             "a second REVOKE of b: revoked %" PRIu64 ", refused \"%s\"", r.revoked,
+             r.nrefused ? r.refused[0].reason : "");
+    store_msg_view_t v;
+    REQUIRE_OK(store_msg_get(s, b, 0, &v, err, sizeof err), err);
+    TU_CHECK(v.state == STORE_MSG_GONE, "GET b: %s, not gone", store_msg_state_name(v.state));
+    store_msg_view_free(&v);
+    store_msg_view_t *found;
+    int nfound = -1;
+    REQUIRE_OK(store_msg_find(s, "t", 1, "kb", 2, 8, &found, &nfound, err, sizeof err), err);
+    TU_CHECK(nfound == 0, "FIND kb after the REVOKE: %d messages", nfound);
+    for (int i = 0; i < nfound; i++) {
+        store_msg_view_free(&found[i]);
+    }
+    free(found);
+    CHECK_STORE(s);
+    uint64_t taken[] = { a, c, d };
+    TU_CHECK(ACK(s, "g", taken, 3) == 3 && ACK(s, "h", taken, 3) == 3, "a, c and d are not each leased once");
+    CLOSE(&s);
+
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    REQUIRE_OK(store_revoke_id(s, b, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 0 && r.nrefused == 1 && strcmp(r.refused[0].reason, "gone") == 0,
+             "REVOKE of b after a reopen: revoked %" PRIu64 ", refused \"%s\"", r.revoked,
+             r.nrefused ? r.refused[0].reason : "");
+    TU_CHECK(LEASE_N(s, "g", "t", 8, LEASE, T0 + 2 * SEC, m) == 0, "g leases again after a reopen");
+    CLOSE(&s);
+}
+
+/* REVOKE … KEY of a damaged record: its key index entry names its id (the
+ * record, which holds the key, cannot be read), so REVOKE t KEY kx finds it
+ * and revokes it as by id; g's skipped log is served again past it (y). */
+static void test_lease_damaged_revoked_by_key(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    msg_owned_t m[4];
+    TU_REQUIRE(LEASE_N(s, "g", "t", 1, LEASE, T0, m) == 0, "g is created with nothing to lease");
+    uint64_t x;
+    char err[1024] = "";
+    REQUIRE_OK(send_raw(s, "t", 1, "kx", 2, "x", 1, 0, 0, T0, &x, NULL, err, sizeof err), err);
+    uint64_t y = SEND(s, "t", "y", 0, 0, T0, NULL);
+    CLOSE(&s);
+    RECORD_FLIP(x);
+
+    s = OPEN_DEFAULT();
+    TU_REQUIRE(LEASE_N(s, "g", "t", 4, LEASE, T0 + SEC, m) == 0 && store_group_queues_damaged(s) == 1,
+               "g's log is not skipped at the damaged x");
+    store_revoke_result_t r;
+    int rc = store_revoke_key(s, "t", 1, "kx", 2, &r, err, sizeof err);
+    TU_CHECK(rc == 0 && r.revoked == 1 && r.from_ready == 1,
+             "REVOKE t KEY kx of the damaged x: rc %d, revoked %" PRIu64 " \"%s\"", rc, r.revoked, rc == 0 ? "" : err);
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + SEC, m);
+    TU_CHECK(n == 1 && m[0].m.id == y, "g after the REVOKE: %d leased, not y", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static const tu_test_t lease_tests[] = {
     { "retry first", test_lease_retry_first },
     { "byte budget", test_lease_byte_budget },
@@ -1589,6 +1711,8 @@ static const tu_test_t lease_tests[] = {
     { "a damaged retry-queue head: skipped, the topic log served", test_lease_damaged_retry_head },
     { "a skip's end wakes the group's topic once; the queue served again is a recovery",
       test_lease_damage_skip_end_wakes },
+    { "a damaged entry at the cursor revoked by id: the log served again past it", test_lease_damaged_revoked },
+    { "a damaged entry at the cursor revoked by its key", test_lease_damaged_revoked_by_key },
     { "an ACK that fails half-way breaks the store", test_ack_half_way_breaks_store },
     { "a walk right after a due move reads the held arrivals and syncs nothing", test_lease_walk_held_arrivals },
     { "a walk leaves out arrivals a held REVOKE deleted", test_lease_walk_held_revoke },
