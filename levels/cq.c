@@ -50,6 +50,40 @@ void cq_file_name(uint32_t queue, uint64_t index, char *name, size_t len)
     snprintf(name, len, "cq-%08" PRIx32 "-%016" PRIx64 ".q", queue, first);
 }
 
+int cq_file_parse(const char *name, uint32_t *queue, uint64_t *first)
+{
+    char tail[4];
+    return strlen(name) == 30 && sscanf(name, "cq-%8" SCNx32 "-%16" SCNx64 "%3s", queue, first, tail) == 3 &&
+           strcmp(tail, ".q") == 0;
+}
+
+int cq_remove_queues(const char *dir, cq_doomed_fn doomed, void *ctx, uint64_t *removed, char *err, size_t errlen)
+{
+    *removed = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return err_set(err, errlen, "cannot list %s: %s", dir, strerror(errno));
+    }
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        uint32_t queue;
+        uint64_t first;
+        if (!cq_file_parse(de->d_name, &queue, &first) || !doomed(ctx, queue)) {
+            continue;
+        }
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0) {
+            (*removed)++;
+        } else if (rc == 0) {
+            rc = err_set(err, errlen, "cq %08" PRIx32 ": %s: cannot delete: %s", queue, path, strerror(errno));
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
 static void cq_file_path(const cq_t *q, uint64_t file_no, char *path, size_t len)
 {
     char name[64];
@@ -89,14 +123,11 @@ static void cq_sweep_below_head(cq_t *q)
     if (d == NULL) {
         return; /* cq_open's file checks report an unreadable directory */
     }
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "cq-%08" PRIx32 "-", q->queue);
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
+        uint32_t queue;
         uint64_t first;
-        char tail[4];
-        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
-            sscanf(de->d_name + strlen(prefix), "%16" SCNx64 "%3s", &first, tail) != 2 || strcmp(tail, ".q") != 0) {
+        if (!cq_file_parse(de->d_name, &queue, &first) || queue != q->queue) {
             continue;
         }
         if (cq_layout_file_of(q->layout, first) < head_file) { /* the file holding first lies wholly below */

@@ -411,6 +411,7 @@ int store_log_close(store_t *s, char *err, size_t errlen)
         (void)slot_file_remove(s->path, s->slot_sweep[i], NULL, 0);
     }
     s->nslot_sweep = 0;
+    topic_cq_sweep_closed(s);
     return 0;
 }
 
@@ -653,6 +654,7 @@ static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t er
         }
         s->checkpoint_mono_ms = clock_mono_ms();
         sweep_recycled_slots(s);
+        topic_cq_sweep_retired(s);
         if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
             break_log(s, why);
             return err_set(err, errlen, "%s", why);
