@@ -972,7 +972,7 @@ int redo_queues_remove(redo_t *r, cq_doomed_fn doomed, void *ctx, uint64_t *remo
 {
     int rc = 0;
     for (size_t i = 0; i < r->nqueues;) {
-        if (!doomed(ctx, r->queues[i].queue)) {
+        if (!doomed(ctx, r->queues[i].queue, UINT64_MAX)) {
             i++;
             continue;
         }

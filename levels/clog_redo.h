@@ -181,9 +181,9 @@ const clog_overlay_t *redo_overlay(const redo_t *r);
  * 0, or -1 with err naming the file (the rest are still tried). */
 int redo_slots_sweep(redo_t *r, const uint64_t *bases, size_t n, uint64_t *swept, char *err, size_t errlen);
 
-/* Close the queues open here for which doomed(ctx, queue) is non-zero and
- * delete every file of such a queue in the directory (cq_remove_queues: one
- * read of it). The caller passes only queues no batch past the last
+/* Close the queues open here for which doomed(ctx, queue, UINT64_MAX) is
+ * non-zero and delete the files of the directory doomed names
+ * (cq_remove_queues: one read of it) — doomed judges whole queues. The caller passes only queues no batch past the last
  * finished checkpoint writes (a deleted topic's, once that checkpoint began
  * past its delete), for the open's redo from that checkpoint must find
  * every file it writes; a later write to one opens it again through the

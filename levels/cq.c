@@ -69,7 +69,7 @@ int cq_remove_queues(const char *dir, cq_doomed_fn doomed, void *ctx, uint64_t *
     while ((de = readdir(d)) != NULL) {
         uint32_t queue;
         uint64_t first;
-        if (!cq_file_parse(de->d_name, &queue, &first) || !doomed(ctx, queue)) {
+        if (!cq_file_parse(de->d_name, &queue, &first) || !doomed(ctx, queue, first)) {
             continue;
         }
         char path[PATH_MAX + 256];
@@ -108,6 +108,14 @@ static void cq_push_file(cq_t *q, fixfile_t *f)
     q->tail_file_end = cq_layout_file_first(q->layout, q->first_file + q->nfiles);
 }
 
+/* cq_remove_queues' test for cq_sweep_below_head: a file of queue q
+ * (ctx) wholly below its head. */
+static int cq_file_below_head(void *ctx, uint32_t queue, uint64_t first)
+{
+    const cq_t *q = ctx;
+    return queue == q->queue && cq_layout_file_of(q->layout, first) < cq_layout_file_of(q->layout, q->head);
+}
+
 /* Delete this queue's files wholly below the head: left by a crash between a
  * head advance and the checkpoint that releases its files (cq_release_below),
  * the head here being the one that checkpoint made durable. A head inside the queue's first file has no
@@ -115,28 +123,11 @@ static void cq_push_file(cq_t *q, fixfile_t *f)
  * a batch making n topics opens n new queues (design-commitlog.md 4b). */
 static void cq_sweep_below_head(cq_t *q)
 {
-    uint64_t head_file = cq_layout_file_of(q->layout, q->head);
-    if (head_file == 0) {
+    if (cq_layout_file_of(q->layout, q->head) == 0) {
         return;
     }
-    DIR *d = opendir(q->dir);
-    if (d == NULL) {
-        return; /* cq_open's file checks report an unreadable directory */
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        uint32_t queue;
-        uint64_t first;
-        if (!cq_file_parse(de->d_name, &queue, &first) || queue != q->queue) {
-            continue;
-        }
-        if (cq_layout_file_of(q->layout, first) < head_file) { /* the file holding first lies wholly below */
-            char path[PATH_MAX + 256];
-            snprintf(path, sizeof path, "%s/%s", q->dir, de->d_name);
-            unlink(path);
-        }
-    }
-    closedir(d);
+    uint64_t removed;
+    (void)cq_remove_queues(q->dir, cq_file_below_head, q, &removed, NULL, 0); /* cq_open's checks report a bad dir */
 }
 
 int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t **out, char *err, size_t errlen)

@@ -187,12 +187,13 @@ uint64_t cq_tail(const cq_t *q);
  * *first; else 0. */
 int cq_file_parse(const char *name, uint32_t *queue, uint64_t *first);
 
-/* Delete every CQ file in dir of a queue for which doomed(ctx, queue) is
- * non-zero, with one read of the directory: for queues nothing opens or
- * writes any more (the caller's to know; a queue open in a cq_t is closed
- * first). *removed counts the files deleted. 0, or -1 with err naming the
- * first file not deleted (the others are still tried). */
-typedef int (*cq_doomed_fn)(void *ctx, uint32_t queue);
+/* Delete every CQ file in dir for which doomed(ctx, queue, first) is
+ * non-zero (first: the index of the file's first entry), with one read of
+ * the directory: files nothing opens or writes any more (the caller's to
+ * know; a queue open in a cq_t is closed first). *removed counts the files
+ * deleted. 0, or -1 with err naming the first file not deleted (the others
+ * are still tried). */
+typedef int (*cq_doomed_fn)(void *ctx, uint32_t queue, uint64_t first);
 int cq_remove_queues(const char *dir, cq_doomed_fn doomed, void *ctx, uint64_t *removed, char *err, size_t errlen);
 
 /* The file name of the file holding index (cq-<queue>-<first>.q) into

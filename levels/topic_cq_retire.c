@@ -50,8 +50,9 @@ typedef struct retired_below {
     uint64_t b; /* the checkpoint's B; UINT64_MAX: every retired queue */
 } retired_below_t;
 
-static int retired_covered(void *ctx, uint32_t queue)
+static int retired_covered(void *ctx, uint32_t queue, uint64_t first)
 {
+    (void)first; /* every file of the queue */
     const retired_below_t *c = ctx;
     for (size_t i = 0; i < c->s->ncq_retired; i++) {
         if (c->s->cq_retired[i].queue == queue) {
@@ -93,8 +94,9 @@ void topic_cq_sweep_closed(store_t *s)
 }
 
 /* A topic queue drawn that no topic names. */
-static int queue_dead(void *ctx, uint32_t queue)
+static int queue_dead(void *ctx, uint32_t queue, uint64_t first)
 {
+    (void)first; /* every file of the queue */
     store_t *s = ctx;
     return queue >= STORE_TOPIC_QUEUE_FIRST && queue < s->topic_queue_next && topic_cq_topic(s, queue) == NULL;
 }
