@@ -275,12 +275,33 @@ static int queue_window(store_t *s, uint32_t q, uint64_t *head, uint64_t *tail)
     return 1;
 }
 
+/* Whether the where-slot sl, naming a level's or the lane's index below
+ * its head, is what a journey dropped by an index rebuild left: the message
+ * left that place without its journey (as a format-5 journey off a level
+ * walked by `L`) and its 'X' record says where its own copy is now, with no
+ * journey (topic_cq.c: such a slot keeps naming its old place). A journey
+ * that lost its place has no such record: its slot was its home. 1, 0, or
+ * -1 with err. */
+static int slot_left_by_dropped_journey(store_t *s, const slot_t *sl, char *err, size_t errlen)
+{
+    char *buf = NULL;
+    idx_home_t h;
+    int found = idx_home_read(s, sl->id, &buf, &h, err, errlen);
+    if (found <= 0) {
+        return found; /* (idx_home_read frees buf when it fails) */
+    }
+    int left = h.place.tag != 0 && !h.has_journey;
+    leveldb_free(buf);
+    return left;
+}
+
 /* Every where-slot of a segment with messages on their journey, against the
  * entry it names: a slot naming a place on a level or the lane (not revoked)
  * must name an index of that queue's window whose entry names the slot's
  * message back — the other half of compare_queue, which starts from the
  * entries (a journey whose entry was overwritten by another message's is
- * found only here). */
+ * found only here) — unless it names a place below the head its message
+ * left without a journey (slot_left_by_dropped_journey). */
 static int compare_slots(check_cq_t *c, char *err, size_t errlen)
 {
     store_t *s = c->s;
@@ -299,12 +320,15 @@ static int compare_slots(check_cq_t *c, char *err, size_t errlen)
             slot_t sl;
             uint64_t head, tail;
             cq_entry_t e;
+            int left;
             if (slot_get(f, k, &sl, why, sizeof why) != 0) {
                 rc = err_set(err, errlen, "the where-slots of commit-log segment %016" PRIx64 ": %s", base, why);
             } else if (sl.id == 0 || sl.queue == 0 || (sl.flags & SLOT_REVOKED) ||
                        !queue_window(s, sl.queue, &head, &tail) ||
                        (sl.cq_index < head && sl.queue >= STORE_TOPIC_QUEUE_FIRST)) {
                 continue; /* (a topic CQ's message below its head: collected, its slot kept) */
+            } else if (sl.cq_index < head && (left = slot_left_by_dropped_journey(s, &sl, err, errlen)) != 0) {
+                rc = left < 0 ? -1 : 0; /* its 'X' record holds it: the slot names where it was */
             } else if (sl.cq_index < head || sl.cq_index >= tail) {
                 rc = err_set(err, errlen,
                              "the where-slot of %016" PRIx64 " names %s, CQ index %" PRIu64

@@ -1022,6 +1022,27 @@ int redo_slots_sweep(redo_t *r, const uint64_t *bases, size_t n, uint64_t *swept
     return rc;
 }
 
+int redo_queues_remove(redo_t *r, cq_doomed_fn doomed, void *ctx, uint64_t *removed, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (size_t i = 0; i < r->nqueues;) {
+        if (!doomed(ctx, r->queues[i].queue, UINT64_MAX)) {
+            i++;
+            continue;
+        }
+        char closing[512];
+        if (cq_close(r->queues[i].q, closing, sizeof closing) != 0 && rc == 0) {
+            rc = err_set(err, errlen, "%s", closing); /* a dead queue's buffer: nothing lost */
+        }
+        r->queues[i] = r->queues[--r->nqueues];
+    }
+    char removing[PATH_MAX + 128];
+    if (cq_remove_queues(r->dir, doomed, ctx, removed, removing, sizeof removing) != 0 && rc == 0) {
+        rc = err_set(err, errlen, "%s", removing);
+    }
+    return rc;
+}
+
 /* ---- open and close ------------------------------------------------------------------ */
 
 /* The mark `name` from LevelDB into *v (0 when absent). */

@@ -182,6 +182,16 @@ const clog_overlay_t *redo_overlay(const redo_t *r);
  * 0, or -1 with err naming the file (the rest are still tried). */
 int redo_slots_sweep(redo_t *r, const uint64_t *bases, size_t n, uint64_t *swept, char *err, size_t errlen);
 
+/* Close the queues open here for which doomed(ctx, queue, UINT64_MAX) is
+ * non-zero and delete the files of the directory doomed names
+ * (cq_remove_queues: one read of it) — doomed judges whole queues. The caller passes only queues no batch past the last
+ * finished checkpoint writes (a deleted topic's, once that checkpoint began
+ * past its delete), for the open's redo from that checkpoint must find
+ * every file it writes; a later write to one opens it again through the
+ * bounds callback. *removed counts the files deleted. Owner thread. 0, or
+ * -1 with err naming the queue or file (the rest are still tried). */
+int redo_queues_remove(redo_t *r, cq_doomed_fn doomed, void *ctx, uint64_t *removed, char *err, size_t errlen);
+
 int redo_cq_read(redo_t *r, uint32_t queue, uint64_t index, size_t n, cq_entry_t *out, char *err, size_t errlen);
 int redo_slot_read(redo_t *r, uint64_t base, uint64_t ordinal, size_t n, slot_t *out, size_t *got, char *err,
                    size_t errlen);

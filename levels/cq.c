@@ -50,6 +50,40 @@ void cq_file_name(uint32_t queue, uint64_t index, char *name, size_t len)
     snprintf(name, len, "cq-%08" PRIx32 "-%016" PRIx64 ".q", queue, first);
 }
 
+int cq_file_parse(const char *name, uint32_t *queue, uint64_t *first)
+{
+    char tail[4];
+    return strlen(name) == 30 && sscanf(name, "cq-%8" SCNx32 "-%16" SCNx64 "%3s", queue, first, tail) == 3 &&
+           strcmp(tail, ".q") == 0;
+}
+
+int cq_remove_queues(const char *dir, cq_doomed_fn doomed, void *ctx, uint64_t *removed, char *err, size_t errlen)
+{
+    *removed = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return err_set(err, errlen, "cannot list %s: %s", dir, strerror(errno));
+    }
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        uint32_t queue;
+        uint64_t first;
+        if (!cq_file_parse(de->d_name, &queue, &first) || !doomed(ctx, queue, first)) {
+            continue;
+        }
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0) {
+            (*removed)++;
+        } else if (rc == 0) {
+            rc = err_set(err, errlen, "cq %08" PRIx32 ": %s: cannot delete: %s", queue, path, strerror(errno));
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
 static void cq_file_path(const cq_t *q, uint64_t file_no, char *path, size_t len)
 {
     char name[64];
@@ -74,6 +108,14 @@ static void cq_push_file(cq_t *q, fixfile_t *f)
     q->tail_file_end = cq_layout_file_first(q->layout, q->first_file + q->nfiles);
 }
 
+/* cq_remove_queues' test for cq_sweep_below_head: a file of queue q
+ * (ctx) wholly below its head. */
+static int cq_file_below_head(void *ctx, uint32_t queue, uint64_t first)
+{
+    const cq_t *q = ctx;
+    return queue == q->queue && cq_layout_file_of(q->layout, first) < cq_layout_file_of(q->layout, q->head);
+}
+
 /* Delete this queue's files wholly below the head: left by a crash between a
  * head advance and the checkpoint that releases its files (cq_release_below),
  * the head here being the one that checkpoint made durable. A head inside the queue's first file has no
@@ -81,31 +123,11 @@ static void cq_push_file(cq_t *q, fixfile_t *f)
  * a batch making n topics opens n new queues (design-commitlog.md 4b). */
 static void cq_sweep_below_head(cq_t *q)
 {
-    uint64_t head_file = cq_layout_file_of(q->layout, q->head);
-    if (head_file == 0) {
+    if (cq_layout_file_of(q->layout, q->head) == 0) {
         return;
     }
-    DIR *d = opendir(q->dir);
-    if (d == NULL) {
-        return; /* cq_open's file checks report an unreadable directory */
-    }
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "cq-%08" PRIx32 "-", q->queue);
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        uint64_t first;
-        char tail[4];
-        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
-            sscanf(de->d_name + strlen(prefix), "%16" SCNx64 "%3s", &first, tail) != 2 || strcmp(tail, ".q") != 0) {
-            continue;
-        }
-        if (cq_layout_file_of(q->layout, first) < head_file) { /* the file holding first lies wholly below */
-            char path[PATH_MAX + 256];
-            snprintf(path, sizeof path, "%s/%s", q->dir, de->d_name);
-            unlink(path);
-        }
-    }
-    closedir(d);
+    uint64_t removed;
+    (void)cq_remove_queues(q->dir, cq_file_below_head, q, &removed, NULL, 0); /* cq_open's checks report a bad dir */
 }
 
 int cq_open(const char *dir, uint32_t queue, uint64_t head, uint64_t tail, cq_t **out, char *err, size_t errlen)

@@ -15,7 +15,8 @@
  * tail crosses into the next file (the file switch: the next file is made,
  * pre-written, when its first entry is appended). cq_rewrite overwrites an
  * entry in place. cq_advance_head moves the head; cq_release_below deletes
- * the files whose entries are all below a head an open would read back.
+ * the files whose entries are all below a head an open would read back;
+ * cq_remove_queues deletes every file of queues no one writes any more.
  *
  * What the module trusts and guarantees. Head and tail are the caller's
  * (LevelDB's `C`/`P` records, advanced by the log's replay): cq_open takes
@@ -181,6 +182,19 @@ int cq_close(cq_t *q, char *err, size_t errlen);
 
 uint64_t cq_head(const cq_t *q);
 uint64_t cq_tail(const cq_t *q);
+
+/* 1 when name is a CQ file's (cq-<queue>-<first>.q), with *queue and
+ * *first; else 0. */
+int cq_file_parse(const char *name, uint32_t *queue, uint64_t *first);
+
+/* Delete every CQ file in dir for which doomed(ctx, queue, first) is
+ * non-zero (first: the index of the file's first entry), with one read of
+ * the directory: files nothing opens or writes any more (the caller's to
+ * know; a queue open in a cq_t is closed first). *removed counts the files
+ * deleted. 0, or -1 with err naming the first file not deleted (the others
+ * are still tried). */
+typedef int (*cq_doomed_fn)(void *ctx, uint32_t queue, uint64_t first);
+int cq_remove_queues(const char *dir, cq_doomed_fn doomed, void *ctx, uint64_t *removed, char *err, size_t errlen);
 
 /* The file name of the file holding index (cq-<queue>-<first>.q) into
  * name[len]; for messages and tests. */

@@ -501,8 +501,8 @@ int store_topic_delete(store_t *s, const char *topic, size_t topic_len, store_to
             }
         }
     }
-    if (t->queue != 0) { /* its CQ is dead: the redo skips its writes (topic_cq_bounds) */
-        map_del(&s->topic_queues, (const char *)&t->queue, sizeof t->queue);
+    if (t->queue != 0) { /* its CQ is dead: the redo skips its writes (topic_cq_bounds), its files go */
+        topic_cq_retire(s, t);
     }
     map_del(&s->topics, topic, topic_len);
     store_topic_free(t);

@@ -145,6 +145,7 @@ static void store_free(store_t *s)
     map_free(&s->deleting, store_group_free);
     map_free(&s->topic_queues, NULL);
     free(s->slot_sweep);
+    free(s->cq_retired);
     map_free(&s->topics, store_topic_free);
     for (int l = 0; l <= LVL_MAX_LEVELS; l++) {
         map_free(&s->levels[l].cq_done, NULL);
@@ -293,9 +294,10 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     if (store_load_levels(s, err, errlen) != 0 || store_lane_open(s, err, errlen) != 0 ||
         segcount_load(s, err, errlen) != 0 || store_log_recycle(s, err, errlen) != 0 ||
         store_load_topics(s, err, errlen) != 0 || topic_cq_load(s, err, errlen) != 0 ||
-        store_load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
-        idx_key_counts_open(s, err, errlen) != 0 || lease_index_fold(s, err, errlen) != 0 ||
-        store_topic_delayed_open(s, err, errlen) != 0 || store_level_cq_open(s, err, errlen) != 0) {
+        topic_cq_sweep_dead(s, err, errlen) != 0 || store_load_groups(s, err, errlen) != 0 ||
+        idx_open(s, err, errlen) != 0 || idx_key_counts_open(s, err, errlen) != 0 ||
+        lease_index_fold(s, err, errlen) != 0 || store_topic_delayed_open(s, err, errlen) != 0 ||
+        store_level_cq_open(s, err, errlen) != 0) {
         return open_failed(s, err, errlen);
     }
     /* Topic heads stay at 0 (one walk to the first retained entry on the

@@ -823,7 +823,8 @@ typedef enum store_topic_del {
 
 /* Delete an empty topic: no group bound to it, nothing retained in its log,
  * nothing on its way through the levels. Its record goes in the pending
- * batch; groups of it still being deleted (GROUP DEL) are deleted to the end
+ * batch; its CQ files are closed and deleted at the first checkpoint past
+ * that batch (a crash before: at the next open); groups of it still being deleted (GROUP DEL) are deleted to the end
  * first, a commit per step. *out says what happened; with STORE_TOPIC_IN_USE
  * *info (optional) says why. A later SEND or group naming it creates it
  * again, from scratch. 0, or -1 on a storage error. */

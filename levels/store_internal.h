@@ -236,6 +236,12 @@ typedef struct idx_sent {
     uint64_t id, due_ms;
 } idx_sent_t;
 
+/* A deleted topic's CQ whose files go at the first checkpoint past mark. */
+typedef struct topic_cq_retired {
+    uint32_t queue;
+    uint64_t mark; /* the log's end when the topic was deleted: the batch of the delete ends past it */
+} topic_cq_retired_t;
+
 struct store {
     store_options_t opt;
     char *path;
@@ -297,8 +303,10 @@ struct store {
 
     uint64_t next_seq, persisted_seq;
     level_state_t levels[LVL_MAX_LEVELS + 1];
-    map_t topics;              /* name → topic_state_t* */
-    map_t topic_queues;        /* topic CQ queue number (4 bytes) → topic_state_t* (topic_cq.c) */
+    map_t topics;                   /* name → topic_state_t* */
+    map_t topic_queues;             /* topic CQ queue number (4 bytes) → topic_state_t* (topic_cq.c) */
+    topic_cq_retired_t *cq_retired; /* deleted topics' CQs whose files are still there (topic_cq_retire.c) */
+    size_t ncq_retired, cq_retired_cap;
     uint32_t topic_queue_next; /* the next topic CQ's queue number ('M' "topic-queue-next") */
     /* the format the directory is marked with once open: STORE_FORMAT_VERSION, or an older one a check
        (opt.no_upgrade) left as it is; a topic made gets the CQ layout of that format (topic_cq_make) */
@@ -592,6 +600,22 @@ int topic_cqs_each(store_t *s, topic_cq_fn fn, void *ctx, char *err, size_t errl
 /* Load: t's CQ from its record (after store_load_topics read it) and the
  * queue counter. 0, or -1 with err. */
 int topic_cq_load(store_t *s, char *err, size_t errlen);
+
+/* topic_cq_retire.c: a deleted topic's CQ files (design-commitlog.md "A
+ * deleted topic's CQ files (s49)"). topic_cq_retire: t (being deleted, its
+ * record's delete in the pending batch) no longer owns its queue, whose
+ * files go at the first checkpoint past the batch of the delete. */
+void topic_cq_retire(store_t *s, topic_state_t *t);
+/* After a finished checkpoint: the retired queues it covers closed in the
+ * redo and their files deleted (a failure is tried again at the next one). */
+void topic_cq_sweep_retired(store_t *s);
+/* After redo_close (its checkpoint covers every delete): the files of every
+ * retired queue deleted (a failure is the next open's). */
+void topic_cq_sweep_closed(store_t *s);
+/* At open, after topic_cq_load (the redo and its checkpoint done): every
+ * file of a topic queue drawn and named by no topic deleted, and said in
+ * the open's note. 0, or -1 with err. */
+int topic_cq_sweep_dead(store_t *s, char *err, size_t errlen);
 #define STORE_META_LANE "lane" /* 'M' record: the lane CQ's head and tail, u64 each */
 
 /* level.c: a level's CQ head (design-commitlog.md 4a.3, 4a.4). Entries

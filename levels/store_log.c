@@ -411,6 +411,7 @@ int store_log_close(store_t *s, char *err, size_t errlen)
         (void)slot_file_remove(s->path, s->slot_sweep[i], NULL, 0);
     }
     s->nslot_sweep = 0;
+    topic_cq_sweep_closed(s);
     return 0;
 }
 
@@ -636,13 +637,15 @@ static void flush_long_leveldb_log(store_t *s)
 }
 
 /* What follows a finished checkpoint, on the owner: the where-slot files of
- * the segments recycled before it deleted, the segments wholly below it
+ * the segments recycled before it deleted, so are the CQ files of topics
+ * deleted before it, the segments wholly below it
  * recycled, a long LevelDB log written out. 0, or -1 with err (the store is
  * then broken). */
 static int after_checkpoint(store_t *s, char *err, size_t errlen)
 {
     char why[512];
     sweep_recycled_slots(s);
+    topic_cq_sweep_retired(s);
     if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
         break_log(s, why);
         return err_set(err, errlen, "%s", why);

@@ -18,6 +18,7 @@
 #include "config.h"
 #endif
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -400,10 +401,37 @@ static void topics_across_restart(const char *want, const char *what)
     }
 }
 
+/* Files of topic CQs (cq-<queue>-<first>.q, queue from 0x00010000) in the
+ * broker's data directory. */
+static int topic_cq_files(void)
+{
+    DIR *d = opendir(bt_broker.data_dir);
+    BP_REQUIRE(d != NULL, "opendir %s", bt_broker.data_dir);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        unsigned queue = 0;
+        n += strlen(e->d_name) == 30 && sscanf(e->d_name, "cq-%8x-", &queue) == 1 && queue >= 0x10000;
+    }
+    closedir(d);
+    return n;
+}
+
+/* tu_poll_until's condition: the topic CQ files are down to *ctx, with a
+ * SEND to topic "kept" each time (a checkpoint is taken after writes). */
+static int topic_cq_files_down_to(void *ctx)
+{
+    char id[32];
+    send_ok("kept", "traffic", NULL, NULL, id);
+    return topic_cq_files() <= *(int *)ctx;
+}
+
 /* TOPIC DEL: an empty topic is deleted (1), an unknown one is 0, a topic
  * with a group, a retained or a delayed message is refused naming each
  * reason; the deleted topic frees its place under max-topics, is gone from
- * TOPICS, and stays gone after a restart. */
+ * TOPICS, and stays gone after a restart; its CQ file goes from the data
+ * directory while the broker runs (at the first checkpoint past the
+ * delete). */
 static void test_topic_del(void)
 {
     const char *flags[] = { "--max-topics", "3", NULL };
@@ -425,8 +453,12 @@ static void test_topic_del(void)
                    "due yet (wait until it comes due, or REVOKE it by key or id)");
     const char *send[] = { "SEND", "new", "x" };
     expect_refused("SEND to a 4th topic", send, 3, "over max-topics 3 (send to an existing topic, delete an empty one");
+    int files = topic_cq_files();
     BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "TOPIC", "DEL", "empty", NULL) == 0, "TOPIC DEL: %s", e);
     BP_CHECK(n == 1, "TOPIC DEL of the empty topic answered %lld", n);
+    int want = files - 1; /* "empty" was made by a group and never sent to: its first CQ file */
+    BP_CHECK(tu_poll_until(topic_cq_files_down_to, &want, 20000, 100) == 0,
+             "%d topic CQ files 20 s after TOPIC DEL, %d before it", topic_cq_files(), files);
     BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "topic", "delete", "empty", NULL) == 0, "TOPIC DEL: %s", e);
     BP_CHECK(n == 0, "TOPIC DEL of a deleted topic answered %lld", n);
     const char *no_name[] = { "TOPIC", "DEL" };

@@ -17,6 +17,7 @@
 #include "levels/cq.h"
 #include "levels/keys.h"
 #include "levels/logsync.h"
+#include "levels/slot.h"
 #include "levels/store.h"
 #include "tests/helpers/store_fixture.h"
 #include "tests/helpers/store_probe.h"
@@ -1305,6 +1306,22 @@ static void test_group_record_topic_with_zero(void)
     CLOSE(&s);
 }
 
+/* A store whose topic t holds a topic-log entry held by a 'T' key
+ * (design-commitlog.md 4b: a message arriving without its journey): a SEND
+ * on a level walked by `L`, its journey dropped by an index rebuild, then
+ * due. Left open. */
+static store_t *open_with_arrival_in_t(int line)
+{
+    store_t *s = open_levels_walked(line);
+    SEND(s, "t", "x", 1, 0, T0, NULL);
+    CLOSE(&s);
+    raw_put("Mindex", 6, NULL, 0, line);
+    s = open_default_at(line);
+    TU_REQUIRE_AT(move_at(s, T0 + SEC, 10, NULL, line) == 1, line, "the message does not arrive");
+    return s;
+}
+#define OPEN_WITH_ARRIVAL_IN_T() open_with_arrival_in_t(__LINE__)
+
 static int remember_log_seq(void *ctx, const store_entry_t *e)
 {
     if (e->range != STORE_TOPIC) {
@@ -1319,14 +1336,7 @@ static int remember_log_seq(void *ctx, const store_entry_t *e)
  * reported by store_check with the key; moved back, all is as it was. */
 static void test_damaged_queue_keys(void)
 {
-    /* A topic-log entry held by a 'T' key (design-commitlog.md 4b: a message arriving without its journey): a
-       SEND on a level walked by `L`, its journey dropped by an index rebuild, then due. */
-    store_t *s = OPEN_LEVELS_WALKED();
-    SEND(s, "t", "x", 1, 0, T0, NULL);
-    CLOSE(&s);
-    raw_put("Mindex", 6, NULL, 0, __LINE__);
-    s = OPEN_DEFAULT();
-    TU_REQUIRE(MOVE(s, T0 + SEC, 10, NULL) == 1, "the message does not arrive");
+    store_t *s = OPEN_WITH_ARRIVAL_IN_T();
     CHECK_STORE(s);
     uint64_t seq = 0;
     char err[1024] = "";
@@ -1360,6 +1370,65 @@ static void test_damaged_queue_keys(void)
     }
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A message whose journey an index rebuild dropped, on a level walked by
+ * `L` (format 5's), arrives held by its 'T' key, its where-slot still
+ * naming its old place on the level (topic_cq.c); with another message of
+ * its segment live beside it (so that store_check reads the segment's
+ * slots), the store checks clean, before and after the level moves on. */
+static void test_rebuilt_journey_slot_checks_clean(void)
+{
+    store_t *s = OPEN_WITH_ARRIVAL_IN_T();
+    SEND(s, "t", "beside", 0, 0, T0 + SEC, NULL); /* live in the same segment */
+    CHECK_STORE(s);
+    SEND(s, "t", "later", 1, 0, T0 + SEC, NULL);
+    TU_REQUIRE(MOVE(s, T0 + 2 * SEC, 10, NULL) == 1, "the later message does not arrive");
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* The other side of the case above: a journey on a level served from its
+ * CQ (no 'X' record: its slot is its home) whose slot names an index below
+ * the level's head has lost its place, and store_check says so. */
+static void test_slot_below_level_head_reported(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "first", 1, 0, T0, NULL);
+    uint64_t id = SEND(s, "t", "second", 1, 0, T0 + 10, NULL);
+    TU_REQUIRE(MOVE(s, T0 + SEC, 1, NULL) == 1, "the first message does not arrive");
+    CHECK_STORE(s);
+    CLOSE(&s);
+    DIR *d = opendir(g_data);
+    TU_REQUIRE(d != NULL, "opendir");
+    struct dirent *e;
+    uint64_t base = UINT64_MAX;
+    while ((e = readdir(d)) != NULL)
+        if (sscanf(e->d_name, "slot-%16" SCNx64 ".w", &base) == 1)
+            break;
+    closedir(d);
+    TU_REQUIRE(e != NULL, "no where-slot file");
+    char err[1024] = "";
+    slot_file_t *f;
+    REQUIRE_OK(slot_file_open(g_data, base, 0, &f, err, sizeof err), err);
+    slot_t sl = { 0 };
+    uint64_t k = 0;
+    for (; k < slot_count(f); k++) {
+        REQUIRE_OK(slot_get(f, k, &sl, err, sizeof err), err);
+        if (sl.id == id)
+            break;
+    }
+    TU_REQUIRE(k < slot_count(f) && sl.queue == 1 && sl.cq_index == 1,
+               "the second message's slot: queue %" PRIu32 ", index %" PRIu64, sl.queue, sl.cq_index);
+    sl.cq_index = 0; /* the first's place, below the head */
+    REQUIRE_OK(slot_put(f, k, &sl, err, sizeof err), err);
+    REQUIRE_OK(slot_file_close(f, err, sizeof err), err);
+    s = OPEN_DEFAULT();
+    CHECK_REFUSAL(store_check(s, err, sizeof err), err, "names level 1, CQ index 0, outside its window", NULL);
     CLOSE(&s);
 }
 
@@ -2861,6 +2930,9 @@ static void test_upgrade_format7_topic_cq_files(void)
 
 static const tu_test_t open_tests[] = {
     { "format 5's journeys in L are walked until their levels empty", test_format5_journeys_in_l },
+    { "a journey dropped by an index rebuild on a level walked by L checks clean",
+      test_rebuilt_journey_slot_checks_clean },
+    { "a where-slot naming a level index below its head is reported", test_slot_below_level_head_reported },
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
     { "a clean close leaves no log to replay", test_close_leaves_no_log },
     { "refuse second open", test_refuse_second_open },

@@ -21,10 +21,12 @@
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void test_topic_info(void)
 {
@@ -448,6 +450,152 @@ static void test_topic_delete(void)
     CHECK_STORE(s);
 }
 
+/* The number of topic's CQ (fatal when it has none). */
+static uint32_t queue_of(store_t *s, const char *topic)
+{
+    topic_state_t *t = map_get(&s->topics, topic, strlen(topic));
+    TU_REQUIRE(t != NULL && t->queue != 0, "topic %s and its CQ", topic);
+    return t->queue;
+}
+
+/* Files of CQ queue in g_data, and (open 1) this process's descriptors on
+ * them, deleted or not. */
+static int queue_files(uint32_t queue, int open)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "cq-%08" PRIx32 "-", queue);
+    DIR *d = opendir(open ? "/proc/self/fd" : g_data);
+    TU_REQUIRE(d != NULL, "opendir");
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        char link[300], target[1200];
+        ssize_t len = 0;
+        if (open) {
+            snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+            len = readlink(link, target, sizeof target - 1);
+        }
+        if (len >= 0) {
+            target[len] = '\0';
+            n += strstr(open ? target : e->d_name, prefix) != NULL;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* Topic "gone" sent n messages at T0, collected by the GC and deleted. */
+static int send_collect_delete(store_t *s, int n, store_topic_del_t *out, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t id, due;
+        if (send_raw(s, "gone", 4, NULL, 0, "x", 1, 0, 0, T0, &id, &due, err, errlen) != 0)
+            return -1;
+    }
+    int work = 1;
+    while (work > 0)
+        if (store_commit(s, err, errlen) != 0 || store_maintain(s, T0 + 100 * HOUR, 1000, &work, err, errlen) != 0)
+            return -1;
+    return store_topic_delete(s, "gone", 4, out, NULL, err, errlen) != 0 ? -1 : store_commit(s, err, errlen);
+}
+
+/* A deleted topic's CQ files go, closed, at the first checkpoint past its
+ * delete's batch (not before: a redo from an older checkpoint writes them);
+ * a topic of the same name made again gets a CQ and files of its own. */
+static void test_topic_delete_cq_files(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.checkpoint_bytes = STORE_CHECKPOINT_MIN_BYTES;
+    store_t *s = OPEN(&o);
+    char err[512] = "";
+    SEND(s, "gone", "x", 0, 0, T0, NULL);
+    uint32_t dead = queue_of(s, "gone");
+    TU_REQUIRE(queue_files(dead, 0) == 1, "topic gone's CQ files: %d", queue_files(dead, 0));
+    store_topic_del_t out;
+    REQUIRE_OK(send_collect_delete(s, 9, &out, err, sizeof err), err);
+    TU_REQUIRE(out == STORE_TOPIC_DELETED, "gone not deleted: %d", (int)out);
+    REQUIRE_OK(store_log_make_durable(s, err, sizeof err), err);
+    int held = queue_files(dead, 1);
+    /* 200 kB commits to another topic, each synced and applied as the broker's syncer has them, until a
+       checkpoint (every MiB of log applied) has passed the delete */
+    static char big[200000];
+    memset(big, 'p', sizeof big);
+    int commits = 0;
+    for (; commits < 12 && queue_files(dead, 0) > 0; commits++) {
+        uint64_t id, due;
+        REQUIRE_OK(send_raw(s, "pad", 3, NULL, 0, big, sizeof big, 0, 0, T0, &id, &due, err, sizeof err), err);
+        COMMIT(s);
+        REQUIRE_OK(store_log_make_durable(s, err, sizeof err), err);
+    }
+    printf("\n    a deleted topic's CQ: %d descriptors on its files at the delete; %d files, %d descriptors after %d "
+           "commits of 200 kB ",
+           held, queue_files(dead, 0), queue_files(dead, 1), commits);
+    TU_CHECK(queue_files(dead, 0) == 0, "%d files of the deleted topic's CQ after 2.4 MB of log", queue_files(dead, 0));
+    TU_CHECK(queue_files(dead, 1) == 0, "%d descriptors on the deleted topic's CQ files", queue_files(dead, 1));
+    SEND(s, "gone", "again", 0, 0, T0, NULL);
+    uint32_t again = queue_of(s, "gone");
+    TU_CHECK(again != dead && queue_files(again, 0) == 1 && queue_files(dead, 0) == 0,
+             "made again: CQ %08" PRIx32 " (was %08" PRIx32 "), %d files", again, dead, queue_files(again, 0));
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN(&o);
+    TU_CHECK(retained_of(s, "gone") == 1 && queue_files(dead, 0) == 0, "after a reopen: %" PRIu64 ", %d files",
+             retained_of(s, "gone"), queue_files(dead, 0));
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* crash_after_at's work: topic gone made, emptied, deleted, and a
+ * checkpoint past the delete taken without the store's sweep (the crash
+ * lands between the two). */
+static int delete_then_checkpoint(store_t *c, char *err, size_t errlen)
+{
+    store_topic_del_t out;
+    if (send_collect_delete(c, 3, &out, err, errlen) != 0 || store_log_make_durable(c, err, errlen) != 0)
+        return -1;
+    return out != STORE_TOPIC_DELETED ? -1 : redo_checkpoint(c->redo, err, errlen);
+}
+
+/* crash_after_at's work: topic gone made, emptied and deleted: no
+ * checkpoint need cover it (the redo from an older one writes its CQ). */
+static int delete_only(store_t *c, char *err, size_t errlen)
+{
+    store_topic_del_t out;
+    return send_collect_delete(c, 3, &out, err, errlen);
+}
+
+/* A crash after work deleted topic gone, before its CQ files went (the
+ * crash leaves them: files_left): the store opens and checks clean, the
+ * dead CQ's files are gone after the open, and the topic made again gets a
+ * CQ of its own. */
+static void crash_after_topic_delete(crash_work_fn work, int files_left)
+{
+    CRASH_AFTER(work);
+    uint32_t dead = STORE_TOPIC_QUEUE_GROWING; /* the first topic CQ of a new directory */
+    TU_REQUIRE(!files_left || queue_files(dead, 0) == 1, "the crash left %d files of the deleted topic's CQ",
+               queue_files(dead, 0));
+    store_t *s = OPEN_DEFAULT();
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "gone", 4, &ti) == 0, "the deleted topic is back");
+    TU_CHECK(queue_files(dead, 0) == 0, "%d files of the dead CQ after the open", queue_files(dead, 0));
+    CHECK_STORE(s);
+    SEND(s, "gone", "again", 0, 0, T0, NULL);
+    TU_CHECK(queue_of(s, "gone") != dead, "made again on the dead CQ");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+static void test_topic_delete_crash_after_checkpoint(void)
+{
+    crash_after_topic_delete(delete_then_checkpoint, 1);
+}
+
+static void test_topic_delete_crash_before_checkpoint(void)
+{
+    crash_after_topic_delete(delete_only, 0);
+}
+
 /* One purge step (fatal on a storage error); returns what it purged. */
 static uint64_t purge_at(store_t *s, const char *topic, uint64_t *until, int max, int *done, store_topic_del_t *out,
                          int line)
@@ -788,6 +936,10 @@ static const tu_test_t topic_tests[] = {
     { "a collection step looks at a bounded number of topics", test_topic_collect_topics_per_step },
     { "gc by retention", test_topic_gc_retention },
     { "delete an empty topic", test_topic_delete },
+    { "a deleted topic's CQ files go at the checkpoint past its delete", test_topic_delete_cq_files },
+    { "a crash after a topic's delete and a checkpoint, before its CQ files went",
+      test_topic_delete_crash_after_checkpoint },
+    { "a crash after a topic's delete, before a checkpoint", test_topic_delete_crash_before_checkpoint },
     { "purge a topic's retained messages in steps", test_topic_purge },
     { "pages of topics and groups", test_topic_pages },
     { "a walk's messages stay intact until its next step", test_walk_messages_until_the_next_step },
