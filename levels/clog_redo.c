@@ -85,6 +85,7 @@ struct redo {
     struct {
         _Atomic int open;
         uint64_t b;
+        uint64_t covered; /* bytes applied between the last begun B and this one (applied_since at the begin) */
         int clean, raise_applied;
         fixfile_syncset_t files; /* the CQ and slot files written since the last checkpoint, duplicated */
     } ckpt;
@@ -607,6 +608,7 @@ static int checkpoint_begin_at(redo_t *r, uint64_t b, int clean, char *err, size
         r->queues[i].release_to = cq_head(r->queues[i].q); /* the head as of B: the checkpoint makes it durable */
     }
     r->ckpt.b = b;
+    r->ckpt.covered = r->applied_since;
     r->applied_since = 0; /* what was applied lies below B */
     r->ckpt.clean = clean;
     r->ckpt.raise_applied = b > r->applied;
@@ -886,6 +888,11 @@ uint64_t redo_applied(const redo_t *r)
 uint64_t redo_applied_since_checkpoint(const redo_t *r)
 {
     return r->applied_since;
+}
+
+uint64_t redo_applied_since_finished(const redo_t *r)
+{
+    return r->applied_since + (atomic_load(&((redo_t *)r)->ckpt.open) ? r->ckpt.covered : 0);
 }
 
 unsigned long long redo_leveldb_log_bytes(const redo_t *r)

@@ -146,6 +146,12 @@ uint64_t redo_checkpointed(const redo_t *r); /* the last finished checkpoint's B
  * raised at open, a segment's unused tail), which a checkpoint's interval must
  * not count. Owner thread. */
 uint64_t redo_applied_since_checkpoint(const redo_t *r);
+
+/* Bytes of the batches applied since the last FINISHED checkpoint's B: those
+ * since the last begin, and, while a begun one is not finished, those
+ * between the finished B and its B — what an open after a crash would redo
+ * (their batches' own bytes, as redo_applied_since_checkpoint). Owner thread. */
+uint64_t redo_applied_since_finished(const redo_t *r);
 /* The size of LevelDB's newest write-ahead log as the last checkpoint's sync
  * found it (levels/logsync.h: logsync_newest_bytes); 0 before one. The thread
  * that finished that checkpoint. */

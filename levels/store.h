@@ -331,6 +331,12 @@ int store_log_prepare_step(store_t *s, unsigned pace_ms, char *err, size_t errle
  * the store is broken (reopen it, as after a failed commit). Owner thread. */
 int store_log_checkpoint_step(store_t *s, char *err, size_t errlen);
 
+/* Bytes of commit log applied since the last finished checkpoint: what an
+ * open after a crash would redo (and write into LevelDB again), the room the
+ * disk reserve is sized for — about checkpoint_bytes at most (store_options_t).
+ * 0 for a store without a log. Owner thread. */
+uint64_t store_log_since_checkpoint(const store_t *s);
+
 /* 1 while a checkpoint runs on the commit log's thread or its outcome waits
  * for store_log_checkpoint_step (the owner looks again soon). Owner thread. */
 int store_log_checkpoint_running(const store_t *s);

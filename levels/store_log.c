@@ -592,8 +592,20 @@ uint64_t store_log_segment_room(const store_t *s)
     return size - end % size;
 }
 
-/* A checkpoint is due once checkpoint_bytes of log were applied since the
- * last one, or a second passed with anything applied since. The bytes are the
+/* The applied log that makes a checkpoint due: checkpoint_bytes, half of it
+ * when checkpoints run on the log's thread — one begins then, and the owner
+ * waits for it before another half has been applied (after_apply), so that
+ * the log since the last finished checkpoint, what an open redoes and the
+ * disk reserve must hold, stays within checkpoint_bytes and the two applies
+ * that crossed the halves (on the owner: checkpoint_bytes and one apply). */
+static uint64_t checkpoint_every(const store_t *s)
+{
+    uint64_t every = s->opt.checkpoint_bytes != 0 ? s->opt.checkpoint_bytes : STORE_CHECKPOINT_BYTES;
+    return s->opt.checkpoint_on_thread ? every / 2 : every;
+}
+
+/* A checkpoint is due once checkpoint_every of log were applied since the
+ * last one began, or a second passed with anything applied since. The bytes are the
  * applied batches' own (redo_applied_since_checkpoint), not the distance from
  * B to redo_applied: an open's floor raises the next batch's offset by the
  * clock's time since the last (1 MiB a millisecond, store.h), and counted as
@@ -601,8 +613,7 @@ uint64_t store_log_segment_room(const store_t *s)
 static int checkpoint_due(const store_t *s)
 {
     uint64_t since = redo_applied_since_checkpoint(s->redo);
-    uint64_t every = s->opt.checkpoint_bytes != 0 ? s->opt.checkpoint_bytes : STORE_CHECKPOINT_BYTES;
-    return since >= every || (since > 0 && clock_mono_ms() - s->checkpoint_mono_ms >= 1000);
+    return since >= checkpoint_every(s) || (since > 0 && clock_mono_ms() - s->checkpoint_mono_ms >= 1000);
 }
 
 int store_apply_durable(store_t *s, char *err, size_t errlen)
@@ -655,12 +666,13 @@ static int after_checkpoint(store_t *s, char *err, size_t errlen)
 }
 
 /* A checkpoint finished on the redo's thread (store_options_t.checkpoint_on_thread):
- * its outcome taken and what follows it made. 0 (also while it runs), or -1
- * with err (it failed: the store is then broken). */
-static int settle_checkpoint(store_t *s, char *err, size_t errlen)
+ * its outcome taken (with wait, after waiting for it) and what follows it
+ * made. 0 (also while it runs), or -1 with err (it failed: the store is then
+ * broken). */
+static int settle_checkpoint(store_t *s, int wait, char *err, size_t errlen)
 {
     char why[512];
-    int rc = redo_checkpoint_settle(s->redo, 0, why, sizeof why);
+    int rc = redo_checkpoint_settle(s->redo, wait, why, sizeof why);
     if (rc < 0) {
         break_log(s, why);
         return log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
@@ -671,9 +683,10 @@ static int settle_checkpoint(store_t *s, char *err, size_t errlen)
 /* What follows an apply that moved redo_applied from applied_before: the
  * key iterator dropped (it would not see the writes) and the checkpoint,
  * with its recycling and a long LevelDB log's write-out, when one is due —
- * on the redo's thread with checkpoint_on_thread, one at a time (a due one
- * waits until the last is settled). 0, or -1 with err (the store is then
- * broken). */
+ * on the redo's thread with checkpoint_on_thread, one at a time: a due one
+ * begins once the last is settled, and the owner waits for the last when
+ * checkpoint_every was applied since it began (the bound above). 0, or -1
+ * with err (the store is then broken). */
 static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t errlen)
 {
     char why[512];
@@ -681,10 +694,11 @@ static int after_apply(store_t *s, uint64_t applied_before, char *err, size_t er
         leveldb_iter_destroy(s->key_it);
         s->key_it = NULL;
     }
-    if (settle_checkpoint(s, err, errlen) != 0) {
+    int behind = redo_applied_since_checkpoint(s->redo) >= checkpoint_every(s);
+    if (settle_checkpoint(s, behind, err, errlen) != 0) {
         return -1;
     }
-    if (!checkpoint_due(s) || redo_checkpoint_running(s->redo)) {
+    if (!checkpoint_due(s) || redo_checkpoint_running(s->redo)) { /* running: due by its second */
         return 0;
     }
     int rc = s->opt.checkpoint_on_thread ? redo_checkpoint_async(s->redo, why, sizeof why)
@@ -702,7 +716,12 @@ int store_log_checkpoint_step(store_t *s, char *err, size_t errlen)
     if (s->redo == NULL || s->broken) {
         return 0;
     }
-    return settle_checkpoint(s, err, errlen);
+    return settle_checkpoint(s, 0, err, errlen);
+}
+
+uint64_t store_log_since_checkpoint(const store_t *s)
+{
+    return s->redo == NULL ? 0 : redo_applied_since_finished(s->redo);
 }
 
 int store_log_checkpoint_running(const store_t *s)
