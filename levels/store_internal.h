@@ -33,7 +33,8 @@
  *   index.c     the message, key and group-copy indexes ('X', 'K', 'Y'): kept
  *               in the batches of every move, rebuilt once on an older
  *               directory, checked by store_check
- *   lookup.c    GET / FIND / REVOKE / DEDUP on those indexes
+ *   lookup.c    GET / FIND / DEDUP / PEEK on those indexes
+ *   revoke.c    REVOKE, on lookup.c's views
  *   snapshot.c  online copies: a snapshot copied into a new database
  *   copymark.c  STORE_COPY_WHOLE: a whole copy's list of files, written and checked
  *
@@ -222,7 +223,7 @@ struct group_state {
     } retry_damage, log_damage;
 };
 
-/* A damaged entry of t's topic log was revoked (lookup.c): each group whose
+/* A damaged entry of t's topic log was revoked (revoke.c): each group whose
  * topic log is skipped for damage tries it again at its next PULL, and the
  * PULLs parked on t are woken (lease_take.c). */
 void store_topic_log_damage_retry(store_t *s, topic_state_t *t);
@@ -1507,6 +1508,15 @@ int idx_check_end(idx_check_t *c);
 void idx_check_free(idx_check_t *c); /* after idx_check_end, or instead of it after a failure */
 
 /* ---- lookup.c ------------------------------------------------------------------- */
+
+/* The view of id (store_msg_get's), without store_read_begin (the caller
+ * did it): 0 (v->state GONE when nothing of it is live), or -1 with err (v
+ * freed). */
+int store_msg_view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_t *v, char *err, size_t errlen);
+
+/* FIND's and REVOKE … KEY's arguments: a topic name, a key of 1..MSG_MAX_KEY
+ * bytes. 0, or -1 with err naming the problem. */
+int store_find_args_check(const char *topic, size_t tlen, size_t klen, char *err, size_t errlen);
 
 /* SEND … DEDUP's lookup, without its checks: 1 with *id / *due_ms when a
  * message of req's topic with req's key is live (sent earlier in the pending
