@@ -2191,7 +2191,7 @@ static int deleted_slot_fds(void)
     struct dirent *e;
     int n = 0;
     while ((e = readdir(d)) != NULL) {
-        char link[64], target[1200];
+        char link[300], target[1200]; /* "/proc/self/fd/" and a d_name of up to 255 bytes */
         snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
         ssize_t len = readlink(link, target, sizeof target - 1);
         if (len <= 0)
