@@ -53,6 +53,13 @@ int store_where_slot_search(store_t *s, uint64_t id, uint32_t *ordinal, slot_t *
     return 0;
 }
 
+int store_where_slot_revoked(store_t *s, uint64_t id)
+{
+    slot_t sl;
+    uint32_t ordinal;
+    return store_where_slot_search(s, id, &ordinal, &sl) && (sl.flags & SLOT_REVOKED);
+}
+
 int store_where_slot_find(store_t *s, uint64_t id, clog_reader_t *rd, store_where_t *w, char *err, size_t errlen)
 {
     if (s->redo == NULL || id == 0) {
@@ -64,9 +71,7 @@ int store_where_slot_find(store_t *s, uint64_t id, clog_reader_t *rd, store_wher
         return 0;
     }
     if (rc != 0 || msg_record_ordinal(w->rec.data, w->rec.len, &w->ordinal, why, sizeof why) != 0) {
-        slot_t sl;
-        uint32_t ordinal;
-        if (store_where_slot_search(s, id, &ordinal, &sl) && (sl.flags & SLOT_REVOKED)) {
+        if (store_where_slot_revoked(s, id)) {
             return 0; /* a damaged record revoked (design-commitlog.md, "REVOKE of a damaged record"): gone */
         }
         return err_set(err, errlen, "the commit-log record of %016" PRIx64 " in %s: %s", id, s->path, why);

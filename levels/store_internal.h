@@ -1354,6 +1354,11 @@ int store_where_slot_find(store_t *s, uint64_t id, clog_reader_t *rd, store_wher
  * a damaged record (s49)". */
 int store_where_slot_search(store_t *s, uint64_t id, uint32_t *ordinal, slot_t *out);
 
+/* 1 when id's record is damaged and its slot, found by
+ * store_where_slot_search, is revoked: the message is gone, as any revoked
+ * one (a REVOKE of a damaged record); 0 otherwise. */
+int store_where_slot_revoked(store_t *s, uint64_t id);
+
 /* 1 with *out (and *m decoded from the record, views into rd's buffer, when
  * m is not NULL), 0 when id is not on a CQ journey (no record of the log at
  * id, a slot naming another id, revoked, in the topic log), -1 with err (a

@@ -118,8 +118,7 @@ static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_e
     }
     uint32_t ordinal = 0;
     if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
-        slot_t sl;
-        if (store_where_slot_search(s, e->log_offset, &ordinal, &sl) && (sl.flags & SLOT_REVOKED)) {
+        if (store_where_slot_revoked(s, e->log_offset)) {
             *in_t = 1; /* a damaged record revoked: its 'T' key (none) says it is gone */
             return 1;
         }
