@@ -28,7 +28,7 @@
  * Lifetimes. A message's own copy moves (hops, enters the log) by rewriting
  * 'X' — except when it enters the log under its level entry's seq, which the
  * arrival keeps whenever that comes after the log's tail (levels/level.c
- * topic_append): one record less per delivered message, and in due order,
+ * store_topic_append): one record less per delivered message, and in due order,
  * the order the levels are served in, that is most arrivals; leaving the store (topic-log GC, REVOKE) drops 'X' and 'K' unless a
  * live group of its topic still holds a copy. A group copy moves by rewriting
  * its 'Y'; leaving (ACK, DLQ DROP, a retry of a deleted group dropped when
@@ -384,7 +384,7 @@ int idx_journey_read(store_t *s, uint64_t id, idx_journey_t *j, char *err, size_
 }
 
 /* An 'L' place read from 'X' as where the copy is now: on that level, or in
- * its topic's log under the same seq (topic_append). 0, or -1 on a read error. */
+ * its topic's log under the same seq (store_topic_append). 0, or -1 on a read error. */
 static int home_resolve(store_t *s, idx_home_t *h, char *err, size_t errlen)
 {
     if (h->place.tag != 'L') {

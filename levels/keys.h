@@ -66,7 +66,7 @@
  *                                           journey without 'L' (above): written at its arrival. Naming a level
  *                                           entry that is gone, it means the log entry of the same seq: an
  *                                           arrival keeps its level seq when that comes after the log's tail,
- *                                           and then leaves 'X' as it was (levels/level.c topic_append)
+ *                                           and then leaves 'X' as it was (levels/level.c store_topic_append)
  *   'K' topic 0x00 klen(u16) key id(u64)    the key index: (empty) one per message with a non-empty key, with 'X'
  *   'K' topic 0x00 klen(u16) key            u64 how many entries above the key has (> 0; none without one): a
  *                                           DEDUP SEND or FIND of a key no message has is one Get, and a walk

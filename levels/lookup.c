@@ -88,7 +88,7 @@ static void view_keep_msg(store_msg_view_t *v, const msg_t *m, int with_payload)
 }
 
 /* Hops still to come after the level hop that is due at hop_due, for a
- * journey ending at due (the greedy chain of level.c's route_due). */
+ * journey ending at due (the greedy chain of level_move.c's store_route_due). */
 static int hops_after(const lvl_table_t *t, uint64_t hop_due, uint64_t due)
 {
     int n = 0;

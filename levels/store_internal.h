@@ -17,7 +17,12 @@
  *   store_lane.c  the remainder lane: its heap, loaded at open, and its CQ head
  *   segcount.c  the live count of each log segment, which gates its recycling
  *   db.c        every LevelDB access: the pending batch and its commit, reads
- *   level.c     SEND and the level queues (due moves, level info)
+ *   send.c      SEND: its one check, a message accepted
+ *   level.c     a message entering a level queue or its topic's log; the
+ *               level heads
+ *   level_move.c  the due move, next due time, level info
+ *   level_walk.c  the due move's walks of a level's `L` range
+ *   level_open.c  the level queues at open: CQ heads settled, delayed counts
  *   group.c     topics and groups (create, info, foreach)
  *   group_delete.c  GROUP DEL: a group deleted in the background, a step at a time
  *   lease.c     a lease's keys: written, deleted, tracked; a GROUP DEL step
@@ -471,7 +476,7 @@ void segcount_free(store_t *s);
  * due move that reads the CQ entry (id, due) knows the `L` key to delete
  * without reading it, and a retry's seq (the counter's, below the bit) never
  * meets it. The message keeps its id as its topic-log seq at arrival when
- * that comes after the log's tail (level.c topic_append). */
+ * that comes after the log's tail (level.c store_topic_append). */
 #define STORE_JOURNEY_SEQ (UINT64_C(1) << 63)
 
 /* The remainder lane's consume queue number (the levels are 1..LVL_MAX_LEVELS). */
@@ -486,7 +491,7 @@ void segcount_free(store_t *s);
 /* The log's read-ahead window of a walk of a topic CQ (topic_walk.c,
  * topic_cqs_each): its arrivals' records lie in about append order, so a
  * refill serves the next ones; small, as a refill copies it whole (the due
- * move's window: level.c). A record longer is read whole. */
+ * move's window: level_move.c). A record longer is read whole. */
 #define STORE_WALK_LOG_WINDOW (4 << 10)
 typedef struct slot_run {
     uint64_t base, at;
@@ -619,7 +624,7 @@ void topic_cq_sweep_closed(store_t *s);
 int topic_cq_sweep_dead(store_t *s, char *err, size_t errlen);
 #define STORE_META_LANE "lane" /* 'M' record: the lane CQ's head and tail, u64 each */
 
-/* level.c: a level's CQ head (design-commitlog.md 4a.3, 4a.4). Entries
+/* level.c, level_open.c: a level's CQ head (design-commitlog.md 4a.3, 4a.4). Entries
  * enter a level CQ in due order (a hop's entry is not due before the last
  * one appended: level.c level_cq_due), and the due move (without on_l)
  * reads them from the head, passing dead ones (a slot naming another place).
@@ -650,7 +655,7 @@ void store_level_took(store_t *s, int l);
 int store_level_cq_open(store_t *s, char *err, size_t errlen);
 
 /* The CQ head of every level walked by `L` (on_l), and the lane's while
- * level 1 is, moved to its tail (level.c, store_lane.c's
+ * level 1 is, moved to its tail (level_open.c, store_lane.c's
  * store_lane_abandon): the messages' journeys were dropped from 'X' (an
  * index rebuilt without them), so they move on by their 'L' entries alone
  * and their CQ entries are left behind. A level served from its CQ keeps
@@ -682,7 +687,7 @@ void store_lane_flush(store_t *s);
 int store_lane_record_decode(const char *v, size_t vlen, uint64_t *head, uint64_t *tail);
 /* Whether the lane takes `more` entries within opt.lane_max_entries: 0, or
  * -1 with err ("the remainder lane holds N entries, its limit L ..."). A SEND
- * and a due move ask it before anything is written (level.c). */
+ * and a due move ask it before anything is written (send.c, level_move.c). */
 int store_lane_room(const store_t *s, uint64_t more, char *err, size_t errlen);
 
 /* store_log.c: open the commit log and redo what it holds past the
@@ -771,7 +776,7 @@ int store_log_add_message(store_t *s, msg_t *m, uint64_t derived_bytes, uint32_t
  * run_bytes 0), or -1 with err. */
 int store_log_run_room(store_t *s, uint64_t run_bytes, char *err, size_t errlen);
 
-/* level.c: what a SEND of m adds to the batch's LevelDB writes besides its
+/* send.c: what a SEND of m adds to the batch's LevelDB writes besides its
  * record (its level or topic entry, which holds the message again, its index
  * records and its key's): store_log_add_message's derived_bytes. */
 uint64_t store_send_derived_bytes(const msg_t *m);
@@ -809,7 +814,7 @@ uint64_t store_log_next_id(const store_t *s);
 
 /* ---- topic_held.c: a topic's appends not yet in LevelDB --------------------------- */
 
-/* Every 'T' put goes through topic_append (level.c), which tells it here:
+/* Every 'T' put goes through store_topic_append (level.c), which tells it here:
  * seq was put into the pending batch (nothing without the commit log). */
 void topic_held_note(store_t *s, topic_state_t *t, uint64_t seq);
 
@@ -1226,13 +1231,77 @@ void store_group_free(void *g);
 /* Append m to g's retry-ready queue (dest, group and gen set; stamped now). */
 void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms);
 
-/* ---- level.c ---------------------------------------------------------------------- */
+/* ---- level.c, send.c, level_move.c, level_walk.c: SEND and the level queues ---------- */
+
+/* (due_a, seq_a) comes before (due_b, seq_b) in a level's key order. */
+static inline int store_level_key_less(uint64_t due_a, uint64_t seq_a, uint64_t due_b, uint64_t seq_b)
+{
+    return due_a < due_b || (due_a == due_b && seq_a < seq_b);
+}
+
+/* The topic state of m when it is bound for its topic's log (created when
+ * new), NULL when bound for a group's retry: looked up once per message by
+ * the hot paths and passed down. */
+topic_state_t *store_msg_topic(store_t *s, const msg_t *m);
+
+/* store_topic_delayed_add with m's topic state t in hand (store_msg_topic;
+ * NULL: nothing counted). */
+void store_topic_state_delayed_add(store_t *s, topic_state_t *t, int delta);
+
+/* Level l's `L` range from now on holds a SEND journey no CQ does: the level
+ * is walked by `L` (on_l) from a head at or below every key it holds. */
+void store_level_journeys_on_l(store_t *s, int l);
+
+/* Put m on level at due (remainder: the hop waits a remainder, on the lane
+ * when there is one), the level's head, depth and m's topic's delayed count
+ * kept exact; j: m's journey in the log's files (NULL: none), its queue and
+ * index set. topic: store_msg_topic(m), or NULL to look it up. */
+void store_level_insert(store_t *s, topic_state_t *topic, int level, uint64_t due, msg_t *m, idx_journey_t *j,
+                        int remainder);
+
+/* Where store_level_enqueue will put m, changing nothing: its first level
+ * (*first), that hop's due (*hop_due), whether it waits a remainder
+ * (*remainder); sets m->due_ms and returns the enqueue time. */
+uint64_t store_level_plan(const store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms, int journey,
+                          int *first, uint64_t *hop_due, int *remainder);
+
+/* store_level_enqueue with m's journey j (NULL: none). */
+uint64_t store_level_enqueue_journey(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t delay_ms,
+                                     uint64_t now_ms, idx_journey_t *j);
+
+/* Append m to t's log, stamped now (a new message, or one at its journey's
+ * end; level_seq: its level entry's seq, 0 for none; j: its journey, NULL for
+ * none): its topic CQ entry and slot, or its 'T' key and 'X' (level.c). */
+void store_topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_seq, uint64_t now_ms, idx_journey_t *j);
+
+/* The due move (level_move.c): one due level-head message m (at hop_due,
+ * seq; topic: store_msg_topic(m)) leaves level for its next hop, its topic's
+ * log or its group's retry-ready queue. 1 when it became ready, 0 when it
+ * hopped or was dropped, -1 with err. */
+int store_route_due(store_t *s, topic_state_t *topic, msg_t *m, int level, uint64_t hop_due, uint64_t seq,
+                    uint64_t now_ms, idx_journey_t *j, char *err, size_t errlen);
+
+/* The due move's count of an entry routed on (ready: store_route_due's
+ * result): *moved, and *ready_out (may be NULL) when ready. -1 for a failed
+ * one, nothing counted; else 0. */
+int store_count_moved(int ready, int *moved, int *ready_out);
+
+/* The due move's walks of `L` (level_walk.c), up to bound or max moves in
+ * all (*moved, *ready_out as store_count_moved): store_serve_level_walk
+ * serves an on_l level by its `L` entries (committed: what it holds on
+ * disk); store_serve_retries serves the retries of a level served from its
+ * CQ. 0, or -1 with err. */
+int store_serve_level_walk(store_t *s, int l, uint64_t bound, uint64_t now_ms, int max, uint64_t *committed, int *moved,
+                           int *ready_out, char *err, size_t errlen);
+int store_serve_retries(store_t *s, int l, uint64_t bound, uint64_t now_ms, int max, int *moved, int *ready_out,
+                        char *err, size_t errlen);
+
 
 /* A message bound for its topic's log (not a group's retry) enters (+1) or
  * leaves (-1) the level queues: its topic's delayed counter (created when
  * new), written with the same batch (keys.h 'P'). Every insert into and
- * delete from a level goes through it (level.c's own paths through its
- * topic_delayed_add, with the topic they looked up once for the message). */
+ * delete from a level goes through it (the level files' own paths through
+ * store_topic_state_delayed_add, with the topic they looked up once for the message). */
 void store_topic_delayed_add(store_t *s, const msg_t *m, int delta);
 
 /* The meta key that says the topic records count their delayed messages. */
@@ -1454,7 +1523,7 @@ void idx_batch_written(store_t *s);
  * leveldb_free), 0 when there is none, -1 on a read error or a corrupt record.
  * h->place is where the own copy is now: a record naming a level entry that
  * is gone means the message entered its topic's log under that seq
- * (topic_append), and reads as that 'T' place — one more Get (committed
+ * (store_topic_append), and reads as that 'T' place — one more Get (committed
  * data, like the record's). */
 int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err, size_t errlen);
 

@@ -8,7 +8,7 @@
  * follows the heap's (lane_head). The lane's head and tail are the `M` "lane"
  * record (16 bytes: head, tail), written with the batch that moves them.
  *
- * The due move serves the lane's due tops from the heap (4a.4: level.c's
+ * The due move serves the lane's due tops from the heap (4a.4: level_move.c's
  * serve_level_cq, judging each top by its record and where-slot, through
  * store_lane_next_live and store_lane_pop) while level 1 is served from its
  * CQ; while level 1 is walked by `L` (on_l), a remainder leaves by its `L`

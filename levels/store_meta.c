@@ -69,7 +69,7 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
  * (idx_key_counts_open, which finishes an interrupted walk at the next
  * open). 5 → 6: the marker only; a level whose `L` range still holds SEND
  * journeys (written by a version-5 build of the commit log) is walked by `L`
- * until it empties, found at every open (level.c store_level_cq_open). 6 →
+ * until it empties, found at every open (level_open.c store_level_cq_open). 6 →
  * 7: the marker only; a topic's 'T' entries are walked before its topic CQ,
  * which its first append makes (topic_cq.c). 7 → 8: the marker only; the
  * topics of version 7 keep their CQ numbers and files of 2^12 entries, and

@@ -5,7 +5,7 @@
  * through the overlay instead of waiting for the sync and the apply (the
  * read barrier).
  *
- * Appends: topic_append takes seqs in increasing order per topic and batches
+ * Appends: store_topic_append takes seqs in increasing order per topic and batches
  * are applied in log order, so the held appends of a topic are the newest
  * ones, kept in a list in seq order with the log's end at the time each was
  * put into the pending batch (the mark). That batch ends past the mark and
