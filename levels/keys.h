@@ -26,7 +26,7 @@
  *   'M' "topic-delayed"                     "1": the topic records count their delayed messages (absent in a
  *                                           directory written before they did: counted once at open)
  *   'M' "keycounts"                         "1": the key index's count records are built (absent in a directory
- *                                           written before them: built once at open, index.c)
+ *                                           written before them: built once at open, index_keycount.c)
  *   'M' "topic-queue-next"                  u32 the next topic CQ's queue number (from CQ_GROWING_QUEUE_FIRST
  *                                           in format 8; a format-7 store's is below it: raised at the next
  *                                           topic made, topic_cq.c)

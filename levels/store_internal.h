@@ -36,8 +36,10 @@
  *   check.c     store_scan and the consistency checker store_check
  *   check_cq.c  store_check's comparison of the consume queues with `L`
  *   index.c     the message, key and group-copy indexes ('X', 'K', 'Y'): kept
- *               in the batches of every move, rebuilt once on an older
- *               directory, checked by store_check
+ *               in the batches of every move
+ *   index_keycount.c  the key index's count records: kept, built once
+ *   index_build.c  the indexes built once on an older directory
+ *   index_check.c  store_check's part for the indexes
  *   lookup.c    GET / FIND / DEDUP / PEEK on those indexes
  *   revoke.c    REVOKE, on lookup.c's views
  *   snapshot.c  online copies: a snapshot copied into a new database
@@ -346,7 +348,7 @@ struct store {
     int pending_sends;          /* operations in the batch added by store_send */
     leveldb_iterator_t *key_it; /* db.c: an iterator over what is committed, kept until the next write */
     map_t sent_keys;            /* 'K' prefix (topic, key) sent in the batch → 1 + its index in sent */
-    /* index.c: 1 when each (topic, key) with 'K' entries has its count record
+    /* index_keycount.c: 1 when each (topic, key) with 'K' entries has its count record
      * (format 5, 'M' "keycounts"); 0 while a check reads an older format */
     int key_counts;
     map_t key_count_batch; /* 'K' prefix → 1 + its count as the pending batch leaves it, or as last read */
@@ -1530,8 +1532,33 @@ int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err,
 /* Decode a 'Y' value: 0, or -1 when malformed. */
 int idx_place_decode(const char *v, size_t vlen, idx_place_t *p);
 
+/* The files of the indexes share (index.c): idx_key_entry — the 'K' entry
+ * key of id under (topic, key) into k; idx_home_decode — an 'X' value into
+ * *h (views into v): 0, or -1 when malformed; idx_home_read_raw — id's 'X'
+ * record as written, its place not resolved (idx_home_read's returns and
+ * *buf); idx_home_resolve — an 'L' place of *h turned into the 'T' place of
+ * the same seq when that level entry is gone: 0, or -1 with err. */
+void idx_key_entry(key_buf_t *k, const char *topic, size_t tlen, const char *key, size_t klen, uint64_t id);
+int idx_home_decode(const char *v, size_t vlen, idx_home_t *h);
+int idx_home_read_raw(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err, size_t errlen);
+int idx_home_resolve(store_t *s, idx_home_t *h, char *err, size_t errlen);
+
+/* index_keycount.c: the committed count record of prefix ('K' topic 0 klen
+ * key) into *n (0 when there is none): 0, or -1 with err. */
+int idx_key_count_committed(store_t *s, const key_buf_t *prefix, uint64_t *n, char *err, size_t errlen);
+/* index_keycount.c: one 'K' entry more (delta +1) or less (-1) under (topic,
+ * key), its count record written into the pending batch (nothing without
+ * key_counts). */
+void idx_key_count_add(store_t *s, const char *topic, size_t tlen, const char *key, size_t klen, int delta);
+
+/* index_build.c, for index_check.c too: the place a scanned entry is at, and
+ * 1 when it is a group's copy (a retry on a level, retry-ready, a lease, the
+ * DLQ), 0 when it is the message's own copy. */
+idx_place_t idx_entry_place(const store_entry_t *e);
+int idx_entry_is_copy(const store_entry_t *e);
+
 /* store_open: build the indexes of a directory written before they existed
- * (one scan, once; marked by 'M' "index"). */
+ * (one scan, once; marked by 'M' "index"; index_build.c). */
 int idx_open(store_t *s, char *err, size_t errlen);
 
 /* store_open, after idx_open: the key index's count records (keys.h 'K'),
@@ -1555,7 +1582,7 @@ int idx_key_ids(store_t *s, const char *topic, size_t tlen, const char *key, siz
 int idx_key_of(store_t *s, const char *topic, size_t tlen, uint64_t id, char **key, size_t *klen, char *err,
                size_t errlen);
 
-/* store_check's part (check.c walks the records once and hands them here):
+/* store_check's part (index_check.c; check.c walks the records once and hands them here):
  * every copy of every message is indexed where it is, and every index entry
  * names a copy. Zero the struct and set s, err, errlen; then
  * idx_check_entry for every stored message and idx_check_record for every
