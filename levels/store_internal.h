@@ -1262,8 +1262,10 @@ void store_level_insert(store_t *s, topic_state_t *topic, int level, uint64_t du
                         int remainder);
 
 /* Where store_level_enqueue will put m, changing nothing: its first level
- * (*first), that hop's due (*hop_due), whether it waits a remainder
- * (*remainder); sets m->due_ms and returns the enqueue time. */
+ * (*first), that hop's due (*hop_due; journey: m is a SEND journey, whose hop
+ * on a level's CQ is not due before the last one appended there), whether it
+ * waits a remainder (*remainder); sets m->due_ms (its journey's end) and
+ * returns the enqueue time. */
 uint64_t store_level_plan(const store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms, int journey,
                           int *first, uint64_t *hop_due, int *remainder);
 
@@ -1343,7 +1345,7 @@ int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup,
  * open), else 0. */
 int store_send_waits_on_lane(const store_t *s, const store_send_req_t *req);
 
-/* ---- index.c: the message, key and group-copy indexes (keys.h 'X' 'K' 'Y') ---- */
+/* ---- index.c and index_*.c: the message, key and group-copy indexes (keys.h 'X' 'K' 'Y') ---- */
 
 /* Where a copy of a message sits: tag 'L' (level, due, seq), 'T' (seq),
  * 'R' (seq), 'I' (a lease), 'D' (the DLQ); 0 = no own copy (an 'X' whose
@@ -1561,7 +1563,7 @@ int idx_entry_is_copy(const store_entry_t *e);
  * (one scan, once; marked by 'M' "index"; index_build.c). */
 int idx_open(store_t *s, char *err, size_t errlen);
 
-/* store_open, after idx_open: the key index's count records (keys.h 'K'),
+/* store_open, after idx_open (index_keycount.c): the key index's count records (keys.h 'K'),
  * built by one scan of 'K' for a directory written before them and marked
  * by 'M' "keycounts"; then s->key_counts is 1. A check of an older format
  * (no_upgrade) reads the directory without them (key_counts 0). */

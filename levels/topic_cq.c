@@ -133,7 +133,7 @@ static int entry_record(store_t *s, topic_state_t *t, uint64_t index, const cq_e
     }
     if (sl.id != e->log_offset || sl.queue != t->queue || sl.cq_index != index || (sl.flags & SLOT_REVOKED)) {
         *in_t = 1; /* revoked, or its slot names another place: live only when its 'T' key holds it (a message */
-        return 1;  /* whose journey was dropped, index.c's rebuild: appended without one) */
+        return 1;  /* whose journey was dropped, index_build.c's rebuild: appended without one) */
     }
     if (msg_decode_record(rec.data, rec.len, e->log_offset, ordinal, m, why, sizeof why) != 0) {
         return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s",
