@@ -2046,11 +2046,13 @@ static int settle_thread_checkpoint(store_t *s)
     return tu_poll_until(thread_checkpoint_settled, s, 30000, 1);
 }
 
-/* Six 1 MiB segments' worth of commits; a checkpoint one of them began on
+/* Thirty 200 kB SENDs, each committed: 6 MB of payload in fifteen 1 MiB
+ * segments (a batch holding a message keeps room for twice its payload and a
+ * quarter segment, so two fit in one); a checkpoint one of them began on
  * the log's thread (checkpoint_on_thread) is settled before the next, so
  * that its recycling lands where a checkpoint on the owner's would, whatever
  * the machine's speed. How many commits left one running there. */
-static int commit_six_segments(store_t *s, int round)
+static int send_six_megabytes(store_t *s, int round)
 {
     int running = 0;
     static char big[200000];
@@ -2090,13 +2092,13 @@ static void test_log_segments_recycled(void)
     o.retention_ms = SEC; /* no group: the GC collects them after it, and their segments may go (design-commitlog.md
                              4b: a topic CQ entry reads its record until then) */
     store_t *s = OPEN(&o);
-    commit_six_segments(s, 0);
+    send_six_megabytes(s, 0);
     collect_all(s);
     CLOSE(&s);
     int first = segments_in_data();
     TU_CHECK(first >= 6, "%d segments after 6 MB of commits", first);
     s = OPEN(&o);
-    commit_six_segments(s, 1);
+    send_six_megabytes(s, 1);
     collect_all(s);
     CLOSE(&s);
     int second = segments_in_data();
@@ -2112,10 +2114,15 @@ static void test_log_segments_recycled(void)
 /* With checkpoint_on_thread the checkpoints run on the commit log's thread
  * and the store goes on meanwhile; their outcome, taken by the next apply or
  * by store_log_checkpoint_step, recycles the segments below them while the
- * store stays open: rounds of six segments' worth of commits, each collected,
- * add about one segment a round after the first two (the recycled ones come
- * back as spares), as a checkpoint on the owner does; without the recycling
- * they add ten a round (120 segments); everything is counted after a reopen. (Each commit waits for the
+ * store stays open: rounds of send_six_megabytes, each collected, add about
+ * one segment a round after the first two (the recycled ones come back as
+ * spares), as a checkpoint on the owner does; without the recycling they add
+ * fifteen a round (120 segments); everything is counted after a reopen. The
+ * one a round is bounded: it levels off at two rounds' segments and one (31
+ * from the 16th round on, in a run of 30). The commits are not synced, so a round is
+ * applied, and checkpointed, at once at its GC; the GC's own decrements of
+ * the last segments' live counts are applied after that checkpoint, and
+ * those segments are recycled at the next round's. (Each commit waits for the
  * thread's checkpoint: run free, a checkpoint the commits outrun recycles
  * later, and the pool grows with the lag — 33 segments here against 22 on a
  * quiet machine, 49 on a busy one.) */
@@ -2130,11 +2137,11 @@ static void test_checkpoint_on_thread(void)
     store_t *s = OPEN(&o);
     int ran = 0, after[7] = { 0 };
     for (int round = 0; round < 7; round++) {
-        ran += commit_six_segments(s, round);
+        ran += send_six_megabytes(s, round);
         collect_all(s);
         after[round] = segments_in_data();
     }
-    ran += commit_six_segments(s, 7); /* its checkpoints cover the last GC's deletes */
+    ran += send_six_megabytes(s, 7); /* its checkpoints cover the last GC's deletes */
     TU_CHECK(ran, "no checkpoint was seen running on the log's thread");
     int n = segments_in_data();
     TU_CHECK(n <= after[1] + 8, /* a checkpoint on the owner leaves the same: 17 after the second round, 23 here */
@@ -2217,11 +2224,11 @@ static void test_recycled_segments_slots_deleted(void)
     o.retention_ms = SEC;
     store_t *s = OPEN(&o);
     for (int round = 0; round < 3; round++) {
-        commit_six_segments(s, round);
+        send_six_megabytes(s, round);
         collect_all(s);
     }
-    commit_six_segments(s, 3); /* its checkpoints recycle the segments the last GC freed */
-    commit_six_segments(s, 4); /* and its own sweep their slot files: nothing is freed since */
+    send_six_megabytes(s, 3); /* its checkpoints recycle the segments the last GC freed */
+    send_six_megabytes(s, 4); /* and its own sweep their slot files: nothing is freed since */
     int open_orphans = orphan_slot_files(), open_deleted = deleted_slot_fds(), slots = slot_files_in_data();
     printf("\n    30 segments' worth of commits, 18 collected: %d segment files, %d where-slot files, %d without a "
            "segment, %d descriptors on deleted ones ",
