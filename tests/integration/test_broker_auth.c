@@ -974,7 +974,7 @@ static void send_failing(rc_conn_t *c, const char *trigger, const char *who, cha
  * the SEND would be acknowledged. */
 static void test_error_paths_admin_only(void)
 {
-    char shimdir[512], trigger[600], e[1024], want[800];
+    char shimdir[512], trigger[600], e[1024], want[2 * sizeof bt_broker.data_dir + 96];
     bt_preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
     setenv("HG_FAILSYNC_ONLY", ".seg", 1); /* the SEND's sync: the syncer's of the commit log */
     start_with_users();                    /* fsync always */
