@@ -1,6 +1,8 @@
 /*
- * levels/clog_internal.h — what the commit log's two files share (clog.c: the
- * running log; clog_open.c: the open and its end rule). Private to levels/.
+ * levels/clog_internal.h — what the commit log's files share (clog.c: its
+ * segments; clog_append.c: batches appended and synced; clog_read.c: records
+ * read and walked; clog_open.c: the open and its end rule; clog_prewrite.c:
+ * the pre-writer). Private to levels/.
  * The byte layout is described atop clog.c. Owner thread unless a function
  * says otherwise; every function that fails writes err naming file and offset.
  */
@@ -111,6 +113,9 @@ void clog_seg_path(const clog_t *c, uint64_t base, char *p, size_t n);
 /* The segment whose base is base, or NULL (owner thread, or under c->lock). */
 seg_t *clog_seg_find(clog_t *c, uint64_t base);
 
+/* qsort's order of segments: by base. */
+int clog_seg_cmp(const void *a, const void *b);
+
 /* Add a segment and keep the array sorted, under c->lock. */
 void clog_seg_insert(clog_t *c, seg_t s);
 
@@ -152,6 +157,19 @@ uint64_t clog_prewriter_left(clog_prewriter_t *p);
 /* Stop the thread (at its next chunk) and join it; a file it was writing, or
  * finished and nobody took, is removed. Owner thread, once. */
 void clog_prewriter_stop(clog_prewriter_t *p);
+
+/* A write system call of the owner failed (errno says why): its errno kept
+ * for clog_write_errno and the message "<what>: <strerror>" in err. -1. */
+int clog_write_failed(clog_t *c, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Pre-write a segment at base (zeros, header, synced, renamed into place) and
+ * add it as a spare. 0, or -1 with err. */
+int clog_seg_create(clog_t *c, uint64_t base, char *err, size_t errlen);
+
+/* The wholly pre-written file fd at tmp becomes the spare at base: a header
+ * with a new life, the file synced, renamed into place, the directory synced,
+ * added as a spare. On failure fd is closed and tmp removed; -1 with err. */
+int clog_seg_finish(clog_t *c, int fd, const char *tmp, uint64_t base, char *err, size_t errlen);
 
 /* fsync the log's directory: 0, or -1 with err. */
 int clog_sync_dir(const clog_t *c, char *err, size_t errlen);

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_clog.c — CUnit suite for levels/clog.c, the commit log
+ * tests/unit/test_clog.c — CUnit suite for levels/clog.h, the commit log
  * (docs/design-commitlog.md §2–3, step 1).
  *
  * Each test works in its own temporary directory with 64 KiB segments, so a
