@@ -44,7 +44,7 @@ int logsync_run(logsync_t *ls, char *err, size_t errlen);
  * to) as the last successful logsync_run found it after its sync; 0 before
  * one. What an open after a crash replays into a memtable and writes out:
  * the store has the memtable written out when it grows long
- * (levels/store_log.c). Same thread as logsync_run. */
+ * (levels/store_checkpoint.c). Same thread as logsync_run. */
 unsigned long long logsync_newest_bytes(const logsync_t *ls);
 
 /* 1 when the last logsync_run failed for want of space (its fdatasync's

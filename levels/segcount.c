@@ -4,7 +4,7 @@
  * messages of the segment are on their SEND journey (a live level or lane
  * entry). It rises at a SEND that waits, falls when the message arrives in
  * its topic log (which holds its own copy in 4a) or is revoked; a segment is
- * recycled only at 0 (store_log.c), so a delayed message's record stays
+ * recycled only at 0 (store_checkpoint.c), so a delayed message's record stays
  * readable until it arrives. One 'S' record per segment with a count above
  * 0 (keys.h), written with the batch that changes it; loaded at open.
  *

@@ -11,9 +11,13 @@
  *               copy's marker, open errors mapped, a torn log end cut
  *   store_meta.c  the format and meta records at open, the seq floor
  *   store_load.c  the in-memory state read from the records at open
- *   store_log.c   the commit log and its redo under LevelDB: opened, closed,
- *               every commit a log batch, a SEND's message record and id, the
- *               consume-queue and where-slot writes of its journey
+ *   store_log.c   the commit log and its redo under LevelDB: opened, closed
+ *   store_log_commit.c  every commit a log batch: appended, synced, applied;
+ *               a failure of the log breaks the store
+ *   store_checkpoint.c  what follows an apply (a due checkpoint) and what
+ *               follows a checkpoint (sweeps, segment recycling)
+ *   store_log_message.c  a SEND's message record and id, the consume-queue
+ *               and where-slot writes of its journey
  *   store_lane.c  the remainder lane: its heap, loaded at open, and its CQ head
  *   segcount.c  the live count of each log segment, which gates its recycling
  *   db.c        every LevelDB access: the pending batch and its commit, reads
@@ -77,7 +81,7 @@
 #define STORE_COMPACT_AFTER_POPS 50000
 
 /* A checkpoint that finds LevelDB's write-ahead log longer than this has the
- * memtable written out on the compactor's thread (store_log.c): what an open
+ * memtable written out on the compactor's thread (store_checkpoint.c): what an open
  * after a crash replays and writes out before it answers (~6 ms of the
  * capacity bench's restart, where the whole fill's log took ~150 ms:
  * docs/BENCH-broker.md, s47). */
@@ -263,7 +267,7 @@ struct store {
     leveldb_writeoptions_t *wopt_nosync;
     int unsynced;                /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch; /* the pending batch before the redo opens (a new directory's meta records) */
-    redo_batch_t log_batch;      /* the pending batch once it is open (store_log.c) */
+    redo_batch_t log_batch;      /* the pending batch once it is open (store_log_commit.c) */
     uint64_t topic_del_mark;     /* the log's end when a 'T' key was last deleted (topic_held.c); 0: none */
     uint64_t read_barriers;      /* times a read waited for the log's sync and apply (store_read_barriers) */
     uint64_t checkpoint_mono_ms; /* when the last checkpoint was taken (clock_mono_ms) */
@@ -732,7 +736,7 @@ int store_log_sync_has_failed(store_t *s);
  * NULL after. */
 void store_log_free(store_t *s);
 
-/* store_log.c: the commit path through the log (design-commitlog.md, 4a.2). Once
+/* store_log_commit.c: the commit path through the log (design-commitlog.md, 4a.2). Once
  * the redo is open every commit is a log batch (s->log_batch, filled by
  * store_put and store_del_raw) whose LevelDB writes are held until the log's
  * sync covers it, then written unsynced with `M "applied"`; point reads see
@@ -757,6 +761,31 @@ int store_log_failure_full(const store_t *s, const char *why);
 
 /* Bytes appended to the log and not yet synced (0 without a log). */
 uint64_t store_log_unsynced_bytes(const store_t *s);
+
+/* The log refused an append (a commit's batch, or the segment a message
+ * record needs) and wrote nothing: noted for the close
+ * (s->log_append_failed) with the errno of the write that failed, for
+ * store_log_write_errno. */
+void store_log_note_refused_append(store_t *s);
+
+/* The store breaks at a failure of its log (why): a full disk's when the
+ * refused write's errno, or the failure's text, says no room
+ * (store_last_failure_full, which the writer asks). */
+void store_log_break(store_t *s, const char *why);
+
+/* err = "<before><the directory, shortened><after>: <why, its paths
+ * shortened>": a failure of the log named so that its cause survives a long
+ * data directory (levels/store_failure.c). -1. */
+int store_log_failed(const store_t *s, char *err, size_t errlen, const char *before, const char *after,
+                     const char *why);
+
+/* store_checkpoint.c: what follows an apply that moved redo_applied from
+ * applied_before: the key iterator dropped and a due checkpoint taken, with
+ * what follows it (on the redo's thread with checkpoint_on_thread, the last
+ * one settled first). 0, or -1 with err (the store is then broken). */
+int store_log_after_apply(store_t *s, uint64_t applied_before, char *err, size_t errlen);
+
+/* store_log_message.c: messages in the log (design-commitlog.md, 4a.3). */
 
 /* Put m into the pending batch as a message record of the log
  * (levels/msg.h's record form) and set m->id to its offset (design-commitlog.md
@@ -805,7 +834,7 @@ int store_log_slot_get(store_t *s, uint64_t id, uint32_t ordinal, slot_t *sl, in
 int store_slot_run_get(store_t *s, slot_run_t *run, uint64_t base, uint64_t ordinal, slot_t *sl, char *err,
                        size_t errlen);
 
-/* Recycle the log's segments below its checkpoint whose live count is 0
+/* store_checkpoint.c: recycle the log's segments below its checkpoint whose live count is 0
  * (the open's, once the counts are loaded: segcount_load). 0, or -1 with err. */
 int store_log_recycle(store_t *s, char *err, size_t errlen);
 

@@ -1,0 +1,228 @@
+/*
+ * levels/store_checkpoint.c — the log's checkpoints under the store
+ * (docs/design-commitlog.md, 4a.2 and "Checkpoints on the log's own
+ * thread"): what follows an apply — a checkpoint when checkpoint_bytes (half
+ * of it on the log's thread) were applied since the last began, or a second
+ * passed — and what follows a finished checkpoint (after_checkpoint): the
+ * where-slot files of segments recycled before it and the CQ files of topics
+ * deleted before it deleted, the segments wholly below it recycled, a long
+ * LevelDB log written out. With checkpoint_on_thread the finish runs on the
+ * redo's thread and the owner settles it at its next apply or step.
+ *
+ * Threading: the store's owner thread.
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Recycle every segment wholly below the checkpoint B whose live count is 0
+ * (design-commitlog.md §5: its LevelDB batches are in LevelDB, synced by the
+ * checkpoint; its messages have arrived, whose copies the topic log holds, or
+ * were revoked — segcount.c): each becomes a spare the log takes again
+ * (clog_recycle), so the log keeps about (log since B) / segment + spares
+ * files. Names are read from the directory (a segment's base is in its name);
+ * spares are skipped — they lie past the log's end, or below B after a failed
+ * sync's carry started the log past them (clog_is_spare). 0, or -1 with err (a
+ * rename or a header write failed). */
+static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
+{
+    uint64_t b = redo_checkpointed(s->redo), size = s->opt.segment_bytes;
+    DIR *d = opendir(s->path);
+    if (d == NULL) {
+        return err_set(err, errlen, "cannot list %s: %s", s->path, strerror(errno));
+    }
+    uint64_t below[64];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < sizeof below / sizeof below[0]) {
+        uint64_t base;
+        char tail;
+        if (sscanf(e->d_name, "clog-%16" SCNx64 ".se%c", &base, &tail) == 2 && tail == 'g' && strlen(e->d_name) == 25 &&
+            base + size <= b && segcount_live(s, base) == 0 && !clog_is_spare(redo_log(s->redo), base)) {
+            below[n++] = base;
+        }
+    }
+    closedir(d);
+    char why[512];
+    for (size_t i = 0; i < n; i++) { /* a later checkpoint takes any beyond the first 64 */
+        if (clog_recycle(redo_log(s->redo), below[i], why, sizeof why) != 0) {
+            return store_log_failed(s, err, errlen, "recycling a commit-log segment of ", "", why);
+        }
+        if (s->nslot_sweep == s->slot_sweep_cap) {
+            s->slot_sweep_cap = s->slot_sweep_cap ? s->slot_sweep_cap * 2 : 64;
+            s->slot_sweep = xrealloc(s->slot_sweep, s->slot_sweep_cap * sizeof *s->slot_sweep);
+        }
+        s->slot_sweep[s->nslot_sweep++] = below[i];
+        s->slot_sweep_after = clog_end(redo_log(s->redo));
+    }
+    return 0;
+}
+
+/* The where-slot files of the segments recycled before the checkpoint just
+ * finished began (slot_sweep_after at or below its B): closed and deleted
+ * (redo_slots_sweep). They were kept until then because the open's redo
+ * from an older checkpoint rewrites slots of such a segment (a move before
+ * its last message died); nothing writes them after it. They used to stay
+ * for good — one file per segment ever filled (24 bytes a message), each
+ * held open by the redo. A failed delete is tried again at the next
+ * checkpoint, and at the next open (store_log_open sweeps every such file). */
+static void sweep_recycled_slots(store_t *s)
+{
+    if (s->nslot_sweep == 0 || redo_checkpointed(s->redo) < s->slot_sweep_after) {
+        return;
+    }
+    char why[512];
+    if (redo_slots_sweep(s->redo, s->slot_sweep, s->nslot_sweep, NULL, why, sizeof why) == 0) {
+        s->nslot_sweep = 0;
+    }
+}
+
+
+/* The applied log that makes a checkpoint due: checkpoint_bytes, half of it
+ * when checkpoints run on the log's thread — one begins then, and the owner
+ * waits for it before another half has been applied (store_log_after_apply), so that
+ * the log since the last finished checkpoint, what an open redoes and the
+ * disk reserve must hold, stays within checkpoint_bytes and the two applies
+ * that crossed the halves (on the owner: checkpoint_bytes and one apply). */
+static uint64_t checkpoint_every(const store_t *s)
+{
+    uint64_t every = s->opt.checkpoint_bytes != 0 ? s->opt.checkpoint_bytes : STORE_CHECKPOINT_BYTES;
+    return s->opt.checkpoint_on_thread ? every / 2 : every;
+}
+
+/* A checkpoint is due once checkpoint_every of log were applied since the
+ * last one began, or a second passed with anything applied since. The bytes are the
+ * applied batches' own (redo_applied_since_checkpoint), not the distance from
+ * B to redo_applied: an open's floor raises the next batch's offset by the
+ * clock's time since the last (1 MiB a millisecond, store.h), and counted as
+ * applied that jump made the first apply after every reopen a checkpoint. */
+static int checkpoint_due(const store_t *s)
+{
+    uint64_t since = redo_applied_since_checkpoint(s->redo);
+    return since >= checkpoint_every(s) || (since > 0 && clock_mono_ms() - s->checkpoint_mono_ms >= 1000);
+}
+
+int store_apply_durable(store_t *s, char *err, size_t errlen)
+{
+    if (store_usable(s, err, errlen) != 0) {
+        return -1;
+    }
+    if (s->redo == NULL || redo_held(s->redo) == 0) {
+        return 0;
+    }
+    uint64_t before = redo_applied(s->redo);
+    char why[512];
+    if (redo_apply_durable(s->redo, why, sizeof why) != 0) {
+        store_log_break(s, why);
+        return store_log_failed(s, err, errlen, "applying the commit log of ", "", why);
+    }
+    return store_log_after_apply(s, before, err, errlen);
+}
+
+/* After a checkpoint: when LevelDB's write-ahead log has grown past
+ * STORE_LEVELDB_LOG_FLUSH_BYTES, its memtable is written out on the
+ * compactor's thread (compactor_flush_memtable), which starts an empty log.
+ * The memtable (write-buffer-size, 64 MiB) rarely fills now that LevelDB gets
+ * ~0.3 records a message, so its log held everything since the open, and an
+ * open after a kill -9 replayed all of it and wrote it out before answering
+ * (DESIGN §6, "Restart"). */
+static void flush_long_leveldb_log(store_t *s)
+{
+    if (redo_leveldb_log_bytes(s->redo) > STORE_LEVELDB_LOG_FLUSH_BYTES) {
+        (void)compactor_flush_memtable(s->compactor); /* 0: one already waits */
+    }
+}
+
+/* What follows a finished checkpoint, on the owner: the where-slot files of
+ * the segments recycled before it deleted, so are the CQ files of topics
+ * deleted before it, the segments wholly below it
+ * recycled, a long LevelDB log written out. 0, or -1 with err (the store is
+ * then broken). */
+static int after_checkpoint(store_t *s, char *err, size_t errlen)
+{
+    char why[512];
+    sweep_recycled_slots(s);
+    topic_cq_sweep_retired(s);
+    if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
+        store_log_break(s, why);
+        return err_set(err, errlen, "%s", why);
+    }
+    flush_long_leveldb_log(s);
+    return 0;
+}
+
+/* A checkpoint finished on the redo's thread (store_options_t.checkpoint_on_thread):
+ * its outcome taken (with wait, after waiting for it) and what follows it
+ * made. 0 (also while it runs), or -1 with err (it failed: the store is then
+ * broken). */
+static int settle_checkpoint(store_t *s, int wait, char *err, size_t errlen)
+{
+    char why[512];
+    int rc = redo_checkpoint_settle(s->redo, wait, why, sizeof why);
+    if (rc < 0) {
+        store_log_break(s, why);
+        return store_log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
+    }
+    return rc > 0 ? after_checkpoint(s, err, errlen) : 0;
+}
+
+/* What follows an apply that moved redo_applied from applied_before: the
+ * key iterator dropped (it would not see the writes) and the checkpoint,
+ * with its recycling and a long LevelDB log's write-out, when one is due —
+ * on the redo's thread with checkpoint_on_thread, one at a time: a due one
+ * begins once the last is settled, and the owner waits for the last when
+ * checkpoint_every was applied since it began (the bound above). 0, or -1
+ * with err (the store is then broken). */
+int store_log_after_apply(store_t *s, uint64_t applied_before, char *err, size_t errlen)
+{
+    char why[512];
+    if (redo_applied(s->redo) != applied_before && s->key_it != NULL) { /* it would not see what was applied */
+        leveldb_iter_destroy(s->key_it);
+        s->key_it = NULL;
+    }
+    int behind = redo_applied_since_checkpoint(s->redo) >= checkpoint_every(s);
+    if (settle_checkpoint(s, behind, err, errlen) != 0) {
+        return -1;
+    }
+    if (!checkpoint_due(s) || redo_checkpoint_running(s->redo)) { /* running: due by its second */
+        return 0;
+    }
+    int rc = s->opt.checkpoint_on_thread ? redo_checkpoint_async(s->redo, why, sizeof why)
+                                         : redo_checkpoint(s->redo, why, sizeof why);
+    if (rc != 0) {
+        store_log_break(s, why);
+        return store_log_failed(s, err, errlen, "checkpoint of the commit log of ", "", why);
+    }
+    s->checkpoint_mono_ms = clock_mono_ms();
+    return s->opt.checkpoint_on_thread ? 0 : after_checkpoint(s, err, errlen);
+}
+
+int store_log_checkpoint_step(store_t *s, char *err, size_t errlen)
+{
+    if (s->redo == NULL || s->broken) {
+        return 0;
+    }
+    return settle_checkpoint(s, 0, err, errlen);
+}
+
+uint64_t store_log_since_checkpoint(const store_t *s)
+{
+    return s->redo == NULL ? 0 : redo_applied_since_finished(s->redo);
+}
+
+int store_log_checkpoint_running(const store_t *s)
+{
+    return s->redo != NULL && !s->broken && redo_checkpoint_running(s->redo);
+}
+
+int store_log_recycle(store_t *s, char *err, size_t errlen)
+{
+    return recycle_below_checkpoint(s, err, errlen);
+}
