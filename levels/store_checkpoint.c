@@ -5,14 +5,13 @@
  * of it on the log's thread) were applied since the last began, or a second
  * passed — and what follows a finished checkpoint (after_checkpoint): the
  * where-slot files of segments recycled before it and the CQ files of topics
- * deleted before it deleted, the segments wholly below it recycled, a long
+ * deleted before it deleted (store_deferred.c), the segments wholly below it recycled, a long
  * LevelDB log written out. With checkpoint_on_thread the finish runs on the
  * redo's thread and the owner settles it at its next apply or step.
  *
  * Threading: the store's owner thread.
  */
 #include "levels/store_internal.h"
-#include "base/alloc.h"
 #include "base/clock.h"
 #include "base/err.h"
 
@@ -55,33 +54,11 @@ static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
         if (clog_recycle(redo_log(s->redo), below[i], why, sizeof why) != 0) {
             return store_log_failed(s, err, errlen, "recycling a commit-log segment of ", "", why);
         }
-        if (s->nslot_sweep == s->slot_sweep_cap) {
-            s->slot_sweep_cap = s->slot_sweep_cap ? s->slot_sweep_cap * 2 : 64;
-            s->slot_sweep = xrealloc(s->slot_sweep, s->slot_sweep_cap * sizeof *s->slot_sweep);
-        }
-        s->slot_sweep[s->nslot_sweep++] = below[i];
-        s->slot_sweep_after = clog_end(redo_log(s->redo));
+        /* its slot file stays until a checkpoint reaches the log's end now: the open's redo from an older one
+           rewrites slots of the segment (a move before its last message died); nothing writes them after it */
+        store_deferred_add(s, STORE_DEFERRED_SLOTS, below[i], clog_end(redo_log(s->redo)));
     }
     return 0;
-}
-
-/* The where-slot files of the segments recycled before the checkpoint just
- * finished began (slot_sweep_after at or below its B): closed and deleted
- * (redo_slots_sweep). They were kept until then because the open's redo
- * from an older checkpoint rewrites slots of such a segment (a move before
- * its last message died); nothing writes them after it. They used to stay
- * for good — one file per segment ever filled (24 bytes a message), each
- * held open by the redo. A failed delete is tried again at the next
- * checkpoint, and at the next open (store_log_open sweeps every such file). */
-static void sweep_recycled_slots(store_t *s)
-{
-    if (s->nslot_sweep == 0 || redo_checkpointed(s->redo) < s->slot_sweep_after) {
-        return;
-    }
-    char why[512];
-    if (redo_slots_sweep(s->redo, s->slot_sweep, s->nslot_sweep, NULL, why, sizeof why) == 0) {
-        s->nslot_sweep = 0;
-    }
 }
 
 
@@ -140,16 +117,15 @@ static void flush_long_leveldb_log(store_t *s)
     }
 }
 
-/* What follows a finished checkpoint, on the owner: the where-slot files of
- * the segments recycled before it deleted, so are the CQ files of topics
- * deleted before it, the segments wholly below it
+/* What follows a finished checkpoint, on the owner: the files it lets go
+ * deleted (the where-slot files of the segments recycled before it, the CQ
+ * files of topics deleted before it: store_deferred.c), the segments wholly below it
  * recycled, a long LevelDB log written out. 0, or -1 with err (the store is
  * then broken). */
 static int after_checkpoint(store_t *s, char *err, size_t errlen)
 {
     char why[512];
-    sweep_recycled_slots(s);
-    topic_cq_sweep_retired(s);
+    store_deferred_sweep(s);
     if (recycle_below_checkpoint(s, why, sizeof why) != 0) {
         store_log_break(s, why);
         return err_set(err, errlen, "%s", why);

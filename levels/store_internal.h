@@ -16,6 +16,8 @@
  *               a failure of the log breaks the store
  *   store_checkpoint.c  what follows an apply (a due checkpoint) and what
  *               follows a checkpoint (sweeps, segment recycling)
+ *   store_deferred.c  files deleted once a checkpoint covers them: slot files
+ *               of recycled segments, CQ files of deleted topics
  *   store_log_message.c  a SEND's message record and id, the consume-queue
  *               and where-slot writes of its journey
  *   store_lane.c  the remainder lane: its heap, loaded at open, and its CQ head
@@ -248,11 +250,18 @@ typedef struct idx_sent {
     uint64_t id, due_ms;
 } idx_sent_t;
 
-/* A deleted topic's CQ whose files go at the first checkpoint past mark. */
-typedef struct topic_cq_retired {
-    uint32_t queue;
-    uint64_t mark; /* the log's end when the topic was deleted: the batch of the delete ends past it */
-} topic_cq_retired_t;
+/* What a deferred delete deletes (store_deferred.c). */
+typedef enum store_deferred_kind {
+    STORE_DEFERRED_SLOTS,    /* the where-slot file of a recycled segment; what: its base */
+    STORE_DEFERRED_TOPIC_CQ, /* every CQ file of a deleted topic's queue; what: the queue */
+} store_deferred_kind_t;
+
+/* A file (or a queue's files) deleted once a finished checkpoint's B reaches due. */
+typedef struct store_deferred {
+    store_deferred_kind_t kind;
+    uint64_t what;
+    uint64_t due; /* the least B that covers the event: no batch an open's redo replays from there writes it */
+} store_deferred_t;
 
 struct store {
     store_options_t opt;
@@ -272,9 +281,8 @@ struct store {
     uint64_t read_barriers;      /* times a read waited for the log's sync and apply (store_read_barriers) */
     uint64_t checkpoint_mono_ms; /* when the last checkpoint was taken (clock_mono_ms) */
     uint64_t log_floor;          /* the floor the log opened with: its next batch starts at or above it */
-    uint64_t *slot_sweep;        /* segments recycled whose where-slot files go at a checkpoint from slot_sweep_after */
-    size_t nslot_sweep, slot_sweep_cap;
-    uint64_t slot_sweep_after;  /* the log's end when the last of them was recycled */
+    store_deferred_t *deferred;  /* files deleted once a checkpoint covers them (store_deferred.c) */
+    size_t ndeferred, deferred_cap;
     uint64_t msg_segment;       /* the segment (base) msg_ordinal counts in; UINT64_MAX: none yet */
     uint32_t msg_ordinal;       /* the next message record's ordinal in it (store_log_add_message) */
     lane_t *lane;               /* the remainder lane's order (store_lane.c); NULL before the open loads it */
@@ -315,10 +323,8 @@ struct store {
 
     uint64_t next_seq, persisted_seq;
     level_state_t levels[LVL_MAX_LEVELS + 1];
-    map_t topics;                   /* name → topic_state_t* */
-    map_t topic_queues;             /* topic CQ queue number (4 bytes) → topic_state_t* (topic_cq.c) */
-    topic_cq_retired_t *cq_retired; /* deleted topics' CQs whose files are still there (topic_cq_retire.c) */
-    size_t ncq_retired, cq_retired_cap;
+    map_t topics;              /* name → topic_state_t* */
+    map_t topic_queues;        /* topic CQ queue number (4 bytes) → topic_state_t* (topic_cq.c) */
     uint32_t topic_queue_next; /* the next topic CQ's queue number ('M' "topic-queue-next") */
     /* the format the directory is marked with once open: STORE_FORMAT_VERSION, or an older one a check
        (opt.no_upgrade) left as it is; a topic made gets the CQ layout of that format (topic_cq_make) */
@@ -618,12 +624,6 @@ int topic_cq_load(store_t *s, char *err, size_t errlen);
  * record's delete in the pending batch) no longer owns its queue, whose
  * files go at the first checkpoint past the batch of the delete. */
 void topic_cq_retire(store_t *s, topic_state_t *t);
-/* After a finished checkpoint: the retired queues it covers closed in the
- * redo and their files deleted (a failure is tried again at the next one). */
-void topic_cq_sweep_retired(store_t *s);
-/* After redo_close (its checkpoint covers every delete): the files of every
- * retired queue deleted (a failure is the next open's). */
-void topic_cq_sweep_closed(store_t *s);
 /* At open, after topic_cq_load (the redo and its checkpoint done): every
  * file of a topic queue drawn and named by no topic deleted, and said in
  * the open's note. 0, or -1 with err. */
@@ -837,6 +837,19 @@ int store_slot_run_get(store_t *s, slot_run_t *run, uint64_t base, uint64_t ordi
 /* store_checkpoint.c: recycle the log's segments below its checkpoint whose live count is 0
  * (the open's, once the counts are loaded: segcount_load). 0, or -1 with err. */
 int store_log_recycle(store_t *s, char *err, size_t errlen);
+
+/* store_deferred.c: files deleted once a checkpoint covers them
+ * (design-commitlog.md "Where-slot files of recycled segments (s48)", "A
+ * deleted topic's CQ files (s49)"). store_deferred_add: what of kind is
+ * deleted at the first finished checkpoint whose B is at least due. */
+void store_deferred_add(store_t *s, store_deferred_kind_t kind, uint64_t what, uint64_t due);
+/* After a finished checkpoint: every entry it covers closed in the redo and
+ * its files deleted (a kind whose delete fails keeps its entries for the
+ * next checkpoint). */
+void store_deferred_sweep(store_t *s);
+/* After redo_close (its checkpoint covers every entry): the files of every
+ * entry deleted, the list emptied (a failure is the next open's orphan). */
+void store_deferred_sweep_closed(store_t *s);
 
 /* The offset after every message record added so far: the log's end, or the
  * pending batch's end when it holds messages; at least the floor the log

@@ -343,12 +343,8 @@ int store_log_close(store_t *s, char *err, size_t errlen)
     if (redo_close(r, why, sizeof why) != 0) {
         return store_log_failed(s, err, errlen, "closing the commit log of ", "", why);
     }
-    /* Its checkpoint at the log's end covers every segment recycled: their slot files go now (closed with the
-       redo), so a clean close leaves none for the next open to find. A failed delete is the next open's. */
-    for (size_t i = 0; i < s->nslot_sweep; i++) {
-        (void)slot_file_remove(s->path, s->slot_sweep[i], NULL, 0);
-    }
-    s->nslot_sweep = 0;
-    topic_cq_sweep_closed(s);
+    /* Its checkpoint at the log's end covers every segment recycled and every topic deleted: their files go now
+       (closed with the redo), so a clean close leaves none for the next open to find. */
+    store_deferred_sweep_closed(s);
     return 0;
 }

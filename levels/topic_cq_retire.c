@@ -1,13 +1,13 @@
 /*
  * levels/topic_cq_retire.c — a deleted topic's CQ files (design-commitlog.md
  * "A deleted topic's CQ files (s49)"). store_topic_delete retires the topic's
- * queue with the log's end at that moment (the mark: the batch holding the
- * delete ends past it); the first checkpoint whose B lies past the mark
- * closes the queue in the redo and deletes its files (after each checkpoint;
- * at a clean close after redo_close, whose checkpoint covers every delete).
- * Not before: an open's redo from an older checkpoint replays the writes to
- * the queue with the bounds LevelDB gives it, and after a power cut LevelDB
- * may still hold the topic's record, alive (it is not synced between
+ * queue: a deferred delete (store_deferred.c) due at the first checkpoint
+ * whose B lies past the log's end at that moment (the batch holding the
+ * delete ends past it), which closes the queue in the redo and deletes its
+ * files (at a clean close, after redo_close, whose checkpoint covers every
+ * delete). Not before: an open's redo from an older checkpoint replays the
+ * writes to the queue with the bounds LevelDB gives it, and after a power cut
+ * LevelDB may still hold the topic's record, alive (it is not synced between
  * checkpoints): cq_open then needs every file under the tail. Past that
  * checkpoint no batch the redo replays writes the queue: the topic was
  * empty, and its number is never drawn again (a topic made again with the
@@ -24,7 +24,6 @@
  * Threading: the store's owner thread.
  */
 #include "levels/store_internal.h"
-#include "base/alloc.h"
 #include "base/err.h"
 
 #include <inttypes.h>
@@ -37,60 +36,7 @@ void topic_cq_retire(store_t *s, topic_state_t *t)
     if (s->redo == NULL) {
         return;
     }
-    if (s->ncq_retired == s->cq_retired_cap) {
-        s->cq_retired_cap = s->cq_retired_cap ? s->cq_retired_cap * 2 : 16;
-        s->cq_retired = xrealloc(s->cq_retired, s->cq_retired_cap * sizeof *s->cq_retired);
-    }
-    s->cq_retired[s->ncq_retired++] = (topic_cq_retired_t){ t->queue, clog_end(redo_log(s->redo)) };
-}
-
-/* What cq_doomed_fn needs to tell a retired queue a checkpoint covers. */
-typedef struct retired_below {
-    const store_t *s;
-    uint64_t b; /* the checkpoint's B; UINT64_MAX: every retired queue */
-} retired_below_t;
-
-static int retired_covered(void *ctx, uint32_t queue, uint64_t first)
-{
-    (void)first; /* every file of the queue */
-    const retired_below_t *c = ctx;
-    for (size_t i = 0; i < c->s->ncq_retired; i++) {
-        if (c->s->cq_retired[i].queue == queue) {
-            return c->s->cq_retired[i].mark < c->b;
-        }
-    }
-    return 0;
-}
-
-void topic_cq_sweep_retired(store_t *s)
-{
-    retired_below_t c = { s, redo_checkpointed(s->redo) };
-    size_t covered = 0;
-    for (size_t i = 0; i < s->ncq_retired; i++) {
-        covered += s->cq_retired[i].mark < c.b;
-    }
-    uint64_t removed;
-    char why[512];
-    if (covered == 0 || redo_queues_remove(s->redo, retired_covered, &c, &removed, why, sizeof why) != 0) {
-        return; /* a failed delete: the next checkpoint tries again */
-    }
-    size_t kept = 0;
-    for (size_t i = 0; i < s->ncq_retired; i++) {
-        if (s->cq_retired[i].mark >= c.b) {
-            s->cq_retired[kept++] = s->cq_retired[i];
-        }
-    }
-    s->ncq_retired = kept;
-}
-
-void topic_cq_sweep_closed(store_t *s)
-{
-    retired_below_t c = { s, UINT64_MAX };
-    uint64_t removed;
-    if (s->ncq_retired > 0) {
-        (void)cq_remove_queues(s->path, retired_covered, &c, &removed, NULL, 0); /* a failure: the next open's */
-    }
-    s->ncq_retired = 0;
+    store_deferred_add(s, STORE_DEFERRED_TOPIC_CQ, t->queue, clog_end(redo_log(s->redo)) + 1);
 }
 
 /* A topic queue drawn that no topic names. */
