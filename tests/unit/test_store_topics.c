@@ -546,6 +546,31 @@ static void test_topic_delete_cq_files(void)
     CLOSE(&s);
 }
 
+/* A clean close deletes the CQ files of a topic deleted since the last
+ * checkpoint (the close's checkpoint covers the delete), so the next open
+ * finds none to delete. */
+static void test_topic_delete_cq_files_at_close(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    SEND(s, "gone", "x", 0, 0, T0, NULL);
+    uint32_t dead = queue_of(s, "gone");
+    store_topic_del_t out;
+    REQUIRE_OK(send_collect_delete(s, 3, &out, err, sizeof err), err);
+    TU_REQUIRE(out == STORE_TOPIC_DELETED, "gone not deleted: %d", (int)out);
+    int before = queue_files(dead, 0); /* 1, unless a checkpoint (a second after the last) swept it first */
+    CLOSE(&s);
+    printf("\n    a topic deleted since the last checkpoint: %d files of its CQ before a clean close, %d after ",
+           before, queue_files(dead, 0));
+    TU_CHECK(queue_files(dead, 0) == 0, "%d files of the deleted topic's CQ after a clean close (%d before it)",
+             queue_files(dead, 0), before);
+    s = OPEN_DEFAULT();
+    TU_CHECK(strstr(s->open_note, "deleted topics") == NULL, "the open after a clean close deleted files: %s",
+             s->open_note);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* crash_after_at's work: topic gone made, emptied, deleted, and a
  * checkpoint past the delete taken without the store's sweep (the crash
  * lands between the two). */
@@ -937,6 +962,7 @@ static const tu_test_t topic_tests[] = {
     { "gc by retention", test_topic_gc_retention },
     { "delete an empty topic", test_topic_delete },
     { "a deleted topic's CQ files go at the checkpoint past its delete", test_topic_delete_cq_files },
+    { "a deleted topic's CQ files go at a clean close", test_topic_delete_cq_files_at_close },
     { "a crash after a topic's delete and a checkpoint, before its CQ files went",
       test_topic_delete_crash_after_checkpoint },
     { "a crash after a topic's delete, before a checkpoint", test_topic_delete_crash_before_checkpoint },
