@@ -10,7 +10,7 @@
  * the storage thread, use only their request, and write the reply (SEND's
  * also has a check half that writes nothing, cmd_send_check, which EXEC runs
  * over every queued SEND before it stores any: cmd_multi.c); their
- * writes commit with the rest of the group (writer_thread.c) before the reply is
+ * writes commit with the rest of the group (writer_commit.c) before the reply is
  * sent.
  */
 #include "broker/cmd_shared.h"

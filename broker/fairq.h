@@ -1,9 +1,10 @@
 /*
  * broker/fairq.h — the fair-share queues of the storage thread: the
  * submitted jobs sorted into one FIFO per connection, the connections with
- * queued jobs in a ring served round-robin (writer_thread.c's fair_serve
- * runs one job of each connection per turn, in each connection's own
- * order; see writer_thread.c's design comment for the listing budget).
+ * queued jobs in a ring served round-robin (writer_serve.c's
+ * writer_fair_serve runs one job of each connection per turn, in each
+ * connection's own order; see writer_serve.c's design comment for the
+ * listing budget).
  *
  * Contract: a job is in the queues from fairq_push (or fairq_put_back) to
  * fairq_take or fairq_cancel; it is linked through job_t.next/prev

@@ -11,7 +11,7 @@
  * while the disk syncs, and every fsync covers every batch written before it
  * started — group commit across iterations.
  *
- * What waits for a sync (writer_thread.c decides, syncer_needs):
+ * What waits for a sync (writer_commit.c decides, syncer_needs):
  *  - a job that made a promise (CMD_DURABLE: SEND, GROUP, DLQ changes);
  *  - a reply that shows a message whose SEND may not be durable yet (a PULL
  *    leasing an id at or above syncer_synced_mark): a consumer never sees a

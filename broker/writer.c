@@ -2,8 +2,9 @@
  * broker/writer.c — the writer's loop side (see writer.h): creating,
  * starting, stopping and freeing it, the submit queue the loop feeds, and
  * the done queue's event that hands finished jobs back to the loop
- * (done_cb). The storage thread itself is writer_thread.c; struct writer
- * is shared through writer_internal.h.
+ * (done_cb). The storage thread itself is writer_thread.c and the files
+ * writer_internal.h lists; struct writer is shared through
+ * writer_internal.h.
  *
  * Invariants:
  *  - The loop touches only the submit queue (under mu), the done queue and

@@ -2,9 +2,14 @@
  * broker/writer_internal.h — what the writer's two halves share: struct
  * writer, the tunables both use, and the storage thread's entry point.
  * writer.c is the loop side (the public calls of writer.h, the done
- * queue's event); writer_thread.c is the storage thread (writer_main and
- * its steps); writer_wake.c is that thread's service of its parked jobs. Each field says which thread may touch it (the comments in
- * the struct); nothing outside these files includes this header.
+ * queue's event); the storage thread is writer_thread.c (writer_main: its
+ * iterations and sleep, the idle maintenance), writer_serve.c (the fair
+ * serving of queued jobs), writer_commit.c (the group commit, its failure
+ * and reopen, the replies posted), writer_disk.c (disk full, the spare
+ * segment), writer_report.c (scheduler failures, damage reports) and
+ * writer_wake.c (its parked jobs). Each field says which thread may touch
+ * it (the comments in the struct); nothing outside these files includes
+ * this header.
  */
 #ifndef HG_BROKER_WRITER_INTERNAL_H
 #define HG_BROKER_WRITER_INTERNAL_H
@@ -91,7 +96,7 @@ struct writer {
     uint64_t sched_retry_mono; /* no scheduler run before this */
     log_repeat_t sched_log;
     uint64_t next_spare_check_mono;               /* the free space against the spare's needs looked at again then */
-    int spare_held;                               /* 1: the pre-writer is held (the disk is near full: prepare_spare) */
+    int spare_held;                               /* 1: the pre-writer is held (the disk is near full: writer_disk.c) */
     log_repeat_t spare_log;                       /* a spare segment's pre-write that fails (store_log_prepare_step) */
     uint64_t level_damage_seen;                   /* store_level_damage_events already reported */
     uint64_t lane_full_hops_seen;                 /* store_lane_full_hops already counted */
@@ -145,6 +150,62 @@ static inline uint64_t writer_spare_margin(const writer_t *w)
 
 /* The storage thread (writer_thread.c), started by writer_start. */
 void *writer_main(void *arg);
+
+/* ---- fair serving (writer_serve.c; storage thread) ---- */
+
+/* Sort the submitted jobs (batch, in submission order) into their connections' queues; a cancel drops
+ * its connection's parked and droppable queued jobs. */
+void writer_fair_intake(writer_t *w, job_t *batch);
+
+/* Run queued jobs round-robin into done (committing a burst as it goes); returns the number run. */
+size_t writer_fair_serve(writer_t *w, job_list_t *done, uint64_t now_mono);
+
+/* ---- commit, failure, replies (writer_commit.c; storage thread) ---- */
+
+/* Hand done's jobs to the loop (done is emptied); stopped: tell the loop the thread has finished. */
+void writer_post(writer_t *w, job_list_t *done, int stopped);
+
+/* Replace j's reply with "ERR <prefix><what>" plus what its steps did, and mark it failed. */
+void writer_answer_error(job_t *j, const char *prefix, const char *what);
+
+/* writer_answer_error with the prefix "storage failure: ". */
+void writer_fail_job(job_t *j, const char *msg);
+
+/* Close a failed store (unsynced when sync_failed) and try to open it again, at most once a second;
+ * on failure w->store stays NULL and w->broken is set with the cause. */
+void writer_reopen_store(writer_t *w, const char *why, int sync_failed);
+
+/* Commit what is pending; on failure answer every job of done with the error and reopen. The jobs whose
+ * replies wait for durability go to the syncer; the rest stay in done. */
+void writer_commit_pending(writer_t *w, job_list_t *done);
+
+/* Take a checkpoint the commit log's thread finished; its failure reopens the store. */
+void writer_settle_checkpoint(writer_t *w);
+
+/* ---- disk full and the spare segment (writer_disk.c; storage thread) ---- */
+
+/* A write failed for want of space (why): begin a disk-full episode; a no-op while one lasts. */
+void writer_disk_full_begin(writer_t *w, const char *why);
+
+/* Note the free space (at most once a second); end the episode when enough is back. */
+void writer_check_disk(writer_t *w, uint64_t now_mono);
+
+/* Step the commit log's next spare segment, paced, held while the disk is near full; failures logged. */
+void writer_prepare_spare(writer_t *w, uint64_t now_mono);
+
+/* ---- scheduler failures and damage reports (writer_report.c; storage thread) ---- */
+
+/* A scheduler run failed with err: no run again before SCHED_RETRY_MS; the cause logged by logrepeat's rule. */
+void writer_sched_failed(writer_t *w, const char *err, uint64_t now_mono);
+
+/* A scheduler run succeeded: after failures, say so once. */
+void writer_sched_succeeded(writer_t *w);
+
+/* Log and count the levels the due move found damaged, and their recoveries. */
+void writer_report_level_damage(writer_t *w);
+
+/* Log and count the group queues PULLs found damaged, and their recoveries. */
+void writer_report_group_damage(writer_t *w);
 
 /* ---- parked jobs (writer_wake.c; storage thread) ---- */
 

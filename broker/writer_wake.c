@@ -16,7 +16,8 @@
  *  - Nothing is woken while the store is closed or the disk is full; after
  *    a reopen or a disk-full episode (w->wake_all) every parked job is
  *    asked once.
- * Thread: the storage thread only (called from writer_thread.c).
+ * Thread: the storage thread only (called from writer_thread.c and
+ * writer_serve.c).
  */
 #include "broker/writer_internal.h"
 #include "base/clock.h"
