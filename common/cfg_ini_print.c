@@ -3,7 +3,7 @@
  * cfg_load_file reads back to the same value (contract: cfg.h,
  * cfg_print_setting); --check-config prints through it (cfg_print_values).
  *
- * The reader (libinih and common/cfg.c's join) takes lines of at most
+ * The reader (libinih and common/cfg_ini.c's join) takes lines of at most
  * CFG_INI_LINE bytes; it strips the blanks (isspace) around a value and
  * around a continuation line, takes a ';' after a blank for the start of a
  * comment (on the key's own line and on a continuation line alike), takes a

@@ -1,7 +1,7 @@
 /*
  * common/uri_password.h — where the password of a broker URI's
  * user:password@ stands, for whatever must not show it: argv as ps sees it
- * (common/argv_secret.c) and --check-config's print (common/cfg.c).
+ * (common/argv_secret.c) and --check-config's print (common/cfg_print.c).
  *
  * The URI is text only here (it may not have been checked yet): its
  * userinfo is what stands before the last '@' ahead of the first '/' or '?'

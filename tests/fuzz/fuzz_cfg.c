@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_cfg.c — libFuzzer target: the config engine's INI reader
- * and flag parser (common/cfg.c, with libinih and base/units.c), over a
+ * and flag parser (common/cfg_ini.c, cfg_args.c and cfg.c, with libinih and base/units.c), over a
  * table with one key of each type, a section and origin tracking.
  *
  * The first input byte picks the mode, the rest is the input:

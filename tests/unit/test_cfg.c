@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_cfg.c — common/cfg.c, the config-table engine behind all
+ * tests/unit/test_cfg.c — common/cfg*.c, the config-table engine behind all
  * three daemons: suite "engine" (every value type in the one grammar, errors
  * naming the key and the file line, defaults < file < flags, continuation
  * lines, sections, actions, --help); suite "reload" — the SIGHUP reload
