@@ -6,9 +6,12 @@
  *                    command dispatcher (which command runs where; what is
  *                    refused as not supported on amqp://)
  *   rmq_conn.c       one AMQP connection: connect and login (trying each
- *                    host of the URI), the two channels, the frame pump
- *                    (deliveries, publisher confirms, channel and connection
- *                    closes), error translation, message records
+ *                    host of the URI), the two channels, the drop
+ *   rmq_pump.c       the frame pump (deliveries, publisher confirms,
+ *                    returns, channel and connection closes)
+ *   rmq_rpc.c        a call's outcome: RPC replies checked, RabbitMQ's
+ *                    refusals translated into errors; deliveries settled
+ *   rmq_record.c     message records decoded from AMQP messages; ids
  *   rmq_publish.c    publishing on channel 1 and waiting for the confirms
  *   rmq_watchdog.c   the thread that cuts the connection's socket when a
  *                    step of a call (a write, an RPC, the login) outlasts
@@ -282,6 +285,14 @@ void rmq_disconnect(rmq_t *r);
  * every daemon stop), then rmq_disconnect. Nothing to do when not
  * connected. */
 void rmq_close_politely(rmq_t *r);
+/* Reopen channel 2 when a refusal closed it. */
+hg_err_t rmq_admin(rmq_t *r);
+
+/* --- rmq_rpc.c --- */
+/* A channel close's reason (code, text) as the client error of what: PRECONDITION_FAILED of an
+ * inequivalent argument names the argument and both values; 403 is HG_ERR_AUTH. Records the code in
+ * r->last_code; returns the error code. */
+hg_err_t rmq_fail_close(rmq_t *r, const char *what, unsigned code, const char *text);
 /* After a failed rpc on channel ch: the client error names what (e.g.
  * "queue.declare hg.level.3"); a server channel close is answered and the
  * channel marked closed; a connection problem disconnects. Returns the code
@@ -289,13 +300,19 @@ void rmq_close_politely(rmq_t *r);
 hg_err_t rmq_rpc_fail(rmq_t *r, int ch, const char *what);
 /* Check the last rpc on channel ch; HG_OK or rmq_rpc_fail. */
 hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what);
-/* Reopen channel 2 when a refusal closed it. */
-hg_err_t rmq_admin(rmq_t *r);
+/* basic.ack (ack 1) or basic.nack with requeue (ack 0) of delivery tag on
+ * channel ch, guarded: HG_OK, or the error set (rmq_guard_failed's, else a
+ * lost connection) and the connection dropped. */
+hg_err_t rmq_settle(rmq_t *r, int ch, uint64_t tag, int ack);
+
+/* --- rmq_pump.c --- */
 /* Wait for frames until deadline (monotonic ms; 0 = poll once) or until
  * a delivery is ready (want_delivery) — interruptible by the client's wake
  * fd when interruptible, by its stop fd (hg_client_set_stop_fd) always.
  * Returns HG_OK, HG_ERR_STOPPED or a connection error. */
 hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interruptible);
+
+/* --- rmq_record.c --- */
 /* Decode an AMQP message into a rmq_msg_t (malloc'd; free with rmq_msg_free). */
 rmq_msg_t *rmq_msg_decode(const amqp_basic_properties_t *p, const amqp_bytes_t *body, uint64_t tag);
 void rmq_msg_free(rmq_msg_t *m);
@@ -384,10 +401,6 @@ rmq_cut_t rmq_guard_cut(rmq_t *r);
  * HG_OK when it did not cut (the caller reports the failure itself). The
  * caller drops the connection. */
 hg_err_t rmq_guard_failed(rmq_t *r, const char *what);
-/* basic.ack (ack 1) or basic.nack with requeue (ack 0) of delivery tag on
- * channel ch, guarded: HG_OK, or the error set (rmq_guard_failed's, else a
- * lost connection) and the connection dropped. */
-hg_err_t rmq_settle(rmq_t *r, int ch, uint64_t tag, int ack);
 
 /* --- rmq_topology.c --- */
 /* Declare (idempotently, checking arguments) the exchanges, the level

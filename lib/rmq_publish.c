@@ -5,7 +5,7 @@
  * A message (rmq_out_t) becomes one AMQP message: its fields as headers
  * (rmq.h names them), persistent, its id as message-id; one sent to the
  * remainder queues first carries the bits of its remainder (rmq.h). A batch
- * is published in one go, then the frame pump (rmq_conn.c) reads the
+ * is published in one go, then the frame pump (rmq_pump.c) reads the
  * confirms until every message of it is acknowledged or refused, or the
  * read timeout passes. Channel 1 is in confirm mode (rmq_conn.c opens it
  * so), so RabbitMQ numbers the publishes 1, 2, … per connection: next_seq.
@@ -14,7 +14,7 @@
  * no queue takes (no binding matches: a binding or queue deleted by hand, or
  * lost) and drops it — a confirmed send that is lost. With it, such a
  * message comes back as basic.return with its content before the basic.ack
- * of the same publish; the pump (rmq_conn.c) marks that publish returned,
+ * of the same publish; the pump (rmq_pump.c) marks that publish returned,
  * and the batch reports it as HG_ERR_SERVER naming the exchange and routing
  * key. A message an alternate exchange takes (hg.due's hg.unrouted) is
  * routed, not returned; the remainder chain has none, so a binding missing

@@ -16,7 +16,7 @@
  * node completes one while a cut link is not yet seen: rmq.h,
  * topology_bound). RabbitMQ answers a
  * declaration whose arguments differ from the existing queue's with
- * PRECONDITION_FAILED; rmq_conn.c turns that into a message naming the
+ * PRECONDITION_FAILED; rmq_rpc.c turns that into a message naming the
  * argument and both values (e.g. a level table other than the one the level
  * queues were declared with: x-message-ttl differs).
  *
