@@ -298,6 +298,41 @@ static int redo_open_on(leveldb_t *db, uint64_t floor, redo_t **r, redo_open_rep
     return rc;
 }
 
+/* In the test process: LevelDB opened on dir and the redo on it (floor 0, no
+ * report), both held for teardown. Requires each open to succeed, naming the
+ * one that failed; *db gets the LevelDB handle. */
+static redo_t *open_db_and_redo(leveldb_t **db)
+{
+    *db = db_open();
+    TU_REQUIRE(*db != NULL, "LevelDB open: %s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(*db, 0, &r, NULL) == 0, "redo open: %s", err);
+    return r;
+}
+
+/* In a forked writer: the same opens as open_db_and_redo; a failure is
+ * printed ("child: ...") and ends the child with exit status 2, which the
+ * parent's status check reports. */
+static redo_t *child_open_db_and_redo(leveldb_t **db)
+{
+    *db = db_open();
+    redo_t *r = NULL;
+    if (*db == NULL || redo_open_on(*db, 0, &r, NULL) != 0) {
+        fprintf(stderr, "child: %s\n", err);
+        _exit(2);
+    }
+    return r;
+}
+
+/* child_open_db_and_redo, then the power-cut layer armed (no cut planned):
+ * every file call of the writer from here on is journaled. */
+static redo_t *child_open_armed(leveldb_t **db)
+{
+    redo_t *r = child_open_db_and_redo(db);
+    powercut_arm(0);
+    return r;
+}
+
 /* ---- the model and the workload ------------------------------------------------------ */
 
 static size_t seg_index(model_t *m, uint64_t base)
@@ -697,12 +732,8 @@ static void write_and_die(size_t n, int sync_every, int cp_every, int sync_last)
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        leveldb_t *db = db_open();
-        redo_t *r = NULL;
-        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
-            fprintf(stderr, "child: %s\n", err);
-            _exit(2);
-        }
+        leveldb_t *db = NULL;
+        redo_t *r = child_open_db_and_redo(&db);
         uint64_t s = 42 + g_ledger->n;
         model_rebuild(&g_model, g_ledger->n);
         for (size_t k = 0; k < n; k++) {
@@ -727,10 +758,8 @@ static void write_and_die(size_t n, int sync_every, int cp_every, int sync_last)
 
 static void test_held_until_sync(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     uint64_t s = 7;
     for (int k = 0; k < 5; k++) {
         TU_REQUIRE(write_batch(r, &g_model, &s, (uint64_t)k) == 0, "%s", err);
@@ -798,13 +827,8 @@ static void sync_failure_then(int power_off, int fast)
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        leveldb_t *db = db_open();
-        redo_t *r = NULL;
-        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
-            fprintf(stderr, "child: %s\n", err);
-            _exit(2);
-        }
-        powercut_arm(0);
+        leveldb_t *db = NULL;
+        redo_t *r = child_open_armed(&db);
         uint64_t s = 5;
         for (int k = 0; k < 10; k++) {
             g_fail_next_sync = k == 5;
@@ -863,13 +887,8 @@ static void test_second_sync_failure(void)
         pid_t pid = fork();
         TU_REQUIRE(pid >= 0, "fork");
         if (pid == 0) {
-            leveldb_t *db = db_open();
-            redo_t *r = NULL;
-            if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
-                fprintf(stderr, "child: %s\n", err);
-                _exit(2);
-            }
-            powercut_arm(0);
+            leveldb_t *db = NULL;
+            redo_t *r = child_open_armed(&db);
             uint64_t s = 21;
             memset(&g_model, 0, sizeof g_model);
             for (int k = 0; k < 6; k++) {
@@ -951,10 +970,8 @@ static void test_commit_applied_sync_failure_power_cut(void)
  * what is held; the state after close equals the model. */
 static void test_commit_applied(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     uint64_t s = 11;
     for (int k = 0; k < 2; k++) {
         TU_REQUIRE(write_batch(r, &g_model, &s, (uint64_t)k) == 0, "%s", err);
@@ -1015,10 +1032,8 @@ static void expect_reads(redo_t *r, uint64_t base, const cq_entry_t *want_cq, si
 
 static void test_reads_through_held(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     const uint64_t base = 7 * SEG;
     cq_entry_t want_cq[150];
     slot_t want_slot[130];
@@ -1064,13 +1079,8 @@ static void test_abandoned_segment_recycled(void)
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        leveldb_t *db = db_open();
-        redo_t *r = NULL;
-        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
-            fprintf(stderr, "child: %s\n", err);
-            _exit(2);
-        }
-        powercut_arm(0);
+        leveldb_t *db = NULL;
+        redo_t *r = child_open_armed(&db);
         uint64_t s = 9;
         int recycled = 0;
         for (uint64_t k = 0; clog_end(redo_log(r)) < 2 * SEG + SEG / 4; k++) {
@@ -1110,13 +1120,8 @@ static void free_then(int power_off)
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        leveldb_t *db = db_open();
-        redo_t *r = NULL;
-        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
-            fprintf(stderr, "child: %s\n", err);
-            _exit(2);
-        }
-        powercut_arm(0);
+        leveldb_t *db = NULL;
+        redo_t *r = child_open_armed(&db);
         uint64_t s = 11;
         for (int k = 0; k < 12; k++) {
             if (write_batch(r, &g_model, &s, (uint64_t)k) != 0 || ((k == 2 || k == 5) && sync_and_apply(r) != 0)) {
@@ -1189,10 +1194,8 @@ static int write_synced_until(redo_t *r, uint64_t *s, uint64_t to)
  * lies past it, and the next open keeps every batch. */
 static void test_recycle_keeps_checkpoint(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     uint64_t s = 3;
     TU_REQUIRE(write_synced_until(r, &s, SEG + SEG / 4) == 0, "%s", err);
     TU_CHECK(clog_recycle(redo_log(r), 0, err, sizeof err) == -1 && strstr(err, "checkpoint 0") != NULL,
@@ -1235,11 +1238,7 @@ static void test_redo_after_kill(void)
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        db = db_open();
-        redo_t *r = NULL;
-        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
-            _exit(2);
-        }
+        redo_t *r = child_open_db_and_redo(&db);
         if (mark(db, "clean") != 0) {
             _exit(10);
         }
@@ -1334,10 +1333,8 @@ static void test_checkpoint_then_nothing(void)
 /* Running: a batch's LevelDB writes are made once, when the sync covers it. */
 static void test_db_batch_once(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     redo_batch_t b = { 0 };
     redo_db_put(&b, "once", 4, "1", 1);
     TU_REQUIRE(redo_commit(r, &b, NULL, err, sizeof err) == 0, "%s", err);
@@ -1366,12 +1363,9 @@ static void test_db_hole_redone_in_order(void)
     pid_t pid = fork();
     TU_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        leveldb_t *db = db_open();
-        redo_t *r = NULL;
+        leveldb_t *db = NULL;
+        redo_t *r = child_open_db_and_redo(&db);
         redo_batch_t b = { 0 };
-        if (db == NULL || redo_open_on(db, 0, &r, NULL) != 0) {
-            _exit(2);
-        }
         redo_db_put(&b, "x", 1, "from-1", 6);
         redo_db_put(&b, "y", 1, "from-1", 6);
         int rc = redo_commit(r, &b, &g_ledger->b[0].end, err, sizeof err);
@@ -1501,10 +1495,8 @@ static void test_bad_inputs(void)
  * next segment; more than a segment is refused by name. */
 static void test_batch_room(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     redo_batch_t b = { 0 };
     static char payload[1000];
     uint64_t id, ordinal = 0;
@@ -1547,10 +1539,8 @@ static void test_batch_room(void)
  * the count and outruns REDO_BATCH_RESERVE. */
 static void test_message_reserve(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     redo_batch_t b = { 0 };
     static uint64_t ids[SEG];
     uint64_t n = 0;
@@ -1577,10 +1567,8 @@ static void test_message_reserve(void)
  * when an empty batch had to move to the next segment. */
 static void test_message_room(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     redo_batch_t b = { 0 };
     static char payload[900];
     int moved = 0, wrong = 0;
@@ -1785,10 +1773,8 @@ static void *finish_on_thread(void *p)
  * open finds the whole workload. */
 static void test_finish_on_thread(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     uint64_t s = 17;
     int rounds = 100;
     /* a batch per round (the log's ~5 KiB a batch stays inside the model's MAX_SEGS segments) */
@@ -1821,10 +1807,8 @@ static void test_finish_on_thread(void)
  * redo_checkpoint; a finish without a begin is refused. */
 static void test_begin_twice(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     uint64_t s = 5, b = 0, b2 = 0;
     TU_REQUIRE(write_synced_until(r, &s, 4096) == 0, "%s", err);
     TU_REQUIRE(redo_checkpoint_begin(r, &b, err, sizeof err) == 0, "%s", err);
@@ -1851,10 +1835,8 @@ static void test_begin_twice(void)
  * the segment of a begun B too, until its finish. */
 static void test_recycle_keeps_begun_checkpoint(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     uint64_t s = 3, b1 = 0, b2 = 0;
     TU_REQUIRE(write_synced_until(r, &s, SEG + SEG / 4) == 0, "%s", err);
     TU_REQUIRE(redo_checkpoint(r, err, sizeof err) == 0, "%s", err);
@@ -1887,10 +1869,8 @@ static void test_recycle_keeps_begun_checkpoint(void)
  * waits for it, and so does the close; the next open finds everything. */
 static void test_checkpoint_async(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     uint64_t s = 23;
     TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
     TU_CHECK(redo_checkpoint_settle(r, 1, err, sizeof err) == 0, "nothing to settle before the first: %s", err);
@@ -1930,10 +1910,8 @@ static void test_checkpoint_async(void)
  * next open redoes from whichever B stands. */
 static void test_checkpoint_async_free(void)
 {
-    leveldb_t *db = db_open();
-    TU_REQUIRE(db != NULL, "%s", err);
-    redo_t *r = NULL;
-    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    leveldb_t *db = NULL;
+    redo_t *r = open_db_and_redo(&db);
     uint64_t s = 29;
     for (int i = 0; i < 4; i++) {
         TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
@@ -1981,19 +1959,28 @@ static void __attribute__((noreturn)) split_child(uint64_t finish_kill)
     _exit(0);
 }
 
+/* A fresh round for split_child: the power-cut journal, the ledger and the
+ * model emptied, then split_child(finish_kill) forked. Requires the fork;
+ * returns the child's pid. */
+static pid_t fork_split_child(uint64_t finish_kill)
+{
+    powercut_reset();
+    g_ledger->n = 0;
+    memset(&g_model, 0, sizeof g_model);
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        split_child(finish_kill);
+    }
+    return pid;
+}
+
 /* Power cuts between begin and finish: the open redoes from the previous
  * B and keeps every synced batch. */
 static void test_cut_between_begin_and_finish(void)
 {
     for (uint64_t seed = 1; seed <= 8; seed++) {
-        powercut_reset();
-        g_ledger->n = 0;
-        memset(&g_model, 0, sizeof g_model);
-        pid_t pid = fork();
-        TU_REQUIRE(pid >= 0, "fork");
-        if (pid == 0) {
-            split_child(0);
-        }
+        pid_t pid = fork_split_child(0);
         int status;
         TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "the child failed: %#x", status);
         powercut_stats_t st;
@@ -2015,14 +2002,7 @@ static void test_cut_inside_finish(void)
 {
     uint64_t calls = 0, at_old = 0, at_new = 0;
     for (uint64_t c = 1;; c++) {
-        powercut_reset();
-        g_ledger->n = 0;
-        memset(&g_model, 0, sizeof g_model);
-        pid_t pid = fork();
-        TU_REQUIRE(pid >= 0, "fork");
-        if (pid == 0) {
-            split_child(c);
-        }
+        pid_t pid = fork_split_child(c);
         int status;
         TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
         if (WIFEXITED(status)) {
