@@ -10,6 +10,7 @@
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_leases [suite [test]].
  */
+#include "base/alloc.h"
 #include "base/err.h"
 #include "levels/store.h"
 #include "tests/helpers/store_fixture.h"
@@ -24,6 +25,68 @@
 
 #define FAIL_DELAY(s, g, id, delay, reason, now, due) \
     fail_at((s), (g), (id), 0, 0, (delay), (reason), (now), 1, (due), __LINE__)
+
+/* count messages ("x") sent to topic t at T0, their ids into ids; group g
+ * leases all of them, and then so does also_group when it is not NULL: each
+ * lease must take count ("<group> leased <n> of <count>"), failing the test
+ * at line. The leased copies are freed. */
+static void send_and_lease_all_at(store_t *s, uint64_t *ids, int count, const char *also_group, int line)
+{
+    for (int i = 0; i < count; i++)
+        ids[i] = send_at(s, "t", "x", 0, 0, T0, NULL, line);
+    msg_owned_t *m = xcalloc((size_t)count, sizeof *m);
+    const char *groups[] = { "g", also_group };
+    for (int k = 0; k < 2 && groups[k] != NULL; k++) {
+        int n = lease_at(s, groups[k], "t", count, LEASE, T0, m, line);
+        free_msgs(m, n);
+        TU_REQUIRE_AT(n == count, line, "%s leased %d of %d", groups[k], n, count);
+    }
+    free(m);
+}
+#define SEND_AND_LEASE_ALL(s, ids, count, also_group) send_and_lease_all_at((s), (ids), (count), (also_group), __LINE__)
+
+/* store_dlq_requeue of group's DLQ entry id (all: every entry, from the
+ * start) at now: it must succeed and requeue want entries. A failure names
+ * the call's values and fails the test at line. */
+static void dlq_requeue_expect_at(store_t *s, const char *group, uint64_t id, int all, uint64_t now, uint64_t want,
+                                  int line)
+{
+    char err[512] = "";
+    uint64_t cnt = 99;
+    TU_REQUIRE_AT(store_dlq_requeue(s, group, strlen(group), id, all, now, &cnt, err, sizeof err) == 0, line,
+                  "store_dlq_requeue of %s id %" PRIu64 " all %d failed: %s", group, id, all, err);
+    TU_CHECK_AT(cnt == want, line, "store_dlq_requeue of %s id %" PRIu64 " all %d: %" PRIu64 " requeued, want %" PRIu64,
+                group, id, all, cnt, want);
+}
+#define DLQ_REQUEUE_EXPECT(s, g, id, all, now, want) \
+    dlq_requeue_expect_at((s), (g), (id), (all), (now), (want), __LINE__)
+
+/* store_dlq_drop of group's DLQ entry id (all: every entry): it must succeed
+ * and drop want entries. A failure names the call's values and fails the
+ * test at line. */
+static void dlq_drop_expect_at(store_t *s, const char *group, uint64_t id, int all, uint64_t want, int line)
+{
+    char err[512] = "";
+    uint64_t cnt = 99;
+    TU_REQUIRE_AT(store_dlq_drop(s, group, strlen(group), id, all, &cnt, err, sizeof err) == 0, line,
+                  "store_dlq_drop of %s id %" PRIu64 " all %d failed: %s", group, id, all, err);
+    TU_CHECK_AT(cnt == want, line, "store_dlq_drop of %s id %" PRIu64 " all %d: %" PRIu64 " dropped, want %" PRIu64,
+                group, id, all, cnt, want);
+}
+#define DLQ_DROP_EXPECT(s, g, id, all, want) dlq_drop_expect_at((s), (g), (id), (all), (want), __LINE__)
+
+/* store_dlq_list of group's DLQ after id after, up to count entries, into
+ * m (the caller frees them): required to succeed, the failure naming the
+ * call's values at line. Returns how many were listed. */
+static int dlq_list_at(store_t *s, const char *group, uint64_t after, int count, msg_owned_t *m, int line)
+{
+    char err[512] = "";
+    int n = -1;
+    TU_REQUIRE_AT(store_dlq_list(s, group, strlen(group), after, count, m, &n, err, sizeof err) == 0, line,
+                  "store_dlq_list of %s after %" PRIu64 " count %d failed: %s", group, after, count, err);
+    return n;
+}
+#define DLQ_LIST(s, g, after, count, m) dlq_list_at((s), (g), (after), (count), (m), __LINE__)
 
 /* ============================================================ suite: leases */
 
@@ -92,12 +155,7 @@ static void test_lease_ack(void)
 {
     store_t *s = OPEN_DEFAULT();
     uint64_t ids[3];
-    for (int i = 0; i < 3; i++)
-        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
-    msg_owned_t m[4];
-    int n = LEASE_N(s, "g", "t", 3, LEASE, T0, m);
-    TU_REQUIRE(n == 3, "leased %d", n);
-    free_msgs(m, n);
+    SEND_AND_LEASE_ALL(s, ids, 3, NULL);
     uint64_t dup[4] = { ids[0], ids[0], ids[1], ids[0] };
     TU_CHECK(ACK(s, "g", dup, 4) == 2, "duplicates count once");
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
@@ -124,15 +182,7 @@ static void test_lease_ack_many(void)
     };
     store_t *s = OPEN_DEFAULT();
     uint64_t ids[N];
-    for (int i = 0; i < N; i++)
-        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
-    static msg_owned_t m[N];
-    int n = LEASE_N(s, "g", "t", N, LEASE, T0, m);
-    TU_REQUIRE(n == N, "g leased %d", n);
-    free_msgs(m, n);
-    n = LEASE_N(s, "gg", "t", N, LEASE, T0, m);
-    TU_REQUIRE(n == N, "gg leased %d", n);
-    free_msgs(m, n);
+    SEND_AND_LEASE_ALL(s, ids, N, "gg");
     /* acked: 59 (last), 0, 1, 2, 30, 45 (far from 30), 46, 58; unknown ids between */
     int pick[] = { 59, 0, 1, 2, 30, 45, 46, 58 };
     uint64_t ack[16];
@@ -183,15 +233,7 @@ static void test_lease_ack_spread(void)
     };
     store_t *s = OPEN_DEFAULT();
     static uint64_t ids[N];
-    for (int i = 0; i < N; i++)
-        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
-    static msg_owned_t m[N];
-    int n = LEASE_N(s, "g", "t", N, LEASE, T0, m);
-    TU_REQUIRE(n == N, "g leased %d", n);
-    free_msgs(m, n);
-    n = LEASE_N(s, "gg", "t", N, LEASE, T0, m);
-    TU_REQUIRE(n == N, "gg leased %d", n);
-    free_msgs(m, n);
+    SEND_AND_LEASE_ALL(s, ids, N, "gg");
     /* 390 in ACKs of 10 ids spread over the whole range, committed one by one */
     int acked = 0, released = 0;
     for (int k = 0; k < 39; k++) {
@@ -340,12 +382,9 @@ static void test_lease_fail(void)
 {
     store_t *s = OPEN_DEFAULT();
     uint64_t ids[4];
-    for (int i = 0; i < 4; i++)
-        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    SEND_AND_LEASE_ALL(s, ids, 4, NULL);
     msg_owned_t m[8];
-    int n = LEASE_N(s, "g", "t", 4, LEASE, T0, m);
-    TU_REQUIRE(n == 4, "leased %d", n);
-    free_msgs(m, n);
+    int n;
 
     /* to a level */
     uint64_t due = 0;
@@ -539,20 +578,18 @@ static void test_dlq_list_byte_budget(void)
     o.max_lease_bytes = 1;
     s = OPEN(&o);
     msg_owned_t m[8];
-    char err[512] = "";
-    int n = -1;
-    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    int n = DLQ_LIST(s, "g", 0, 8, m);
     TU_REQUIRE(n == 1 && m[0].m.id == ids[0], "one entry under a 1-byte budget, got %d", n);
     uint64_t each = m[0].m.payload.len + m[0].m.key.len + m[0].m.reason.len;
     free_msgs(m, n);
     CLOSE(&s);
     o.max_lease_bytes = 2 * each + 1; /* two fit, the third reaches it */
     s = OPEN(&o);
-    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", 0, 8, m);
     TU_REQUIRE(n == 3, "listed %d within %" PRIu64 " bytes (%" PRIu64 " each), want 3", n, o.max_lease_bytes, each);
     TU_CHECK(m[0].m.id == ids[0] && m[2].m.id == ids[2], "first page order");
     free_msgs(m, n);
-    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[2], 8, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", ids[2], 8, m);
     TU_REQUIRE(n == 3 && m[0].m.id == ids[3] && m[2].m.id == ids[5], "second page: %d", n);
     free_msgs(m, n);
     CHECK_STORE(s);
@@ -566,9 +603,7 @@ static void test_dlq_list(void)
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 6);
     CHECK_STORE(s);
     msg_owned_t m[8];
-    char err[512] = "";
-    int n = -1;
-    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    int n = DLQ_LIST(s, "g", 0, 8, m);
     TU_REQUIRE(n == 6, "listed %d", n);
     for (int i = 0; i < n; i++) {
         char reason[32];
@@ -582,23 +617,23 @@ static void test_dlq_list(void)
     }
     free_msgs(m, n);
     /* COUNT and AFTER page through it */
-    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 2, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", 0, 2, m);
     TU_CHECK(n == 2 && m[0].m.id == ids[0] && m[1].m.id == ids[1], "first page");
     free_msgs(m, n);
-    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[1], 2, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", ids[1], 2, m);
     TU_CHECK(n == 2 && m[0].m.id == ids[2] && m[1].m.id == ids[3], "second page");
     free_msgs(m, n);
-    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[3], 10, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", ids[3], 10, m);
     TU_CHECK(n == 2 && m[0].m.id == ids[4] && m[1].m.id == ids[5], "last page");
     free_msgs(m, n);
-    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[2] - 1, 1, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", ids[2] - 1, 1, m);
     TU_CHECK(n == 1 && m[0].m.id == ids[2], "AFTER id-1 includes id");
     free_msgs(m, n);
-    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[5], 10, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", ids[5], 10, m);
     TU_CHECK(n == 0, "after the last: %d", n);
-    REQUIRE_OK(store_dlq_list(s, "g", 1, UINT64_MAX, 10, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", UINT64_MAX, 10, m);
     TU_CHECK(n == 0, "after UINT64_MAX: %d", n);
-    REQUIRE_OK(store_dlq_list(s, "nosuch", 6, 0, 10, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "nosuch", 0, 10, m);
     TU_CHECK(n == 0, "unknown group: %d", n);
     /* another group's DLQ whose name extends this one's is not mixed in */
     SEND(s, "t", "y", 0, 0, T0, NULL);
@@ -607,7 +642,7 @@ static void test_dlq_list(void)
     uint64_t other = m[0].m.id;
     free_msgs(m, n);
     FAIL_DLQ(s, "gg", other, "other", T0);
-    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 10, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", 0, 10, m);
     TU_CHECK(n == 6, "g's DLQ lists %d after gg parked one", n);
     free_msgs(m, n);
     CHECK_STORE(s);
@@ -618,26 +653,19 @@ static void test_dlq_requeue(void)
     store_t *s = OPEN_DEFAULT();
     uint64_t ids[4];
     fill_dlq(s, 4, ids);
-    char err[512] = "";
-    uint64_t cnt = 99;
-    REQUIRE_OK(store_dlq_requeue(s, "g", 1, ids[1], 0, T0 + 10, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 1);
+    DLQ_REQUEUE_EXPECT(s, "g", ids[1], 0, T0 + 10, 1);
     CHECK_COUNTS(s, "g", 1, 0, 1, 0, 0, 3);
     CHECK_STORE(s);
-    REQUIRE_OK(store_dlq_requeue(s, "g", 1, ids[1], 0, T0 + 10, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 0); /* no longer there */
-    REQUIRE_OK(store_dlq_requeue(s, "g", 1, ids[3] + 1000, 0, T0 + 10, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 0);
-    REQUIRE_OK(store_dlq_requeue(s, "nosuch", 6, ids[0], 1, T0 + 10, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 0);
+    DLQ_REQUEUE_EXPECT(s, "g", ids[1], 0, T0 + 10, 0); /* no longer there */
+    DLQ_REQUEUE_EXPECT(s, "g", ids[3] + 1000, 0, T0 + 10, 0);
+    DLQ_REQUEUE_EXPECT(s, "nosuch", ids[0], 1, T0 + 10, 0);
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 20, m);
     TU_REQUIRE(n == 1, "leased %d", n);
     TU_CHECK(m[0].m.id == ids[1] && m[0].m.reconsume == 0, "requeued: id %" PRIu64 " reconsume %u", m[0].m.id,
              m[0].m.reconsume);
     free_msgs(m, n);
-    REQUIRE_OK(store_dlq_requeue(s, "g", 1, 0, 1, T0 + 30, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 3);
+    DLQ_REQUEUE_EXPECT(s, "g", 0, 1, T0 + 30, 3);
     CHECK_COUNTS(s, "g", 3, 0, 3, 0, 1, 0);
     CHECK_STORE(s);
     n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 40, m);
@@ -655,26 +683,19 @@ static void test_dlq_drop(void)
     store_t *s = OPEN_DEFAULT();
     uint64_t ids[5];
     fill_dlq(s, 5, ids);
-    char err[512] = "";
-    uint64_t cnt = 99;
-    REQUIRE_OK(store_dlq_drop(s, "g", 1, ids[2], 0, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 1);
+    DLQ_DROP_EXPECT(s, "g", ids[2], 0, 1);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 4);
     CHECK_STORE(s);
-    REQUIRE_OK(store_dlq_drop(s, "g", 1, ids[2], 0, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 0);
+    DLQ_DROP_EXPECT(s, "g", ids[2], 0, 0);
     msg_owned_t m[8];
-    int n = -1;
-    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    int n = DLQ_LIST(s, "g", 0, 8, m);
     TU_CHECK(n == 4 && m[2].m.id == ids[3], "after dropping one: %d", n);
     free_msgs(m, n);
-    REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 4);
+    DLQ_DROP_EXPECT(s, "g", 0, 1, 4);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
-    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    n = DLQ_LIST(s, "g", 0, 8, m);
     TU_CHECK(n == 0, "after drop all: %d", n);
-    REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 0);
+    DLQ_DROP_EXPECT(s, "g", 0, 1, 0);
     n = LEASE_N(s, "g", "t", 8, LEASE, T0, m);
     TU_CHECK(n == 0, "dropped messages came back: %d", n);
     CHECK_STORE(s);
@@ -697,9 +718,7 @@ static void test_dlq_walk(void)
     CHECK_EQ_U64(store_pending_bytes(s), 0);
     CHECK_COUNTS(s, "g", 3, 0, 3, 0, 0, 7);
     CHECK_STORE(s);
-    uint64_t cnt = 0;
-    REQUIRE_OK(store_dlq_drop(s, "g", 1, ids[5], 0, &cnt, err, sizeof err), err); /* between two steps */
-    CHECK_EQ_U64(cnt, 1);
+    DLQ_DROP_EXPECT(s, "g", ids[5], 0, 1); /* between two steps */
     REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &walk, 3, T0 + 10, err, sizeof err), err);
     TU_CHECK(walk.count == 6 && !walk.done, "second step: %" PRIu64 " done %d", walk.count, walk.done);
     REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &walk, 3, T0 + 10, err, sizeof err), err);
@@ -1207,6 +1226,56 @@ static int find_seq(void *ctx, const store_entry_t *e)
     return 0;
 }
 
+/* The seq of message id (called name in messages) in queue range of s
+ * ('T': topic t's log, 'R': group g's retry queue), found by a store scan.
+ * Requires the scan to succeed and the message to be there ("<name> is not
+ * in <where>"), failing the test at line. */
+static uint64_t seq_of_at(store_t *s, store_range_t range, uint64_t id, const char *name, const char *where, int line)
+{
+    seq_of_t f = { range, id, 0 };
+    char err[1024] = "";
+    TU_REQUIRE_AT(store_scan(s, find_seq, &f, err, sizeof err) >= 0, line, "store_scan for %s failed: %s", name, err);
+    TU_REQUIRE_AT(f.seq != 0, line, "%s is not in %s", name, where);
+    return f.seq;
+}
+#define SEQ_OF(s, range, id, name, where) seq_of_at((s), (range), (id), (name), (where), __LINE__)
+
+/* Two retries of group g: a and b sent to topic t at T0, both leased by g
+ * (required: 2), both failed to level 1, and moved into g's retry queue at
+ * T0 + 1 s (required: 2 moved). The failing check names line. */
+static void two_retries_at(store_t *s, uint64_t *a, uint64_t *b, int line)
+{
+    *a = send_at(s, "t", "a", 0, 0, T0, NULL, line);
+    *b = send_at(s, "t", "b", 0, 0, T0, NULL, line);
+    msg_owned_t m[8];
+    int n = lease_at(s, "g", "t", 2, LEASE, T0, m, line);
+    TU_REQUIRE_AT(n == 2, line, "lease a and b: %d", n);
+    free_msgs(m, n);
+    fail_at(s, "g", *a, 0, 1, 0, "again", T0, 1, NULL, line);
+    fail_at(s, "g", *b, 0, 1, 0, "again", T0, 1, NULL, line);
+    TU_REQUIRE_AT(move_at(s, T0 + SEC, 10, NULL, line) == 2, line, "the retries are not ready");
+}
+#define TWO_RETRIES(s, a, b) two_retries_at((s), (a), (b), __LINE__)
+
+/* Group g of topic t created by a PULL at T0 that must lease nothing. */
+static void create_empty_group_at(store_t *s, const char *group, int line)
+{
+    msg_owned_t m[1];
+    TU_REQUIRE_AT(lease_at(s, group, "t", 1, LEASE, T0, m, line) == 0, line, "%s is created with nothing to lease",
+                  group);
+}
+#define CREATE_EMPTY_GROUP(s, g) create_empty_group_at((s), (g), __LINE__)
+
+/* The end of a case: g ACKs the n ids (each must be released: says names
+ * what failed otherwise), the store checks clean and is closed. */
+static void ack_all_check_close_at(store_t **sp, const uint64_t *ids, int n, const char *says, int line)
+{
+    TU_CHECK_AT(ack_at(*sp, "g", ids, n, line) == n, line, "%s", says);
+    check_store_at(*sp, line);
+    close_at(sp, line);
+}
+#define ACK_ALL_CHECK_CLOSE(sp, ids, n, says) ack_all_check_close_at((sp), (ids), (n), (says), __LINE__)
+
 /* The key of seq in queue range ('T': topic t's log, 'R': group g's retry
  * queue) into k: its length. */
 static size_t queue_key(char k[11], store_range_t range, uint64_t seq)
@@ -1231,23 +1300,16 @@ static size_t queue_key(char k[11], store_range_t range, uint64_t seq)
 static void test_lease_damage_after_taken(void)
 {
     store_t *s = OPEN_DEFAULT();
-    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
-    uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
+    uint64_t a, b;
+    TWO_RETRIES(s, &a, &b);
     msg_owned_t m[8];
-    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
-    TU_REQUIRE(n == 2, "lease a and b: %d", n);
-    free_msgs(m, n);
-    FAIL_LEVEL(s, "g", a, 1, "again", T0, NULL);
-    FAIL_LEVEL(s, "g", b, 1, "again", T0, NULL);
-    TU_REQUIRE(MOVE(s, T0 + SEC, 10, NULL) == 2, "the retries are not ready");
+    int n;
     uint64_t c = SEND(s, "t", "c", 0, 0, T0 + SEC, NULL);
     uint64_t d = SEND(s, "t", "d", 0, 0, T0 + SEC, NULL);
     uint64_t e = SEND(s, "t", "e", 0, 0, T0 + SEC, NULL);
     CHECK_COUNTS(s, "g", 5, 3, 2, 0, 0, 0);
-    seq_of_t f = { STORE_TOPIC, d, 0 };
+    uint64_t seq = SEQ_OF(s, STORE_TOPIC, d, "d", "the topic log");
     char err[1024] = "";
-    REQUIRE_OK(store_scan(s, find_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
-    TU_REQUIRE(f.seq != 0, "d is not in the topic log");
     CLOSE(&s);
 
     RECORD_FLIP(d); /* its record in the commit log fails its CRC (design-commitlog.md 4b: no 'T' copy) */
@@ -1270,7 +1332,7 @@ static void test_lease_damage_after_taken(void)
     TU_CHECK(!store_broken(s), "a PULL that failed before it took anything broke the store");
     const char *last = store_group_damage_last(s);
     char at_seq[96];
-    snprintf(at_seq, sizeof at_seq, "group g: its topic log t fails at seq %" PRIu64 ",", f.seq);
+    snprintf(at_seq, sizeof at_seq, "group g: its topic log t fails at seq %" PRIu64 ",", seq);
     TU_CHECK(store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1 && strstr(last, at_seq) != NULL &&
                  strstr(last, "the commit-log record of") != NULL,
              "the damaged topic-log head: %" PRIu64 " findings, %" PRIu64 " queues damaged, \"%s\" (want \"%s\")",
@@ -1299,9 +1361,7 @@ static void test_lease_damage_after_taken(void)
     TU_CHECK(n == 2 && m[0].m.id == d && m[1].m.id == e, "after the repair: %d leased, not d and e", n);
     free_msgs(m, n);
     uint64_t taken[] = { a, b, c };
-    TU_CHECK(ACK(s, "g", taken, 3) == 3, "the leases of a, b, c handed out are not held");
-    CHECK_STORE(s);
-    CLOSE(&s);
+    ACK_ALL_CHECK_CLOSE(&s, taken, 3, "the leases of a, b, c handed out are not held");
 }
 
 /* An ACK whose release fails after the lease's delete is in the batch (the
@@ -1396,9 +1456,7 @@ static void test_dlq_walk_damage(void)
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
     CHECK_COUNTS(s, "g", 1, 0, 1, 0, 0, 2);
-    uint64_t cnt = 0;
-    REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 2);
+    DLQ_DROP_EXPECT(s, "g", 0, 1, 2);
     CHECK_STORE(s);
     CLOSE(&s);
 }
@@ -1411,25 +1469,18 @@ static void test_dlq_walk_damage(void)
 static void test_lease_damaged_retry_head(void)
 {
     store_t *s = OPEN_DEFAULT();
-    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
-    uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
+    uint64_t a, b;
+    TWO_RETRIES(s, &a, &b);
     msg_owned_t m[8];
-    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
-    TU_REQUIRE(n == 2, "lease a and b: %d", n);
-    free_msgs(m, n);
-    FAIL_LEVEL(s, "g", a, 1, "again", T0, NULL);
-    FAIL_LEVEL(s, "g", b, 1, "again", T0, NULL);
-    TU_REQUIRE(MOVE(s, T0 + SEC, 10, NULL) == 2, "the retries are not ready");
+    int n;
     uint64_t c = SEND(s, "t", "c", 0, 0, T0 + SEC, NULL);
     CHECK_COUNTS(s, "g", 3, 1, 2, 0, 0, 0);
-    seq_of_t f = { STORE_RETRY, a, 0 };
+    uint64_t seq = SEQ_OF(s, STORE_RETRY, a, "a", "g's retry queue");
     char err[1024] = "";
-    REQUIRE_OK(store_scan(s, find_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
-    TU_REQUIRE(f.seq != 0, "a is not in g's retry queue");
     CLOSE(&s);
 
     char key[11];
-    size_t klen = queue_key(key, STORE_RETRY, f.seq);
+    size_t klen = queue_key(key, STORE_RETRY, seq);
     size_t vlen = 0;
     char *good = RAW_REPLACE(key, klen, "damaged", 7, &vlen);
 
@@ -1443,7 +1494,7 @@ static void test_lease_damaged_retry_head(void)
     const char *last = store_group_damage_last(s);
     char at_seq[96];
     snprintf(at_seq, sizeof at_seq, "group g: its retry queue fails at seq %" PRIu64 ", so its 2 ready retries wait",
-             f.seq);
+             seq);
     TU_CHECK(store_group_damage_events(s) == 1 && store_group_queues_damaged(s) == 1 && strstr(last, at_seq) != NULL &&
                  strstr(last, "corrupt message in a retry queue") != NULL,
              "the damaged retry-queue head: %" PRIu64 " findings, %" PRIu64 " queues damaged, \"%s\" (want \"%s\")",
@@ -1511,14 +1562,12 @@ static void test_lease_damage_skip_end_wakes(void)
 {
     store_t *s = OPEN_DEFAULT();
     msg_owned_t m[8];
-    TU_REQUIRE(LEASE_N(s, "g", "t", 1, LEASE, T0, m) == 0, "g is created with nothing to lease");
+    CREATE_EMPTY_GROUP(s, "g");
     uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
     uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
     uint64_t c = SEND(s, "t", "c", 0, 0, T0, NULL);
-    seq_of_t f = { STORE_TOPIC, a, 0 };
+    uint64_t seq = SEQ_OF(s, STORE_TOPIC, a, "a", "the topic log");
     char err[1024] = "";
-    REQUIRE_OK(store_scan(s, find_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
-    TU_REQUIRE(f.seq != 0, "a is not in the topic log");
     CLOSE(&s);
     RECORD_FLIP(a); /* its record in the commit log fails its CRC (design-commitlog.md 4b: no 'T' copy) */
 
@@ -1533,7 +1582,7 @@ static void test_lease_damage_skip_end_wakes(void)
                "a PULL at the damaged log head: rc %d, n %d, %" PRIu64 " damaged \"%s\"", rc, n,
                store_group_queues_damaged(s), err);
     char said[96];
-    snprintf(said, sizeof said, "group g: its topic log t fails at seq %" PRIu64 ",", f.seq);
+    snprintf(said, sizeof said, "group g: its topic log t fails at seq %" PRIu64 ",", seq);
     TU_CHECK(strstr(store_group_damage_last(s), said) != NULL &&
                  strstr(store_group_damage_last(s), "tried again every 2s") != NULL,
              "the finding \"%s\" does not say \"%s\" and \"tried again every 2s\"", store_group_damage_last(s), said);
@@ -1567,9 +1616,7 @@ static void test_lease_damage_skip_end_wakes(void)
              "after the log passed: %" PRIu64 " damaged, %" PRIu64 " recoveries \"%s\"", store_group_queues_damaged(s),
              store_group_recoveries(s), store_group_recovery_last(s));
     uint64_t taken[] = { a, b, c };
-    TU_CHECK(ACK(s, "g", taken, 3) == 3, "a, b and c are not each leased once");
-    CHECK_STORE(s);
-    CLOSE(&s);
+    ACK_ALL_CHECK_CLOSE(&s, taken, 3, "a, b and c are not each leased once");
 }
 
 /* REVOKE of a damaged record (design-commitlog.md, "REVOKE of a damaged
@@ -1585,8 +1632,8 @@ static void test_lease_damaged_revoked(void)
 {
     store_t *s = OPEN_DEFAULT();
     msg_owned_t m[8];
-    TU_REQUIRE(LEASE_N(s, "g", "t", 1, LEASE, T0, m) == 0, "g is created with nothing to lease");
-    TU_REQUIRE(LEASE_N(s, "h", "t", 1, LEASE, T0, m) == 0, "h is created with nothing to lease");
+    CREATE_EMPTY_GROUP(s, "g");
+    CREATE_EMPTY_GROUP(s, "h");
     uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
     uint64_t b;
     char err[1024] = "";
@@ -1595,9 +1642,7 @@ static void test_lease_damaged_revoked(void)
     uint64_t d = SEND(s, "t", "d", 0, 0, T0, NULL);
     TU_REQUIRE(LEASE_N(s, "g", "t", 1, LEASE, T0, m) == 1 && m[0].m.id == a, "g does not take a");
     free_msgs(m, 1);
-    seq_of_t f = { STORE_TOPIC, b, 0 };
-    REQUIRE_OK(store_scan(s, find_seq, &f, err, sizeof err) < 0 ? -1 : 0, err);
-    TU_REQUIRE(f.seq != 0, "b is not in the topic log");
+    uint64_t seq = SEQ_OF(s, STORE_TOPIC, b, "b", "the topic log");
     CLOSE(&s);
     RECORD_FLIP(b); /* its record in the commit log fails its CRC */
 
@@ -1608,7 +1653,7 @@ static void test_lease_damaged_revoked(void)
                "a PULL at the damaged entry: rc %d, n %d, %" PRIu64 " damaged \"%s\"", rc, n,
                store_group_queues_damaged(s), err);
     char said[96], named[64];
-    snprintf(said, sizeof said, "group g: its topic log t fails at seq %" PRIu64 ",", f.seq);
+    snprintf(said, sizeof said, "group g: its topic log t fails at seq %" PRIu64 ",", seq);
     snprintf(named, sizeof named, "the commit-log record of %016" PRIx64 ":", b);
     TU_CHECK(strstr(store_group_damage_last(s), said) != NULL && strstr(store_group_damage_last(s), named) != NULL,
              "the finding \"%s\" does not say \"%s\" and \"%s\"", store_group_damage_last(s), said, named);
@@ -1672,7 +1717,7 @@ static void test_lease_damaged_revoked_by_key(void)
 {
     store_t *s = OPEN_DEFAULT();
     msg_owned_t m[4];
-    TU_REQUIRE(LEASE_N(s, "g", "t", 1, LEASE, T0, m) == 0, "g is created with nothing to lease");
+    CREATE_EMPTY_GROUP(s, "g");
     uint64_t x;
     char err[1024] = "";
     REQUIRE_OK(send_raw(s, "t", 1, "kx", 2, "x", 1, 0, 0, T0, &x, NULL, err, sizeof err), err);
