@@ -135,6 +135,108 @@ static int seed(const char *name, uint64_t first_id, size_t n, int64_t expire_in
     return 0;
 }
 
+/* fresh_database(name) seeded (seed's first_id, n, expire_in_ms,
+ * with_outbox): both required, the failure naming the database and line;
+ * the handle on it. */
+static hg_order_db *seeded_database_at(const char *name, uint64_t first_id, size_t n, int64_t expire_in_ms,
+                                       int with_outbox, int line)
+{
+    hg_order_db *db = fresh_database(name);
+    TU_REQUIRE_AT(db != NULL, line, "fresh database %s", name);
+    TU_REQUIRE_AT(seed(name, first_id, n, expire_in_ms, with_outbox) == 0, line,
+                  "seed %s: orders %" PRIu64 "..%" PRIu64 " expiring in %" PRId64 " ms, outbox %d", name, first_id,
+                  first_id + n - 1, expire_in_ms, with_outbox);
+    return db;
+}
+#define SEEDED_DATABASE(name, first_id, n, expire_in_ms, with_outbox) \
+    seeded_database_at((name), (first_id), (n), (expire_in_ms), (with_outbox), __LINE__)
+
+/* The outbox rows of database name (those of orders <= up_to_order; 0:
+ * all) back to 'new', attempts 0, due seconds_ago seconds before now: the
+ * relay's to send. The UPDATE is required, its failure naming line. */
+static void outbox_rows_new_at(const char *name, int seconds_ago, uint64_t up_to_order, int line)
+{
+    char where[64] = "";
+    if (up_to_order > 0)
+        snprintf(where, sizeof where, " WHERE order_id <= %" PRIu64, up_to_order);
+    TU_REQUIRE_AT(sql_execf(env.admin,
+                            "UPDATE %s.order_timeout_msg SET status='new', attempts=0,"
+                            " next_attempt_at=NOW(6) - INTERVAL %d SECOND%s",
+                            name, seconds_ago, where) == 0,
+                  line, "%s: outbox rows%s back to 'new', due %d s ago", name, where, seconds_ago);
+}
+#define OUTBOX_ROWS_NEW(name, seconds_ago, up_to_order) \
+    outbox_rows_new_at((name), (seconds_ago), (up_to_order), __LINE__)
+
+/* A "broker" that accepts connections on a loopback port and never
+ * answers: the listening socket (the caller closes it), its
+ * hourglass://127.0.0.1:<port> into uri. Its set-up is required. */
+static int silent_broker_at(char *uri, size_t urilen, int line)
+{
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    TU_REQUIRE_AT(silent >= 0 && bind(silent, (struct sockaddr *)&a, sizeof a) == 0 && listen(silent, 16) == 0 &&
+                      getsockname(silent, (struct sockaddr *)&a, &alen) == 0,
+                  line, "a silent listener on 127.0.0.1: %s", strerror(errno));
+    snprintf(uri, urilen, "hourglass://127.0.0.1:%d", ntohs(a.sin_port));
+    return silent;
+}
+#define SILENT_BROKER(uri, urilen) silent_broker_at((uri), (urilen), __LINE__)
+
+/* Poll (10 s at most) until want outbox rows of database name (those of
+ * orders <= up_to_order; 0: all) are leased by a relay: still 'new', their
+ * next_attempt_at more than ahead_s seconds past now (the claim moved it
+ * past the sends, committed). Returns the last count. */
+static long long wait_rows_leased(const char *name, uint64_t up_to_order, int ahead_s, long long want)
+{
+    char orders[64] = "";
+    if (up_to_order > 0)
+        snprintf(orders, sizeof orders, "order_id <= %" PRIu64 " AND ", up_to_order);
+    long long leased = 0;
+    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && leased < want; sleep_ms(50))
+        leased = oe_scalarf(&env,
+                            "SELECT COUNT(*) FROM %s.order_timeout_msg WHERE %sstatus = 'new' AND"
+                            " next_attempt_at > NOW(6) + INTERVAL %d SECOND",
+                            name, orders, ahead_s);
+    return leased;
+}
+
+/* Orders first..last of db paid, each required to succeed (checked one by
+ * one, the failure naming the order and line). */
+static void pay_orders_at(hg_order_db *db, uint64_t first, uint64_t last, int line)
+{
+    hg_order_outcome_t out;
+    for (uint64_t id = first; id <= last; id++)
+        TU_CHECK_AT(hg_order_pay(db, id, &out, NULL) == 0, line, "pay order %" PRIu64 " (of %" PRIu64 "..%" PRIu64 ")",
+                    id, first, last);
+}
+#define PAY_ORDERS(db, first, last) pay_orders_at((db), (first), (last), __LINE__)
+
+/* An hourglass-compensator --once command line into a: the binary,
+ * --once, --uri uri, the private MariaDB's socket and user root,
+ * --mysql-database database, then the words after database up to NULL.
+ * Its words ONCE_URI_WORD and ONCE_DATABASE_WORD are uri and database, for a
+ * case that runs the same command again with another. */
+enum {
+    ONCE_URI_WORD = 3,
+    ONCE_DATABASE_WORD = 9
+};
+static void once_command(tu_argv_t *a, const char *uri, const char *database, ...)
+{
+    tu_argv_init(a);
+    const char *head[] = {
+        COMPENSATOR_BIN, "--once",           "--uri",  uri, "--mysql-socket", env.server.socket, "--mysql-user",
+        "root",          "--mysql-database", database, NULL
+    };
+    tu_argv_add_list(a, head);
+    va_list ap;
+    va_start(ap, database);
+    tu_argv_add_va(a, ap);
+    va_end(ap);
+}
+
 /* The invariant report; ok must be 1. */
 static void check_invariant(const char *name, of_report_t *rep)
 {
@@ -200,17 +302,25 @@ static pid_t spawn(const char *const *argv, const char *log_path)
     return pid;
 }
 
+/* The common start of a daemon's run: *p cleared, given a free metrics
+ * port (as text into mport) and the log <workdir>/<program>-<tag>.log; the
+ * shared broker's hourglass:// URI into uri. */
+static void proc_prepare(proc_t *p, const char *program, const char *tag, char uri[64], char mport[16])
+{
+    memset(p, 0, sizeof *p);
+    p->metrics_port = tu_free_port();
+    snprintf(uri, 64, "hourglass://127.0.0.1:%d", env.broker.port);
+    snprintf(mport, 16, "%d", p->metrics_port);
+    snprintf(p->log, sizeof p->log, "%s/%s-%s.log", workdir, program, tag);
+}
+
 /* Start hourglass-compensator on database db with the base flags below plus
  * extra (NULL-terminated; later flags win). With --config in extra the base
  * --log-level is left out, so the file's log-level applies. */
 static int start_compensator(proc_t *p, const char *tag, const char *db, const char *topic, const char *const *extra)
 {
     char uri[64], mport[16];
-    memset(p, 0, sizeof *p);
-    p->metrics_port = tu_free_port();
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
-    snprintf(mport, sizeof mport, "%d", p->metrics_port);
-    snprintf(p->log, sizeof p->log, "%s/compensator-%s.log", workdir, tag);
+    proc_prepare(p, "compensator", tag, uri, mport);
     const char *argv[96];
     int n = 0;
     const char *base[] = { COMPENSATOR_BIN,
@@ -255,11 +365,7 @@ static int start_compensator(proc_t *p, const char *tag, const char *db, const c
 static int start_consumer(proc_t *p, const char *tag, const char *db, const char *group, const char *topic)
 {
     char uri[64], mport[16];
-    memset(p, 0, sizeof *p);
-    p->metrics_port = tu_free_port();
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
-    snprintf(mport, sizeof mport, "%d", p->metrics_port);
-    snprintf(p->log, sizeof p->log, "%s/consumer-%s.log", workdir, tag);
+    proc_prepare(p, "consumer", tag, uri, mport);
     const char *argv[] = { CONSUMER_BIN,
                            "--uri",
                            uri,
@@ -358,6 +464,21 @@ static int broker_cmd_ok(const char *a0, const char *a1, const char *a2, const c
     rc_close(&c);
     return rc;
 }
+
+/* Group g_<tag> created on topic t_<tag> and an hourglass-consumer started
+ * on it for database c_<tag> into *consumer: both required, the failure
+ * naming the tag and line. */
+static void start_group_and_consumer_at(proc_t *consumer, const char *tag, int line)
+{
+    char db[64], group[64], topic[64];
+    snprintf(db, sizeof db, "c_%s", tag);
+    snprintf(group, sizeof group, "g_%s", tag);
+    snprintf(topic, sizeof topic, "t_%s", tag);
+    TU_REQUIRE_AT(broker_cmd_ok("GROUP", "CREATE", group, topic) == 0, line, "GROUP CREATE %s %s", group, topic);
+    TU_REQUIRE_AT(start_consumer(consumer, tag, db, group, topic) == 0, line, "start the consumer of %s (%s)", group,
+                  db);
+}
+#define START_GROUP_AND_CONSUMER(consumer, tag) start_group_and_consumer_at((consumer), (tag), __LINE__)
 
 static long long broker_int(const char *a0, const char *a1, const char *a2)
 {
@@ -753,13 +874,9 @@ static void test_relay_fast_path_failed(void)
      * send failed for all: their outbox rows are still 'new'. */
     CU_ASSERT_EQUAL_FATAL(seed("c_relay", 1, 20, 6000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_relay", 100, 1, -500, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(
-        sql_execf(env.admin, "UPDATE c_relay.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"),
-        0);
-    CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_relay", "t_relay"), 0);
-
+    OUTBOX_ROWS_NEW("c_relay", 0, 0);
     proc_t consumer, comp;
-    CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "relay", "c_relay", "g_relay", "t_relay"), 0);
+    START_GROUP_AND_CONSUMER(&consumer, "relay");
     const char *extra[] = { "--layers", "relay,monitor", "--relay-interval", "200ms", "--monitor-interval",
                             "200ms",    "--dlq-groups",  "g_relay",          NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "relay", "c_relay", "t_relay", extra), 0);
@@ -825,9 +942,7 @@ static void test_broker_down_overdue(void)
     CU_ASSERT_EQUAL_FATAL(bp_stop(&env.broker, err, sizeof err), 0);
 
     CU_ASSERT_EQUAL_FATAL(seed("c_down", 1, 20, 1500, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(
-        sql_execf(env.admin, "UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"),
-        0);
+    OUTBOX_ROWS_NEW("c_down", 0, 0);
     proc_t comp;
     const char *extra[] = { "--relay-interval",
                             "200ms",
@@ -912,29 +1027,16 @@ static void test_broker_down_overdue(void)
 static void test_relay_holds_no_lock_while_sending(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_locks");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_locks", 1, 10, 600000, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_locks.order_timeout_msg SET status='new', attempts=0,"
-                                               " next_attempt_at=NOW(6) - INTERVAL 1 SECOND WHERE order_id <= 5"),
-                          0);
-    int silent = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof a;
-    CU_ASSERT_FATAL(silent >= 0 && bind(silent, (struct sockaddr *)&a, sizeof a) == 0 && listen(silent, 16) == 0 &&
-                    getsockname(silent, (struct sockaddr *)&a, &alen) == 0);
+    hg_order_db *db = SEEDED_DATABASE("c_locks", 1, 10, 600000, 1);
+    OUTBOX_ROWS_NEW("c_locks", 1, 5);
     char uri[64];
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", ntohs(a.sin_port));
+    int silent = SILENT_BROKER(uri, sizeof uri);
     proc_t comp;
     const char *extra[] = { "--layers",         "relay", "--uri", uri, "--broker-timeout", "4s",
                             "--relay-interval", "200ms", NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "locks", "c_locks", "t_locks", extra), 0);
     /* The batch is claimed when its 5 rows' next_attempt_at moved past now (committed: the lease). */
-    long long leased = 0;
-    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && leased < 5; sleep_ms(50))
-        leased = oe_scalarf(&env, "SELECT COUNT(*) FROM c_locks.order_timeout_msg WHERE order_id <= 5 AND"
-                                  " status = 'new' AND next_attempt_at > NOW(6) + INTERVAL 5 SECOND");
+    long long leased = wait_rows_leased("c_locks", 5, 5, 5);
     BP_REQUIRE(leased == 5, "the relay never leased its 5 rows (%lld)", leased);
     /* InnoDB refreshes INNODB_TRX only when it was not read for 100 ms. */
     sleep_ms(150);
@@ -996,12 +1098,8 @@ static void test_relay_holds_no_lock_while_sending(void)
 static void test_relay_paid_during_send(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_superseded");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_superseded", 1, 5, 600000, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_superseded.order_timeout_msg SET status='new', attempts=0,"
-                                               " next_attempt_at=NOW(6) - INTERVAL 1 SECOND"),
-                          0);
+    hg_order_db *db = SEEDED_DATABASE("c_superseded", 1, 5, 600000, 1);
+    OUTBOX_ROWS_NEW("c_superseded", 1, 0);
     CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
     proc_t comp;
     const char *extra[] = { "--layers", "relay", "--broker-timeout", "20s", "--relay-interval", "200ms", NULL };
@@ -1009,10 +1107,7 @@ static void test_relay_paid_during_send(void)
     if (started != 0)
         kill(env.broker.pid, SIGCONT);
     CU_ASSERT_EQUAL_FATAL(started, 0);
-    long long leased = 0;
-    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && leased < 5; sleep_ms(50))
-        leased = oe_scalarf(&env, "SELECT COUNT(*) FROM c_superseded.order_timeout_msg WHERE status = 'new' AND"
-                                  " next_attempt_at > NOW(6) + INTERVAL 10 SECOND");
+    long long leased = wait_rows_leased("c_superseded", 0, 10, 5);
     hg_order_outcome_t out3 = HG_ORDER_TRANSIENT;
     int pay3 = hg_order_pay(db, 3, &out3, NULL);
     CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
@@ -1045,20 +1140,10 @@ static void test_relay_paid_during_send(void)
 static void test_relay_killed_mid_send(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_kill");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_kill", 1, 5, 600000, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_kill.order_timeout_msg SET status='new', attempts=0,"
-                                               " next_attempt_at=NOW(6) - INTERVAL 1 SECOND"),
-                          0);
-    int silent = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof a;
-    CU_ASSERT_FATAL(silent >= 0 && bind(silent, (struct sockaddr *)&a, sizeof a) == 0 && listen(silent, 16) == 0 &&
-                    getsockname(silent, (struct sockaddr *)&a, &alen) == 0);
+    hg_order_db *db = SEEDED_DATABASE("c_kill", 1, 5, 600000, 1);
+    OUTBOX_ROWS_NEW("c_kill", 1, 0);
     char uri[64];
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", ntohs(a.sin_port));
+    int silent = SILENT_BROKER(uri, sizeof uri);
     proc_t first, second;
     /* broker-connect-timeout 300ms (start_compensator) and broker-timeout 500ms: connecting 2 × 0.3 s + 0.1 s =
      * 0.7 s, a lease of 4 × (0.7 s + 0.5 s) + 1 s = 5.8 s (comp_relay_lease_ms: hg_client_send_bound_ms of the
@@ -1067,10 +1152,7 @@ static void test_relay_killed_mid_send(void)
     const char *to_silent[] = { "--layers",         "relay", "--uri", uri, "--relay-interval", "200ms",
                                 "--broker-timeout", "500ms", NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&first, "kill-first", "c_kill", "t_kill", to_silent), 0);
-    long long leased = 0;
-    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && leased < 5; sleep_ms(50))
-        leased = oe_scalarf(&env, "SELECT COUNT(*) FROM c_kill.order_timeout_msg WHERE status = 'new' AND"
-                                  " next_attempt_at > NOW(6) + INTERVAL 3 SECOND");
+    long long leased = wait_rows_leased("c_kill", 0, 3, 5);
     BP_REQUIRE(leased == 5, "the relay never leased its 5 rows (%lld)", leased);
     uint64_t killed_at = tu_now_mono_ms();
     CU_ASSERT_EQUAL(kill(first.pid, SIGKILL), 0);
@@ -1142,9 +1224,7 @@ static int park_in_dlq(const char *group, const char *topic, int want)
 static void test_dlq_dropped_inspection(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_dlq");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_dlq", 1, 10, 1500, 1), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_dlq", 1, 10, 1500, 1);
     /* The fast path sent each message; its consumer failed them into the DLQ. */
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_dlq", "t_dlq"), 0);
     rc_conn_t c;
@@ -1242,8 +1322,6 @@ static void *watch_overlap(void *arg)
 static void test_two_compensators(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_two");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     /* 1..100: outbox 'new' (relay → consumer); 101..200: outbox 'sent' but the
      * message is lost (overdue layer); 201..300: no outbox row (inspection);
      * 301..350: paid. 1..300 expire 3 s after they are written, which is
@@ -1251,14 +1329,10 @@ static void test_two_compensators(void)
      * the overdue layer, whose batches cancel fast, reaches them at
      * expire_at + 1 s (two processes starting up on a loaded machine took
      * longer than 3 s when the rows were written first). */
-    CU_ASSERT_EQUAL_FATAL(seed("c_two", 301, 50, 3000, 1), 0);
-    hg_order_outcome_t out;
-    for (uint64_t id = 301; id <= 350; id++)
-        CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_two", "t_two"), 0);
-
+    hg_order_db *db = SEEDED_DATABASE("c_two", 301, 50, 3000, 1);
+    PAY_ORDERS(db, 301, 350);
     proc_t consumer, comp[2];
-    CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "two", "c_two", "g_two", "t_two"), 0);
+    START_GROUP_AND_CONSUMER(&consumer, "two");
     const char *extra[] = { "--relay-interval",
                             "200ms",
                             "--relay-batch",
@@ -1282,10 +1356,7 @@ static void test_two_compensators(void)
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp[1], "two-b", "c_two", "t_two", extra), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_two", 1, 200, 3000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_two", 201, 100, 3000, 0), 0);
-    CU_ASSERT_EQUAL_FATAL(
-        sql_execf(env.admin, "UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
-                             " WHERE order_id <= 100"),
-        0);
+    OUTBOX_ROWS_NEW("c_two", 0, 100);
     overlap_watch_t w = { .ports = { comp[0].metrics_port, comp[1].metrics_port } };
     pthread_t watcher;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&watcher, NULL, watch_overlap, &w), 0);
@@ -1388,17 +1459,14 @@ static void *pay_thread(void *arg)
 static void test_paid_never_touched(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_paid");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     /* 1..20 paid at once — and their outbox rows forced back to 'new' (1..10)
      * or 'sent' (11..20), as if the shop's payment path did not close them;
      * 21..30 paid 500 ms before expiry; 31..70 pending, paid by a thread that
      * races the compensator's cancels around expire_at + grace. All expire in
      * 2 s, outbox rows 'sent' (the fast path worked, the messages are lost). */
-    CU_ASSERT_EQUAL_FATAL(seed("c_paid", 1, 70, 2000, 1), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_paid", 1, 70, 2000, 1);
     hg_order_outcome_t out;
-    for (uint64_t id = 1; id <= 20; id++)
-        CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
+    PAY_ORDERS(db, 1, 20);
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin,
                                     "UPDATE c_paid.order_timeout_msg SET status = IF(order_id <= 10, 'new', 'sent'),"
                                     " next_attempt_at = NOW(6) WHERE order_id <= 20"),
@@ -1407,10 +1475,8 @@ static void test_paid_never_touched(void)
                                     "CREATE TABLE c_paid.before_paid AS SELECT id, paid_at FROM c_paid.orders"
                                     " WHERE status = 'paid'"),
                           0);
-    CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_paid", "t_paid"), 0);
-
     proc_t consumer, comp;
-    CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "paid", "c_paid", "g_paid", "t_paid"), 0);
+    START_GROUP_AND_CONSUMER(&consumer, "paid");
     const char *extra[] = { "--relay-interval",
                             "200ms",
                             "--overdue-interval",
@@ -1510,9 +1576,7 @@ static void test_paid_never_touched(void)
 static void test_lock_loss(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_lock");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_lock", 1, 300, -10000, 0), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_lock", 1, 300, -10000, 0);
     proc_t comp;
     /* 60 pages of 5 with a 40 ms pause: a scan of ~3 s; rounds 2 s apart. */
     const char *extra[] = { "--layers",
@@ -1639,9 +1703,7 @@ static void test_frozen_inspector(void)
 static void test_page_pause_keeps_lock(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_pause");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_pause", 1, 15, -10000, 0), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_pause", 1, 15, -10000, 0);
     proc_t c;
     const char *extra[] = { "--layers",
                             "inspection",
@@ -1683,9 +1745,7 @@ static void test_page_pause_keeps_lock(void)
 static void test_idle_connections_closed(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_idle");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_idle", 1, 10, 600000, 1), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_idle", 1, 10, 600000, 1);
     long long saved = oe_scalarf(&env, "SELECT @@GLOBAL.wait_timeout");
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "SET GLOBAL wait_timeout = 2"), 0);
     proc_t c;
@@ -1731,9 +1791,7 @@ static void test_idle_connections_closed(void)
 static void test_stop_during_locked_page(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_stopped");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_stopped", 1, 40, -600000, 1), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_stopped", 1, 40, -600000, 1);
     MYSQL *holder = oe_connect(&env, "c_stopped");
     CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
     CU_ASSERT_EQUAL_FATAL(mysql_query(holder, "START TRANSACTION"), 0);
@@ -1785,9 +1843,7 @@ static int claim_waiting(void *arg)
 static void test_overdue_settled_meanwhile(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_settled");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_settled", 1, 1, -600000, 1), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_settled", 1, 1, -600000, 1);
     MYSQL *holder = oe_connect(&env, "c_settled");
     CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
     /* The cancel by hand in flight: the order row changed and locked, the outbox row not yet. */
@@ -1839,10 +1895,8 @@ static int count_lines(const char *path, const char *a, const char *b)
 static void test_monitor_alerts(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_mon");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_mon", 1, 7, -30000, 1), 0); /* 7 overdue pending, outbox 'sent' */
-    CU_ASSERT_EQUAL_FATAL(seed("c_mon", 8, 3, 600000, 1), 0); /* 3 not due */
+    hg_order_db *db = SEEDED_DATABASE("c_mon", 1, 7, -30000, 1); /* 7 overdue pending, outbox 'sent' */
+    CU_ASSERT_EQUAL_FATAL(seed("c_mon", 8, 3, 600000, 1), 0);    /* 3 not due */
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_mon.order_timeout_msg SET status = 'new' WHERE order_id >= 8"),
                           0);
     rc_conn_t c;
@@ -1933,9 +1987,7 @@ static void test_monitor_alerts(void)
 
 static void test_once(void)
 {
-    hg_order_db *db = fresh_database("c_once");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_once", 1, 30, -5000, 1), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_once", 1, 30, -5000, 1);
     CU_ASSERT_EQUAL_FATAL(seed("c_once", 31, 5, 600000, 1), 0);
     /* 1..10 overdue, outbox 'sent' → overdue layer; 11..20 overdue without an
      * outbox row → inspection; 21..30 overdue and 'new' → relayed now AND
@@ -1948,28 +2000,10 @@ static void test_once(void)
                           0);
     char uri[64], out[8192];
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
-    const char *argv[] = { COMPENSATOR_BIN,
-                           "--once",
-                           "--uri",
-                           uri,
-                           "--topic",
-                           "t_once",
-                           "--mysql-socket",
-                           env.server.socket,
-                           "--mysql-user",
-                           "root",
-                           "--mysql-database",
-                           "c_once",
-                           "--overdue-grace",
-                           "1s",
-                           "--inspect-grace",
-                           "1s",
-                           "--dlq-groups",
-                           "none",
-                           "--log-level",
-                           "warn",
-                           NULL };
-    int rc = tu_run_capture(argv, out, sizeof out);
+    tu_argv_t argv;
+    once_command(&argv, uri, "c_once", "--topic", "t_once", "--overdue-grace", "1s", "--inspect-grace", "1s",
+                 "--dlq-groups", "none", "--log-level", "warn", NULL);
+    int rc = tu_run_capture_argv(&argv, out, sizeof out);
     printf("\n    --once: exit %d\n%s", rc, out);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "relay: ok"));
@@ -1997,8 +2031,8 @@ static void test_once(void)
                           0);
     char dead[64];
     snprintf(dead, sizeof dead, "hourglass://127.0.0.1:%d", tu_free_port());
-    argv[3] = dead;
-    rc = tu_run_capture(argv, out, sizeof out);
+    argv.word[ONCE_URI_WORD] = dead;
+    rc = tu_run_capture_argv(&argv, out, sizeof out);
     printf("    --once with the broker unreachable: exit %d\n%s", rc, out);
     CU_ASSERT_EQUAL(rc, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "relay: failed: order 41: send failed"));
@@ -2009,26 +2043,10 @@ static void test_once(void)
     /* The monitor's own failure counts in its layer-failing alert in the
      * same round: it was recorded only after the round, so the alert came a
      * round late, and never with --once. */
-    const char *alerting[] = { COMPENSATOR_BIN,
-                               "--once",
-                               "--uri",
-                               dead,
-                               "--mysql-socket",
-                               env.server.socket,
-                               "--mysql-user",
-                               "root",
-                               "--mysql-database",
-                               "c_once",
-                               "--layers",
-                               "monitor",
-                               "--dlq-groups",
-                               "order-cancel",
-                               "--alert-layer-failures",
-                               "1",
-                               "--log-level",
-                               "warn",
-                               NULL };
-    rc = tu_run_capture(alerting, out, sizeof out);
+    tu_argv_t alerting;
+    once_command(&alerting, dead, "c_once", "--layers", "monitor", "--dlq-groups", "order-cancel",
+                 "--alert-layer-failures", "1", "--log-level", "warn", NULL);
+    rc = tu_run_capture_argv(&alerting, out, sizeof out);
     printf("    --once, the monitor alone, the broker unreachable, alert-layer-failures 1: exit %d\n%s", rc, out);
     CU_ASSERT_EQUAL(rc, 1);
     /* one run: "1 run", not "1 runs" (before 2026-12-05) */
@@ -2039,26 +2057,10 @@ static void test_once(void)
     CU_ASSERT_EQUAL_FATAL(seed("c_once", 51, 3, -5000, 0), 0);
     char hup_log[700];
     snprintf(hup_log, sizeof hup_log, "%s/once-hup.log", workdir);
-    const char *paced[] = { COMPENSATOR_BIN,
-                            "--once",
-                            "--uri",
-                            uri,
-                            "--mysql-socket",
-                            env.server.socket,
-                            "--mysql-user",
-                            "root",
-                            "--mysql-database",
-                            "c_once",
-                            "--layers",
-                            "inspection",
-                            "--inspect-grace",
-                            "1s",
-                            "--inspect-page-size",
-                            "1",
-                            "--inspect-page-pause",
-                            "1s",
-                            NULL };
-    pid_t hup_pid = oe_spawn(paced, hup_log);
+    tu_argv_t paced;
+    once_command(&paced, uri, "c_once", "--layers", "inspection", "--inspect-grace", "1s", "--inspect-page-size", "1",
+                 "--inspect-page-pause", "1s", NULL);
+    pid_t hup_pid = oe_spawn(paced.word, hup_log);
     CU_ASSERT_TRUE_FATAL(hup_pid > 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(hup_log, "order 51: cancelled (inspection)", 20000), 0);
     CU_ASSERT_EQUAL(kill(hup_pid, SIGHUP), 0);
@@ -2071,8 +2073,8 @@ static void test_once(void)
                     3);
     /* A database without the schema is refused at start-up (exit 1). */
     sql_execf(env.admin, "CREATE DATABASE IF NOT EXISTS c_empty");
-    argv[11] = "c_empty";
-    rc = tu_run_capture(argv, out, sizeof out);
+    argv.word[ONCE_DATABASE_WORD] = "c_empty";
+    rc = tu_run_capture_argv(&argv, out, sizeof out);
     CU_ASSERT_EQUAL(rc, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "does not have the reference schema"));
     hg_order_db_close(db);
@@ -2087,28 +2089,12 @@ static void test_monitor_hung_broker(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     char uri[64], out[8192];
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
-    const char *argv[] = { COMPENSATOR_BIN,
-                           "--once",
-                           "--uri",
-                           uri,
-                           "--mysql-socket",
-                           env.server.socket,
-                           "--mysql-user",
-                           "root",
-                           "--mysql-database",
-                           "c_hungdlq",
-                           "--layers",
-                           "monitor",
-                           "--dlq-groups",
-                           "g1 g2 g3 g4 g5 g6 g7 g8",
-                           "--broker-timeout",
-                           "1s",
-                           "--log-level",
-                           "warn",
-                           NULL };
+    tu_argv_t argv;
+    once_command(&argv, uri, "c_hungdlq", "--layers", "monitor", "--dlq-groups", "g1 g2 g3 g4 g5 g6 g7 g8",
+                 "--broker-timeout", "1s", "--log-level", "warn", NULL);
     CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
     uint64_t t0 = tu_now_mono_ms();
-    int rc = tu_run_capture(argv, out, sizeof out);
+    int rc = tu_run_capture_argv(&argv, out, sizeof out);
     uint64_t took = tu_now_mono_ms() - t0;
     CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
     printf("\n    --once, the monitor, 8 groups, the broker SIGSTOPped (broker-timeout 1s): exit %d after %" PRIu64
@@ -2140,9 +2126,7 @@ static int scrape_host_answered(void *arg)
 static void test_sighup(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_hup");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_hup", 1, 20, -5000, 1), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_hup", 1, 20, -5000, 1);
     char conf[700], pwfile[700], conf_text[1600];
     snprintf(conf, sizeof conf, "%s/compensator-hup.conf", workdir);
     snprintf(pwfile, sizeof pwfile, "%s/compensator-hup.password", workdir);
@@ -2271,9 +2255,7 @@ static const tu_test_t config_tests[] = {
 static void test_permanent_failures_logged_once(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_stuck");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_stuck", 1, 10, -5000, 1), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_stuck", 1, 10, -5000, 1);
     /* orders 1..5 also hold a unit of SKU 99, of which nothing is reserved */
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "INSERT INTO c_stuck.stock (sku_id, received, available, reserved, sold)"
                                                " VALUES (99, 0, 0, 0, 0)"),
@@ -2625,9 +2607,7 @@ static long long sent_rows(const char *db, int first, int last)
 static void test_password_rotation(void)
 {
     unsigned f0 = CU_get_number_of_failures();
-    hg_order_db *db = fresh_database("c_rot");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_rot", 1, 15, 3600000, 1), 0);
+    hg_order_db *db = SEEDED_DATABASE("c_rot", 1, 15, 3600000, 1);
     char users[700], pwfile[700], e[600];
     snprintf(users, sizeof users, "%s/rotation.users", workdir);
     snprintf(pwfile, sizeof pwfile, "%s/rotation.password", workdir);
