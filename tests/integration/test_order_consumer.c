@@ -332,6 +332,23 @@ static void send_ids(rc_conn_t *c, uint64_t first, uint64_t last)
     CU_ASSERT_EQUAL_FATAL(rc, 0);
 }
 
+/* A consumer case's end: the consumer pid must stop with exit 0 (checked,
+ * naming line); its log_path is printed when the run has failures so far;
+ * then the broker connection c (when not NULL) closed, dir removed and db
+ * closed. */
+static void case_close_at(pid_t pid, const char *log_path, rc_conn_t *c, const char *dir, hg_order_db *db, int line)
+{
+    TU_CHECK_AT(oe_stop_consumer(pid) == 0, line, "the consumer (pid %d, log %s) did not stop with exit 0", (int)pid,
+                log_path);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    if (c != NULL)
+        rc_close(c);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
+}
+#define CASE_CLOSE(pid, log_path, c, dir, db) case_close_at((pid), (log_path), (c), (dir), (db), __LINE__)
+
 static void test_end_to_end(void)
 {
     hg_order_db *db = oe_fresh_database(&env, "e2e", 300, NULL);
@@ -709,12 +726,7 @@ static void test_sighup(void)
     CU_ASSERT_TRUE(running(pid));
     CU_ASSERT_EQUAL(oe_metric(mport, "hourglass_consumer_cancelled_total"), 200);
 
-    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(log_path);
-    rc_close(&c);
-    tu_rmtree(dir);
-    hg_order_db_close(db);
+    CASE_CLOSE(pid, log_path, &c, dir, db);
 }
 
 /* An error waiting will not heal: at start-up the consumer stops (exit 1)
@@ -816,12 +828,7 @@ static void test_db_health(void)
     CU_ASSERT_EQUAL(admin_exec("ALTER USER 'canceller'@'localhost' IDENTIFIED BY 'pw-one'"), 0);
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, 20, 60000, "SELECT COUNT(*) FROM health.orders WHERE status='cancelled'"), 20);
     CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_ok, 30000, 50), 0);
-    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(log_path);
-    rc_close(&c);
-    tu_rmtree(dir);
-    hg_order_db_close(db);
+    CASE_CLOSE(pid, log_path, &c, dir, db);
 }
 
 /* mysql-password-file: the MariaDB password rotated under the running
@@ -875,13 +882,8 @@ static void test_db_password_rotation(void)
     CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "holds another password", 30000), 0);
 
     CU_ASSERT_TRUE(running(pid));
-    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(log_path);
+    CASE_CLOSE(pid, log_path, &c, dir, db);
     admin_exec("DROP USER IF EXISTS 'rotator'@'localhost'");
-    rc_close(&c);
-    tu_rmtree(dir);
-    hg_order_db_close(db);
 }
 
 /* A consumer case's set-up: a fresh database NAME with 10 pending orders,
@@ -956,12 +958,7 @@ static void test_broker_health(void)
            tu_file_count(log_path, "the broker answers again after"));
     TU_CHECK(pull_lines >= 1 && pull_lines <= PULL_LINES_MAX, "%d log lines of failed PULLs, want 1..%d", pull_lines,
              PULL_LINES_MAX);
-    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(log_path);
-    rc_close(&c);
-    tu_rmtree(dir);
-    hg_order_db_close(db);
+    CASE_CLOSE(pid, log_path, &c, dir, db);
 }
 
 /* The broker down when the consumer starts: its workers' first PULLs fail
@@ -983,11 +980,7 @@ static void test_broker_down_at_start(void)
     CU_ASSERT_EQUAL_FATAL(bp_restart(&env.broker, err, sizeof err), 0);
     TU_CHECK(tu_wait_file_contains(log_path, "the broker answers again after", 60000) == 0,
              "no recovery line after the broker came up");
-    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(log_path);
-    tu_rmtree(dir);
-    hg_order_db_close(db);
+    CASE_CLOSE(pid, log_path, NULL, dir, db);
 }
 
 /* The broker refuses every PULL with an error reply (here: the group is
@@ -1052,12 +1045,7 @@ static void refusals_not_ended_by_connects(const char *name, int kill_broker)
              "the library did not say a PULL was answered again");
     TU_CHECK(tu_file_count(log_path, "the broker answers again after") == 1, "%d recovery lines, want 1",
              tu_file_count(log_path, "the broker answers again after"));
-    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(log_path);
-    rc_close(&c);
-    tu_rmtree(dir);
-    hg_order_db_close(db);
+    CASE_CLOSE(pid, log_path, &c, dir, db);
 }
 
 static void test_broker_refusals_not_ended_by_connects(void)
@@ -1113,12 +1101,7 @@ static void data_error_health(int batch_size)
     TU_CHECK(status == 200, "/healthz after 3 data errors: %d\n%s", status, body);
     CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status='pending'", name), 10);
     CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "changed 2 rows for order 1, expected 0 or 1", 10000), 0);
-    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
-    if (CU_get_number_of_failures() > 0)
-        oe_print_file(log_path);
-    rc_close(&c);
-    tu_rmtree(dir);
-    hg_order_db_close(db);
+    CASE_CLOSE(pid, log_path, &c, dir, db);
 }
 
 static void test_data_error_health(void)
