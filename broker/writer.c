@@ -73,6 +73,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     w->on_stopped = stopped;
     w->ctx = ctx;
     w->store = store;
+    writer_watch_checkpoints(w);
     w->synced_store = store;
     w->opts = opts;
     w->sched = sched_new(store, NULL, NULL);
@@ -204,6 +205,22 @@ void writer_submit(writer_t *w, job_t *j)
     if (was_empty) {
         pthread_cond_signal(&w->cond);
     }
+}
+
+/* The store's checkpoint thread, a checkpoint finished: wake the storage
+ * thread to settle it (store_log_checkpoint_step). */
+static void checkpoint_finished(void *arg)
+{
+    writer_t *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->checkpoint_finished = 1;
+    pthread_mutex_unlock(&w->mu);
+    pthread_cond_signal(&w->cond);
+}
+
+void writer_watch_checkpoints(writer_t *w)
+{
+    store_log_on_checkpoint_finished(w->store, checkpoint_finished, w);
 }
 
 void writer_cancel(writer_t *w, uint64_t conn_id)

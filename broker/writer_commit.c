@@ -158,6 +158,7 @@ void writer_reopen_store(writer_t *w, const char *why, int sync_failed)
     }
     w->reopen_failed_free = 0;
     w->wake_all = 1; /* a new store: its marks of what changed before are gone */
+    writer_watch_checkpoints(w);
     writer_set_synced_store(w, w->store, 0);
     w->sched = sched_new(w->store, NULL, NULL);
     w->stats.reopens++;

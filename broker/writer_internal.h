@@ -40,6 +40,7 @@ struct writer {
     job_t *q_head, *q_tail;
     size_t q_len;
     int stop_requested;
+    int checkpoint_finished; /* a checkpoint on the commit log's thread finished: settle it (writer_watch_checkpoints) */
 
     /* done side (storage -> loop) */
     pthread_mutex_t done_mu;
@@ -181,6 +182,10 @@ void writer_commit_pending(writer_t *w, job_list_t *done);
 
 /* Take a checkpoint the commit log's thread finished; its failure reopens the store. */
 void writer_settle_checkpoint(writer_t *w);
+
+/* Have w->store's checkpoint thread wake the storage thread when a checkpoint finishes there
+ * (checkpoint_finished), so that an idle writer settles it at once (writer.c). For each store opened. */
+void writer_watch_checkpoints(writer_t *w);
 
 /* ---- disk full and the spare segment (writer_disk.c; storage thread) ---- */
 

@@ -60,7 +60,6 @@
 #include "base/clock.h"
 
 #define SCHED_CHUNK        4096  /* most due moves / expiries per iteration */
-#define CHECKPOINT_POLL_US 5000  /* a checkpoint on the commit log's thread is looked at this often when idle */
 #define MAINTAIN_BUDGET    512   /* store_maintain deletes per idle step */
 #define MAINTAIN_IDLE_MS   1000  /* idle time before maintenance runs */
 #define MAINTAIN_PERIOD_MS 60000 /* maintenance check when nothing else happens (retention) */
@@ -169,9 +168,6 @@ static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
         }
         return best;
     }
-    if (store_log_checkpoint_running(w->store) && now_us + CHECKPOINT_POLL_US < best) {
-        best = now_us + CHECKPOINT_POLL_US; /* its outcome and the recycling below it, also while full */
-    }
     if (w->disk_full) {
         return best; /* no scheduler or maintenance work while writes are refused */
     }
@@ -210,7 +206,7 @@ void *writer_main(void *arg)
     w->next_periodic_mono = clock_mono_ms() + MAINTAIN_PERIOD_MS;
     for (;;) {
         pthread_mutex_lock(&w->mu);
-        while (w->q_head == NULL && w->fair.queued == 0 && !w->stop_requested && !more) {
+        while (w->q_head == NULL && w->fair.queued == 0 && !w->stop_requested && !more && !w->checkpoint_finished) {
             uint64_t now = clock_mono_us();
             uint64_t at = next_wakeup_us(w, now);
             if (at <= now) {
@@ -229,6 +225,7 @@ void *writer_main(void *arg)
         job_t *batch = w->q_head;
         w->q_head = w->q_tail = NULL;
         w->q_len = 0;
+        w->checkpoint_finished = 0; /* settled below (writer_settle_checkpoint), also while the disk is full */
         int stopping = w->stop_requested;
         pthread_mutex_unlock(&w->mu);
         w->stopping = stopping;

@@ -185,6 +185,15 @@ int redo_checkpoint_running(redo_t *r)
     return r->finisher != NULL && clog_finisher_state(r->finisher) != CLOG_FINISHER_IDLE;
 }
 
+void redo_on_checkpoint_finished(redo_t *r, void (*hook)(void *arg), void *arg)
+{
+    r->finished_hook = hook;
+    r->finished_arg = arg;
+    if (r->finisher != NULL) {
+        clog_finisher_on_done(r->finisher, hook, arg);
+    }
+}
+
 static int finish_on_thread(void *arg, char *err, size_t errlen)
 {
     return redo_checkpoint_finish(arg, err, errlen);
@@ -198,8 +207,11 @@ int redo_checkpoint_async(redo_t *r, char *err, size_t errlen)
                        " is still being finished on its thread (redo_checkpoint_settle first); a second one is refused",
                        r->ckpt.b);
     }
-    if (r->finisher == NULL && (r->finisher = clog_finisher_new(finish_on_thread, r, err, errlen)) == NULL) {
-        return -1;
+    if (r->finisher == NULL) {
+        if ((r->finisher = clog_finisher_new(finish_on_thread, r, err, errlen)) == NULL) {
+            return -1;
+        }
+        clog_finisher_on_done(r->finisher, r->finished_hook, r->finished_arg);
     }
     if (checkpoint_begin_at(r, r->applied, 0, err, errlen) != 0) {
         return -1;

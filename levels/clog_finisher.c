@@ -9,7 +9,8 @@
  * topics written in a second are 2 000 fdatasyncs, 0.4–1 s here) queued
  * ahead of it would hold those replies instead of the storage thread.
  *
- * Under mu: state, rc, err, stop. The call runs without mu.
+ * Under mu: state, rc, err, stop, done. The call and the done hook run
+ * without mu.
  */
 #include "levels/clog_finisher.h"
 #include "base/alloc.h"
@@ -26,6 +27,8 @@ struct clog_finisher {
     pthread_cond_t cond; /* the owner's start or stop, for the thread; the call's end, for a waiting owner */
     clog_finisher_fn fn;
     void *arg;
+    clog_finisher_done_fn done; /* told once a call's outcome waits (clog_finisher_on_done) */
+    void *done_arg;
     enum clog_finisher_state state;
     int stop;
     int rc;
@@ -52,6 +55,13 @@ static void *finisher_main(void *arg)
         memcpy(f->err, err, sizeof err);
         f->state = CLOG_FINISHER_DONE;
         pthread_cond_broadcast(&f->cond);
+        clog_finisher_done_fn done = f->done;
+        void *done_arg = f->done_arg;
+        if (done != NULL) { /* without mu: the owner's hook may take its lock, which it holds when it asks f */
+            pthread_mutex_unlock(&f->mu);
+            done(done_arg);
+            pthread_mutex_lock(&f->mu);
+        }
     }
     pthread_mutex_unlock(&f->mu);
     return NULL;
@@ -74,6 +84,14 @@ clog_finisher_t *clog_finisher_new(clog_finisher_fn fn, void *arg, char *err, si
         return NULL;
     }
     return f;
+}
+
+void clog_finisher_on_done(clog_finisher_t *f, clog_finisher_done_fn done, void *arg)
+{
+    pthread_mutex_lock(&f->mu);
+    f->done = done;
+    f->done_arg = arg;
+    pthread_mutex_unlock(&f->mu);
 }
 
 int clog_finisher_start(clog_finisher_t *f)

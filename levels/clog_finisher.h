@@ -8,7 +8,8 @@
  * returned; its rc and error line wait) → IDLE (the owner took them). Only
  * the owner starts and takes; only the thread moves RUNNING → DONE.
  *
- * Threads: every function but the call itself is the owner's. Errors: one
+ * Threads: every function but the call itself and its done hook
+ * (clog_finisher_on_done) is the owner's. Errors: one
  * line in err[errlen].
  */
 #ifndef HG_LEVELS_CLOG_FINISHER_H
@@ -30,6 +31,14 @@ enum clog_finisher_state {
 /* Start the thread, idle, for fn(arg). NULL with err when the thread cannot
  * be made. */
 clog_finisher_t *clog_finisher_new(clog_finisher_fn fn, void *arg, char *err, size_t errlen);
+
+/* What the thread calls after each call, once its outcome waits (DONE) —
+ * without the finisher's lock, so done may take its own owner's lock, but
+ * must not call into f: it only tells the owner to take the outcome
+ * (clog_finisher_take). NULL: nothing is called. Owner thread; takes effect
+ * from the next call's end. */
+typedef void (*clog_finisher_done_fn)(void *arg);
+void clog_finisher_on_done(clog_finisher_t *f, clog_finisher_done_fn done, void *arg);
 
 /* IDLE → RUNNING: the thread makes the call once. -1 unless idle. */
 int clog_finisher_start(clog_finisher_t *f);

@@ -330,6 +330,13 @@ int redo_checkpoint_settle(redo_t *r, int wait, char *err, size_t errlen);
  * waits for redo_checkpoint_settle. */
 int redo_checkpoint_running(redo_t *r);
 
+/* Owner thread: hook(arg) is called on the finisher's thread each time a
+ * redo_checkpoint_async finish ends, its outcome waiting for
+ * redo_checkpoint_settle — for an owner that sleeps when idle, to wake and
+ * settle (levels/clog_finisher.h clog_finisher_on_done: it must not call
+ * into the redo). NULL: none. */
+void redo_on_checkpoint_finished(redo_t *r, void (*hook)(void *arg), void *arg);
+
 /* What redo_sync_failed did. */
 typedef struct redo_failure {
     uint64_t from, to; /* the abandoned range: the batches ending in (from, to] were covered by the failed

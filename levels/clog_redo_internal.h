@@ -70,6 +70,8 @@ struct redo {
     } ckpt;
     _Atomic int resync_all;    /* a checkpoint failed after its files were handed over: the next one syncs every file */
     clog_finisher_t *finisher; /* redo_checkpoint_async's thread, made at its first call */
+    clog_finisher_done_fn finished_hook; /* redo_on_checkpoint_finished's, handed to the finisher */
+    void *finished_arg;
 };
 
 /* The LevelDB key of the redo's mark `M "name"` (applied, checkpoint, clean). */

@@ -331,6 +331,14 @@ int store_log_prepare_step(store_t *s, unsigned pace_ms, char *err, size_t errle
  * the store is broken (reopen it, as after a failed commit). Owner thread. */
 int store_log_checkpoint_step(store_t *s, char *err, size_t errlen);
 
+/* hook(arg) is called on the commit log's checkpoint thread each time a
+ * checkpoint finishes there (checkpoint_on_thread), its outcome waiting for
+ * store_log_checkpoint_step: an owner that sleeps when idle wakes on it
+ * instead of polling. It runs on that thread: it may only tell the owner
+ * (set a flag, signal a condition), never call the store. NULL: none. A
+ * store without a log ignores it. Owner thread. */
+void store_log_on_checkpoint_finished(store_t *s, void (*hook)(void *arg), void *arg);
+
 /* Bytes of commit log applied since the last finished checkpoint: what an
  * open after a crash would redo (and write into LevelDB again), the room the
  * disk reserve is sized for — about checkpoint_bytes at most (store_options_t).

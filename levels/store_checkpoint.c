@@ -180,6 +180,13 @@ int store_log_after_apply(store_t *s, uint64_t applied_before, char *err, size_t
     return s->opt.checkpoint_on_thread ? 0 : after_checkpoint(s, err, errlen);
 }
 
+void store_log_on_checkpoint_finished(store_t *s, void (*hook)(void *arg), void *arg)
+{
+    if (s->redo != NULL) {
+        redo_on_checkpoint_finished(s->redo, hook, arg);
+    }
+}
+
 int store_log_checkpoint_step(store_t *s, char *err, size_t errlen)
 {
     if (s->redo == NULL || s->broken) {

@@ -61,6 +61,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1905,6 +1906,57 @@ static void test_checkpoint_async(void)
     TU_CHECK(rep.batches == 0, "nothing to redo after the close");
 }
 
+/* The owner's hook (redo_on_checkpoint_finished): called on the finisher's
+ * thread once a finish ends, its outcome waiting — with no settle or other
+ * call of the owner to make it end — set before the thread exists and after;
+ * once per finish; NULL calls nothing. */
+static atomic_int g_finished_calls;
+
+static void count_finished(void *arg)
+{
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+static int finished_calls_reach(void *arg)
+{
+    return atomic_load(&g_finished_calls) >= *(int *)arg;
+}
+
+static void test_checkpoint_async_hook(void)
+{
+    leveldb_t *db = db_open();
+    TU_REQUIRE(db != NULL, "%s", err);
+    redo_t *r = NULL;
+    TU_REQUIRE(redo_open_on(db, 0, &r, NULL) == 0, "%s", err);
+    uint64_t s = 31;
+    atomic_store(&g_finished_calls, 0);
+    redo_on_checkpoint_finished(r, count_finished, &g_finished_calls); /* no thread yet: kept for it */
+    for (int round = 1; round <= 3; round++) {
+        TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
+        if (round == 2) {
+            redo_on_checkpoint_finished(r, count_finished, &g_finished_calls); /* the thread exists now */
+        }
+        TU_REQUIRE(redo_checkpoint_async(r, err, sizeof err) == 0, "round %d: %s", round, err);
+        TU_CHECK(tu_poll_until(finished_calls_reach, &round, 30000, 1) == 0,
+                 "round %d: the hook called %d times 30 s after the finish began, want %d", round,
+                 atomic_load(&g_finished_calls), round);
+        TU_CHECK(redo_checkpoint_running(r), "round %d: its outcome waits for the settle after the hook", round);
+        TU_CHECK(redo_checkpoint_settle(r, 0, err, sizeof err) == 1, "round %d: settled at once: %s", round, err);
+    }
+    TU_CHECK(atomic_load(&g_finished_calls) == 3, "the hook called %d times for 3 finishes",
+             atomic_load(&g_finished_calls));
+    redo_on_checkpoint_finished(r, NULL, NULL);
+    TU_REQUIRE(write_batch(r, &g_model, &s, g_ledger->n) == 0 && sync_and_apply(r) == 0, "%s", err);
+    TU_REQUIRE(redo_checkpoint_async(r, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(redo_checkpoint_settle(r, 1, err, sizeof err) == 1, "settled: %s", err);
+    TU_CHECK(atomic_load(&g_finished_calls) == 3, "a NULL hook: %d calls, want still 3",
+             atomic_load(&g_finished_calls));
+    TU_CHECK(redo_close_held(r, err, sizeof err) == 0, "%s", err);
+    db_close(db);
+    redo_open_report_t rep;
+    expect_recovered(g_ledger->n, &rep);
+}
+
 /* redo_free while the thread finishes: it waits for the finish, which uses
  * the files it frees (ASan or valgrind see a use after free otherwise); the
  * next open redoes from whichever B stands. */
@@ -2276,6 +2328,7 @@ static const tu_test_t redo_tests[] = {
     { "clog_recycle keeps a begun checkpoint's segment until its finish", test_recycle_keeps_begun_checkpoint },
     { "checkpoint finish on the redo's own thread (redo_checkpoint_async)", test_checkpoint_async },
     { "redo_free waits for a finish on the redo's own thread", test_checkpoint_async_free },
+    { "the owner's hook is called when a finish on the redo's thread ends", test_checkpoint_async_hook },
     { NULL, NULL },
 };
 
