@@ -98,7 +98,7 @@ void *idmap_del(idmap_t *m, uint64_t id)
     }
     m->slots[h].val = NULL;
     m->used--;
-    if (m->cap > IDMAP_MIN_CAP && m->used * 8 < m->cap) {
+    if (m->cap > IDMAP_KEEP_CAP && m->used * 8 < m->cap) {
         resize(m, m->cap / 2);
     }
     return old;

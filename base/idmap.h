@@ -10,7 +10,11 @@
  * Open addressing with linear probing, grown (doubled) at half load; a
  * delete shifts the entries after it back (no tombstones), and the table
  * halves when it falls below 1/8 load, so a burst of entries does not keep
- * its memory. Values must not be NULL (a NULL value marks a free slot).
+ * its memory — but not below IDMAP_KEEP_CAP slots: a map filled and drained
+ * by every batch (a group's leases, taken and ACKed 1 024 at a time) halved
+ * and doubled its table seven times each way per batch, some 400 Ir a
+ * message; 32 KiB kept is cheaper. Values must not be NULL (a NULL value
+ * marks a free slot).
  *
  * Never fails (out of memory aborts, base/alloc.h). Not thread-safe: a map
  * belongs to one thread at a time. A zeroed idmap_t is an empty map.
@@ -20,6 +24,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* A table shrinks no further than this many slots (32 KiB) once grown past
+ * it; idmap_free releases it. */
+#define IDMAP_KEEP_CAP 2048
 
 typedef struct idmap_slot {
     uint64_t id;

@@ -663,7 +663,7 @@ static void test_idmap_model(void)
     for (size_t k = 0; k < IDS; k++) {
         idmap_del(&m, k % 2 ? (uint64_t)k << 40 : 1000000 + k);
     }
-    TU_CHECK(idmap_count(&m) == 0 && m.cap <= 16, "emptied: %zu entries in %zu slots (it must shrink back)",
+    TU_CHECK(idmap_count(&m) == 0 && m.cap <= IDMAP_KEEP_CAP, "emptied: %zu entries in %zu slots (it must shrink back)",
              idmap_count(&m), m.cap);
     idmap_free(&m);
 }
@@ -736,7 +736,56 @@ static void test_idmap_churn(void)
             break;
         }
     }
-    TU_CHECK(idmap_count(&m) == 0 && m.cap <= 16, "emptied: %zu entries in %zu slots", idmap_count(&m), m.cap);
+    TU_CHECK(idmap_count(&m) == 0 && m.cap <= IDMAP_KEEP_CAP, "emptied: %zu entries in %zu slots", idmap_count(&m),
+             m.cap);
+    idmap_free(&m);
+}
+
+/* A map filled and drained by batches that fit IDMAP_KEEP_CAP (a group's
+ * leases, taken and ACKed a batch at a time) keeps its table: no resize after
+ * the first batch, so the slots stay where they are. One grown past it
+ * shrinks back to it, no further. */
+static void test_idmap_batches_keep_table(void)
+{
+    enum {
+        BATCH = IDMAP_KEEP_CAP / 2,
+        ROUNDS = 5
+    };
+    static char vals[BATCH];
+    idmap_t m = { 0 };
+    idmap_slot_t *first_slots = NULL;
+    int moved_round = -1;
+    for (int round = 0; round < ROUNDS; round++) {
+        uint64_t base = (uint64_t)round * BATCH;
+        for (uint64_t i = 0; i < BATCH; i++) {
+            idmap_put(&m, base + i, &vals[i]);
+        }
+        if (round == 0) {
+            first_slots = m.slots;
+        } else if (m.slots != first_slots && moved_round < 0) {
+            moved_round = round;
+        }
+        for (uint64_t i = 0; i < BATCH; i++) {
+            if (idmap_del(&m, base + i) != &vals[i]) {
+                TU_CHECK(0, "round %d: id %" PRIu64 " lost", round, base + i);
+                break;
+            }
+        }
+        if (m.slots != first_slots && moved_round < 0) {
+            moved_round = round;
+        }
+    }
+    TU_CHECK(moved_round < 0, "the table was reallocated in round %d (batches of %d in %d slots)", moved_round,
+             (int)BATCH, (int)IDMAP_KEEP_CAP);
+    TU_CHECK(m.cap == IDMAP_KEEP_CAP && idmap_count(&m) == 0, "%zu slots after the batches", m.cap);
+    for (uint64_t i = 0; i < 4 * IDMAP_KEEP_CAP; i++) {
+        idmap_put(&m, i, &vals[0]);
+    }
+    TU_CHECK(m.cap > IDMAP_KEEP_CAP, "%zu slots for %d entries", m.cap, 4 * IDMAP_KEEP_CAP);
+    for (uint64_t i = 0; i < 4 * IDMAP_KEEP_CAP; i++) {
+        idmap_del(&m, i);
+    }
+    TU_CHECK(m.cap == IDMAP_KEEP_CAP, "emptied after a burst: %zu slots, want %d", m.cap, (int)IDMAP_KEEP_CAP);
     idmap_free(&m);
 }
 
@@ -820,6 +869,7 @@ static const tu_test_t idmap_tests[] = {
     { "basics", test_idmap_basics },
     { "model", test_idmap_model },
     { "a million operations of in-order puts, any-order deletes", test_idmap_churn },
+    { "batches that fit IDMAP_KEEP_CAP keep the table; a burst shrinks back to it", test_idmap_batches_keep_table },
     { NULL, NULL },
 };
 
