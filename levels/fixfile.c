@@ -52,6 +52,7 @@ struct fixfile {
     held_t *held;    /* overwrites of records below `flushed`, nheld of them; NULL until the first */
     char *held_recs; /* their records, by order */
     size_t nheld;
+    int held_unsorted; /* held[] is not in index order (a write below the one before it): sort before writing */
     char path[PATH_MAX];
 };
 
@@ -214,15 +215,18 @@ static int by_index_then_order(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* Write the held overwrites: sorted by record, the last of each record
- * kept, runs of consecutive records one pwrite each (gathered in a scratch
+/* Write the held overwrites: sorted by record (unless made in that order),
+ * the last of each record kept, runs of consecutive records one pwrite each (gathered in a scratch
  * buffer). 0, or -1 with err: the records stay held. */
 static int write_held(fixfile_t *f, char *err, size_t errlen)
 {
     if (f->nheld == 0) {
         return 0;
     }
-    qsort(f->held, f->nheld, sizeof *f->held, by_index_then_order);
+    if (f->held_unsorted) { /* where-slots are mostly rewritten in id order: then already sorted */
+        qsort(f->held, f->nheld, sizeof *f->held, by_index_then_order);
+        f->held_unsorted = 0;
+    }
     char *run = xmalloc(f->nheld * f->rec);
     size_t n = 0;
     uint64_t first = 0;
@@ -356,6 +360,9 @@ int fixfile_write(fixfile_t *f, uint64_t index, const void *record, char *err, s
     if (f->nheld > 0 && f->held[f->nheld - 1].index == index) { /* the same record again: in place */
         memcpy(f->held_recs + (size_t)f->held[f->nheld - 1].order * f->rec, record, f->rec);
         return 0;
+    }
+    if (f->nheld > 0 && index < f->held[f->nheld - 1].index) {
+        f->held_unsorted = 1;
     }
     f->held[f->nheld] = (held_t){ index, (uint32_t)f->nheld };
     memcpy(f->held_recs + f->nheld * f->rec, record, f->rec);
