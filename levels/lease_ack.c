@@ -149,6 +149,16 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int ids_ascending(const uint64_t *ids, int n)
+{
+    for (int i = 1; i < n; i++) {
+        if (ids[i] < ids[i - 1]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* The ids are sorted. Ids close together (a batch leased in order and ACKed
  * together: at least ACK_WALK_MIN of them within ACK_WALK_SPAN times their
  * count) are found with one iterator walking the copy index, keyed by id
@@ -174,7 +184,9 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     }
     uint64_t *sorted = xmalloc((size_t)n * sizeof *sorted);
     memcpy(sorted, ids, (size_t)n * sizeof *sorted);
-    qsort(sorted, (size_t)n, sizeof *sorted, cmp_u64);
+    if (!ids_ascending(sorted, n)) { /* a batch is mostly ACKed in the order leased */
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_u64);
+    }
     if (g->npend > 0) { /* leases not written yet: released here, the rest below */
         int rc = store_pend_ack(s, g, sorted, &n, released, err, errlen);
         if (rc != 0 || n == 0) {
