@@ -22,6 +22,7 @@
 #include "base/err.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 uint64_t store_leases_unwritten(const store_t *s)
 {
@@ -33,11 +34,46 @@ uint64_t store_group_persisted_cursor(const group_state_t *g)
     return g->pend_head != NULL ? g->pend_head->log_seq : g->cursor;
 }
 
+/* A zeroed lease_pend_t: a spare, or a new one. */
+static lease_pend_t *pend_alloc(store_t *s)
+{
+    lease_pend_t *p = s->pend_spare;
+    if (p == NULL) {
+        return xcalloc(1, sizeof *p);
+    }
+    s->pend_spare = p->next;
+    s->npend_spare--;
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
+/* p is no longer in use: kept as a spare, or freed when there are enough. */
+static void pend_free(store_t *s, lease_pend_t *p)
+{
+    if (s->npend_spare >= STORE_PEND_SPARE_MAX) {
+        free(p);
+        return;
+    }
+    p->next = s->pend_spare;
+    s->pend_spare = p;
+    s->npend_spare++;
+}
+
+void store_pend_spares_free(store_t *s)
+{
+    while (s->pend_spare != NULL) {
+        lease_pend_t *next = s->pend_spare->next;
+        free(s->pend_spare);
+        s->pend_spare = next;
+    }
+    s->npend_spare = 0;
+}
+
 void store_pend_add(store_t *s, group_state_t *g, uint64_t id, uint64_t log_seq, uint64_t deadline, uint64_t write_at)
 {
     store_lease_track(g, id);
     g->inflight++;
-    lease_pend_t *p = xcalloc(1, sizeof *p);
+    lease_pend_t *p = pend_alloc(s);
     p->id = id;
     p->log_seq = log_seq;
     p->deadline = deadline;
@@ -54,7 +90,7 @@ void store_pend_add(store_t *s, group_state_t *g, uint64_t id, uint64_t log_seq,
     idmap_put(&g->pend_ids, p->id, p);
 }
 
-/* Take p off g's list and free it. */
+/* Take p off g's list and free it (a spare: pend_free). */
 static void pend_unlink(store_t *s, group_state_t *g, lease_pend_t *p)
 {
     *(p->prev != NULL ? &p->prev->next : &g->pend_head) = p->next;
@@ -64,7 +100,7 @@ static void pend_unlink(store_t *s, group_state_t *g, lease_pend_t *p)
     idmap_del(&g->pend_ids, p->id);
     g->npend--;
     s->npend--;
-    free(p);
+    pend_free(s, p);
 }
 
 /* pend_unlink, and g's record is to be written: its persisted cursor may move. */

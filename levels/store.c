@@ -141,6 +141,7 @@ static void store_free(store_t *s)
         free(s->pend_first);
         s->pend_first = next;
     }
+    store_pend_spares_free(s);
     map_free(&s->groups, store_group_free);
     map_free(&s->deleting, store_group_free);
     map_free(&s->topic_queues, NULL);

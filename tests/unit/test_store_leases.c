@@ -13,6 +13,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "levels/store.h"
+#include "levels/store_internal.h" /* lease_pend.c's spare records */
 #include "tests/helpers/store_fixture.h"
 #include "tests/helpers/store_probe.h"
 #include "tests/helpers/testutil.h"
@@ -940,6 +941,38 @@ static void test_lease_late_crash(void)
     CLOSE(&s);
 }
 
+/* Leases held in memory reuse the records of those released before
+ * (lease_pend.c's spares, not an allocation each): ten messages leased
+ * held five at a time, each batch ACKed (the second out of order) before
+ * the next is taken, every one delivered once, in order, and the store
+ * whole after. */
+static void test_lease_late_reuses_records(void)
+{
+    store_t *s = open_late_with_digits(10, NULL);
+    for (int batch = 0; batch < 2; batch++) {
+        msg_owned_t m[5];
+        int n = LEASE_N(s, "g", "t", 5, LEASE, T0, m);
+        int in_order = n == 5;
+        for (int i = 0; i < n; i++)
+            in_order &= payload_digit(&m[i]) == batch * 5 + i;
+        TU_CHECK(in_order, "batch %d: %d messages, first %d", batch, n, n > 0 ? payload_digit(&m[0]) : -1);
+        TU_CHECK(store_leases_unwritten(s) == (uint64_t)n, "batch %d: %" PRIu64 " leases held", batch,
+                 store_leases_unwritten(s));
+        if (batch == 1 && n == 5) { /* out of order: the last first */
+            msg_owned_t last = m[4];
+            memmove(&m[1], &m[0], 4 * sizeof *m);
+            m[0] = last;
+        }
+        ACK_LEASED(s, "g", m, n);
+        TU_CHECK(s->npend_spare == 5 && store_leases_unwritten(s) == 0,
+                 "batch %d ACKed: %zu spare records, %" PRIu64 " held", batch, s->npend_spare,
+                 store_leases_unwritten(s));
+    }
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* Leased one by one: "0" held, "1" for less than the delay (written at
  * once), "2" held. */
 static int lease_held_short_held(store_t *c, char *err, size_t errlen)
@@ -1750,6 +1783,7 @@ static const tu_test_t lease_tests[] = {
     { "fail", test_lease_fail },
     { "fail decided from the lease", test_lease_fail_decided },
     { "written late: a crash", test_lease_late_crash },
+    { "written late: held leases reuse the records of released ones", test_lease_late_reuses_records },
     { "written late: when and by what", test_lease_late_written },
     { "written late: NACK and TOUCH", test_lease_late_nack_touch },
     { "damage met after some were taken: those handed out", test_lease_damage_after_taken },
