@@ -219,6 +219,14 @@ static inline void key_start(key_buf_t *k, enum key_tag tag)
     k->n = 1;
 }
 
+/* dst = src, copying the bytes in use only (a whole key_buf_t is KEY_MAX
+ * bytes; a topic walk's prefix is a few dozen). */
+static inline void key_copy(key_buf_t *dst, const key_buf_t *src)
+{
+    memcpy(dst->b, src->b, src->n);
+    dst->n = src->n;
+}
+
 /* Append one byte, a big-endian u64, raw bytes, or a name and its 0x00. */
 static inline void key_u8(key_buf_t *k, uint8_t v)
 {

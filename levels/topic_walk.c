@@ -181,7 +181,7 @@ static int cq_range_next(queue_walk_t *w, const char **key, size_t *klen, uint64
         w->given_in_t = live == TOPIC_CQ_IN_T;
         w->given_index = i;
         *seq = store_topic_cq_seq(t, i);
-        w->held_key = w->prefix;
+        key_copy(&w->held_key, &w->prefix);
         key_u64(&w->held_key, *seq);
         *key = w->held_key.b;
         *klen = w->held_key.n;
@@ -261,7 +261,7 @@ static int t_range_next(queue_walk_t *w, const char **key, size_t *klen, const c
             iter_step(w, iseq, parsed); /* applied meanwhile: the point read below gives it */
         }
         w->held_next++;
-        w->held_key = w->prefix;
+        key_copy(&w->held_key, &w->prefix);
         key_u64(&w->held_key, hseq);
         int found = store_get(w->s, &w->held_key, &w->val, vlen, err, errlen);
         if (found < 0) {
