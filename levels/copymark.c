@@ -83,19 +83,43 @@ static uint32_t crc_soft(uint32_t c, const unsigned char *p, size_t n)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+static inline uint64_t word_at(const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* Four words a turn, then the last word or fewer bytes by one 4-, 2- and
+ * 1-byte step each: the records a read checks are a few hundred bytes, and
+ * a byte-at-a-time tail and one loop test per word were a third of it. */
 __attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const unsigned char *p, size_t n)
 {
     uint64_t c64 = c;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        c64 = __builtin_ia32_crc32di(c64, w);
-        p += 8;
-        n -= 8;
+    for (const unsigned char *end = p + (n & ~(size_t)31); p < end; p += 32) {
+        c64 = __builtin_ia32_crc32di(c64, word_at(p));
+        c64 = __builtin_ia32_crc32di(c64, word_at(p + 8));
+        c64 = __builtin_ia32_crc32di(c64, word_at(p + 16));
+        c64 = __builtin_ia32_crc32di(c64, word_at(p + 24));
+    }
+    for (const unsigned char *end = p + (n & 24); p < end; p += 8) {
+        c64 = __builtin_ia32_crc32di(c64, word_at(p));
     }
     c = (uint32_t)c64;
-    while (n-- > 0) {
-        c = __builtin_ia32_crc32qi(c, *p++);
+    if (n & 4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        c = __builtin_ia32_crc32si(c, v);
+        p += 4;
+    }
+    if (n & 2) {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        c = __builtin_ia32_crc32hi(c, v);
+        p += 2;
+    }
+    if (n & 1) {
+        c = __builtin_ia32_crc32qi(c, *p);
     }
     return c;
 }
