@@ -57,13 +57,13 @@ static msg_str_t *view_at(msg_t *m, int i)
     return (msg_str_t *)((char *)m + string_offsets[i]);
 }
 
+/* Summed field by field, not through string_at: it is asked three times a
+ * message (a loop over the offsets was some 40 Ir of it each time). */
+_Static_assert(MSG_STRING_COUNT == 5, "msg_encoded_size sums every string");
 size_t msg_encoded_size(const msg_t *m)
 {
-    size_t n = MSG_FIXED_BYTES;
-    for (int i = 0; i < MSG_STRING_COUNT; i++) {
-        n += 4 + string_at(m, i)->len;
-    }
-    return n;
+    return MSG_FIXED_BYTES + 4 * MSG_STRING_COUNT + (size_t)m->topic.len + m->group.len + m->key.len + m->payload.len +
+           m->reason.len;
 }
 
 /* Write m's layout with `id` in its id field at out (msg_encoded_size(m) bytes). */
