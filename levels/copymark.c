@@ -125,6 +125,8 @@ __attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const un
 }
 #endif
 
+/* The tables are made (once) only where they are used: not on the SSE4.2
+ * path, which every record check takes. */
 static uint32_t crc_update(uint32_t c, const unsigned char *p, size_t n)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -132,6 +134,7 @@ static uint32_t crc_update(uint32_t c, const unsigned char *p, size_t n)
         return crc_sse42(c, p, n);
     }
 #endif
+    pthread_once(&crc_once, crc_tables_init);
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
     while (n-- > 0) {
         c = crc_tables[0][(c ^ *p++) & 0xff] ^ (c >> 8);
@@ -144,7 +147,6 @@ static uint32_t crc_update(uint32_t c, const unsigned char *p, size_t n)
 
 uint32_t store_crc32c(const void *p, size_t n)
 {
-    pthread_once(&crc_once, crc_tables_init);
     return ~crc_update(0xffffffffu, p, n);
 }
 
@@ -152,7 +154,6 @@ uint32_t store_crc32c(const void *p, size_t n)
  * 0, or -1 with err naming it. */
 static int file_crc(const char *path, uint32_t *crc, uint64_t *size, char *err, size_t errlen)
 {
-    pthread_once(&crc_once, crc_tables_init);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         return err_set(err, errlen, "cannot read %s: %s", path, strerror(errno));
