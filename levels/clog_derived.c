@@ -22,8 +22,7 @@ int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op)
         return 0;
     }
     const char *f = p + *at + 1;
-    memset(op, 0, sizeof *op);
-    op->tag = p[*at];
+    op->tag = p[*at]; /* only its tag's fields follow (no clearing of the rest: two decodes an op) */
     size_t len = 0;
     if (op->tag == 'Q' && left >= 29) {
         op->queue = be32_get(f);
@@ -48,6 +47,8 @@ int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op)
     } else if (op->tag == 'D' && left >= 5 && left - 5 >= be32_get(f)) {
         op->klen = be32_get(f);
         op->key = f + 4;
+        op->val = NULL;
+        op->vlen = 0;
         len = 5 + (size_t)op->klen;
     } else {
         return 0;

@@ -18,16 +18,16 @@
 
 /* One operation, as derived_next decodes it. */
 typedef struct derived_op {
-    char tag;         /* 'Q' CQ entry, 'H' head move, 'S' where-slot, 'P' LevelDB put, 'D' LevelDB delete */
-    uint32_t queue;   /* 'Q', 'H' */
-    uint64_t index;   /* 'Q': the entry's index; 'H': the new head */
-    cq_entry_t entry; /* 'Q' */
-    uint64_t base;    /* 'S': the segment's base */
-    uint64_t ordinal; /* 'S' */
-    slot_t slot;      /* 'S' */
-    const char *key;  /* 'P', 'D': inside the record */
-    const char *val;  /* 'P' */
-    uint32_t klen, vlen;
+    char tag;            /* 'Q' CQ entry, 'H' head move, 'S' where-slot, 'P' LevelDB put, 'D' LevelDB delete */
+    uint32_t queue;      /* 'Q', 'H' */
+    uint64_t index;      /* 'Q': the entry's index; 'H': the new head */
+    cq_entry_t entry;    /* 'Q' */
+    uint64_t base;       /* 'S': the segment's base */
+    uint64_t ordinal;    /* 'S' */
+    slot_t slot;         /* 'S' */
+    const char *key;     /* 'P', 'D': inside the record */
+    const char *val;     /* 'P' ('D': NULL) */
+    uint32_t klen, vlen; /* 'P', 'D' (vlen 0) */
 } derived_op_t;
 
 /* Check the record's head: its op count, or -1 when p[0..n) does not start
@@ -36,7 +36,8 @@ int64_t derived_ops(const char *p, size_t n);
 
 /* Decode the operation at *at (start at DERIVED_HEAD) into *op and move *at
  * past it: 1; 0 when it is unknown or cut by the record's end (*at is where
- * it starts). */
+ * it starts). Only tag and the fields of its tag are set (a 'D' has val NULL
+ * and vlen 0); the others keep what they held: read no other. */
 int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op);
 
 #endif

@@ -312,7 +312,8 @@ typedef struct pending {
 static inline void add_place(clog_overlay_t *o, batch_places_t *bp, uint64_t end, const pending_t *w)
 {
     const derived_op_t *op = &w->op;
-    size_t c = table_seek(o, w->hash, w->tag, w->a, w->b, op->key, op->klen);
+    int keyed = w->tag == 'K'; /* op has a key (derived_next sets only its tag's fields) */
+    size_t c = table_seek(o, w->hash, w->tag, w->a, w->b, keyed ? op->key : NULL, keyed ? op->klen : 0);
     uint32_t idx;
     if (o->table[c].place == NO_PLACE) {
         idx = place_take(o);
@@ -323,7 +324,7 @@ static inline void add_place(clog_overlay_t *o, batch_places_t *bp, uint64_t end
         p->tag = w->tag;
         p->a = w->a;
         p->b = w->b;
-        p->klen = op->klen;
+        p->klen = keyed ? op->klen : 0;
     } else {
         idx = o->table[c].place - 1;
     }
@@ -369,8 +370,8 @@ void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
         }
         const derived_op_t *op = &w->op;
         w->tag = op->tag == 'Q' || op->tag == 'S' ? op->tag : 'K';
-        w->a = op->tag == 'Q' ? op->queue : op->base;
-        w->b = op->tag == 'Q' ? op->index : op->ordinal;
+        w->a = op->tag == 'Q' ? op->queue : op->tag == 'S' ? op->base : 0;
+        w->b = op->tag == 'Q' ? op->index : op->tag == 'S' ? op->ordinal : 0;
         w->hash = w->tag == 'K' ? hash_key(op->key, op->klen) : hash_fields(w->tag, w->a, w->b);
         __builtin_prefetch(&o->table[(uint32_t)w->hash & mask]);
         queued++;
