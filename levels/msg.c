@@ -101,10 +101,10 @@ size_t msg_encode(const msg_t *m, char *out, size_t outlen)
     return encode_with_id(m, m->id, out);
 }
 
-int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
+/* msg_decode's work: every field of m set when it returns 0, some when -1. */
+static int decode_fields(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
 {
     static const char *const names[MSG_STRING_COUNT] = { "topic", "group", "key", "payload", "reason" };
-    memset(m, 0, sizeof *m);
     if (len < MSG_FIXED_BYTES) {
         return err_set(err, errlen, "message record truncated: %zu bytes, at least %d expected", len, MSG_FIXED_BYTES);
     }
@@ -146,6 +146,18 @@ int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
     }
     if (p != end) {
         return err_set(err, errlen, "message record has %zu trailing bytes", (size_t)(end - p));
+    }
+    return 0;
+}
+
+/* m is cleared on a failure only (before: cleared first, then decoded up to
+ * the fault): a success sets every field, and the clearing was a sixth of a
+ * decode. */
+int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
+{
+    if (decode_fields(buf, len, m, err, errlen) != 0) {
+        memset(m, 0, sizeof *m);
+        return -1;
     }
     return 0;
 }

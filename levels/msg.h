@@ -57,7 +57,8 @@ size_t msg_encode(const msg_t *m, char *out, size_t outlen);
 
 /* Decode a stored value. The string views in *m point into buf, which must
  * outlive them. Returns 0, or -1 with the problem in err (unknown version,
- * truncated record, a length past the end, trailing bytes, bad dest). */
+ * truncated record, a length past the end, trailing bytes, bad dest) and *m
+ * zeroed. */
 int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen);
 
 /* The record form: the payload of a message record in the commit log

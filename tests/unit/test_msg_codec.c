@@ -130,6 +130,9 @@ static void test_record_round_trip(void)
     TU_CHECK(msg_decode(buf, n - 1, &back, err, sizeof err) != 0 &&
                  strstr(err, "truncated before the reason length") != NULL,
              "a record one byte short: '%s'", err);
+    static const msg_t zero;
+    TU_CHECK(memcmp(&back, &zero, sizeof back) == 0,
+             "a failed decode leaves id %#" PRIx64 " and a payload of %u behind", back.id, back.payload.len);
 }
 
 /* ---- the record form ---- */
