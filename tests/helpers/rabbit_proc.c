@@ -414,15 +414,29 @@ static void reap(rq_node_t *nd)
     nd->pid = 0;
 }
 
+#define RQ_GROUP_GONE_MS 5000 /* rq_kill9: how long the killed group's processes may take to go */
+
+/* tu_poll_until's condition: no process of the group *arg is left. */
+static int group_gone(void *arg)
+{
+    return kill(-*(pid_t *)arg, 0) != 0 && errno == ESRCH;
+}
+
 int rq_kill9(rq_cluster_t *c, int i)
 {
     if (i < 0 || i >= c->n || c->nodes[i].pid <= 0)
         return -1;
-    kill(-c->nodes[i].pid, SIGCONT);
+    /* reap() forgets the pid (the group's id): keep it for the wait. Until
+     * 2026-12-07 the wait asked about group 0 — our own — so it always ran
+     * its whole 5 s. */
+    pid_t group = c->nodes[i].pid;
+    kill(-group, SIGCONT);
     reap(&c->nodes[i]);
-    /* beam.smp and its helpers are in the group: wait until they are gone */
-    for (int k = 0; k < 100 && kill(-c->nodes[i].pid, 0) == 0; k++)
-        usleep(50 * 1000);
+    /* beam.smp and its helpers are in the group: wait until they are gone
+     * (their listeners closed) before a restart binds the same ports */
+    if (tu_poll_until(group_gone, &group, RQ_GROUP_GONE_MS, 20) != 0)
+        fprintf(stderr, "rq_kill9: node %d's process group %ld still has processes after %d ms\n", i + 1, (long)group,
+                RQ_GROUP_GONE_MS);
     return 0;
 }
 
