@@ -88,31 +88,48 @@ int oe_hold_commits(oe_env_t *env, unsigned wait_ms)
     return admin_exec(env, "SET GLOBAL binlog_commit_wait_count = 2"); /* waits for a second COMMIT to join */
 }
 
+long long oe_newest_connection_id(oe_env_t *env)
+{
+    return oe_scalar(env, "SELECT MAX(id) FROM information_schema.processlist");
+}
+
 typedef struct commit_search {
     oe_env_t *env;
+    long long after_id;
     long long id;
 } commit_search_t;
 
-/* tu_poll_until's check: 1 once a connection's statement is COMMIT (its id in ->id). */
+/* tu_poll_until's check: 1 once a connection newer than ->after_id is running
+ * a COMMIT (its id in ->id). An older one showing COMMIT is no COMMIT in flight
+ * of the program under test: its server thread can still show the statement
+ * for a moment after its client got the answer and hung up. */
 static int commit_in_flight(void *arg)
 {
     commit_search_t *s = arg;
-    s->id = oe_scalar(s->env, "SELECT id FROM information_schema.processlist WHERE info = 'COMMIT' LIMIT 1");
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "SELECT id FROM information_schema.processlist WHERE info = 'COMMIT' AND id > %lld LIMIT 1", s->after_id);
+    s->id = oe_scalar(s->env, sql);
     return s->id > 0;
 }
 
-long long oe_kill_commit_in_flight(oe_env_t *env, int deadline_ms)
+long long oe_kill_commit_in_flight_after(oe_env_t *env, long long after_id, int deadline_ms)
 {
-    commit_search_t search = { env, -1 };
+    commit_search_t search = { env, after_id, -1 };
     int found = tu_poll_until(commit_in_flight, &search, deadline_ms, 5) == 0;
     char sql[64];
     snprintf(sql, sizeof sql, "KILL CONNECTION %lld", search.id);
     int killed = found && admin_exec(env, sql) == 0;
     if (!found)
-        fprintf(stderr, "no COMMIT in flight within %d ms\n", deadline_ms);
+        fprintf(stderr, "no COMMIT in flight on a connection after %lld within %d ms\n", after_id, deadline_ms);
     if (admin_exec(env, "SET GLOBAL binlog_commit_wait_count = 0") != 0)
         return -1;
     return killed ? search.id : -1;
+}
+
+long long oe_kill_commit_in_flight(oe_env_t *env, int deadline_ms)
+{
+    return oe_kill_commit_in_flight_after(env, 0, deadline_ms);
 }
 
 /* The program's own add_suites, called by add_selected_suites. */

@@ -59,10 +59,22 @@ int oe_suite_start_binlog(oe_env_t *env, unsigned (*failures)(void));
  * lost — an outcome it cannot know. Returns 0, or -1 with the cause printed. */
 int oe_hold_commits(oe_env_t *env, unsigned wait_ms);
 
-/* Poll (every 5 ms, up to deadline_ms) for a connection whose statement is
- * COMMIT, KILL CONNECTION it, and stop holding COMMITs (binlog_commit_wait_count
- * 0: later ones go at once; also when none was found). Returns the killed
+/* The highest connection id on env's MariaDB now (its connection ids only
+ * grow, so every connection opened after the call has a higher one), for
+ * oe_kill_commit_in_flight_after; -1 or -2 when the query failed. */
+long long oe_newest_connection_id(oe_env_t *env);
+
+/* Poll (every 5 ms, up to deadline_ms) for a connection with an id above
+ * after_id whose statement is COMMIT, KILL CONNECTION it, and stop holding
+ * COMMITs (binlog_commit_wait_count 0: later ones go at once; also when none
+ * was found). after_id, from oe_newest_connection_id before the program under
+ * test starts, leaves out the connections that were there before it: a
+ * server thread can still show a COMMIT whose client already has the answer
+ * and has hung up, and a KILL then finds no connection. Returns the killed
  * connection's id, or -1 with the cause printed. */
+long long oe_kill_commit_in_flight_after(oe_env_t *env, long long after_id, int deadline_ms);
+
+/* oe_kill_commit_in_flight_after with after_id 0: any connection's COMMIT. */
 long long oe_kill_commit_in_flight(oe_env_t *env, int deadline_ms);
 
 /* The main() of an order test program: SIGPIPE ignored, the order library
