@@ -113,7 +113,7 @@ static int commit_in_flight(void *arg)
     return s->id > 0;
 }
 
-long long oe_kill_commit_in_flight_after(oe_env_t *env, long long after_id, int deadline_ms)
+long long oe_kill_commit_in_flight(oe_env_t *env, long long after_id, int deadline_ms)
 {
     commit_search_t search = { env, after_id, -1 };
     int found = tu_poll_until(commit_in_flight, &search, deadline_ms, 5) == 0;
@@ -125,11 +125,6 @@ long long oe_kill_commit_in_flight_after(oe_env_t *env, long long after_id, int 
     if (admin_exec(env, "SET GLOBAL binlog_commit_wait_count = 0") != 0)
         return -1;
     return killed ? search.id : -1;
-}
-
-long long oe_kill_commit_in_flight(oe_env_t *env, int deadline_ms)
-{
-    return oe_kill_commit_in_flight_after(env, 0, deadline_ms);
 }
 
 /* The program's own add_suites, called by add_selected_suites. */

@@ -61,7 +61,7 @@ int oe_hold_commits(oe_env_t *env, unsigned wait_ms);
 
 /* The highest connection id on env's MariaDB now (its connection ids only
  * grow, so every connection opened after the call has a higher one), for
- * oe_kill_commit_in_flight_after; -1 or -2 when the query failed. */
+ * oe_kill_commit_in_flight; -1 or -2 when the query failed. */
 long long oe_newest_connection_id(oe_env_t *env);
 
 /* Poll (every 5 ms, up to deadline_ms) for a connection with an id above
@@ -72,10 +72,7 @@ long long oe_newest_connection_id(oe_env_t *env);
  * server thread can still show a COMMIT whose client already has the answer
  * and has hung up, and a KILL then finds no connection. Returns the killed
  * connection's id, or -1 with the cause printed. */
-long long oe_kill_commit_in_flight_after(oe_env_t *env, long long after_id, int deadline_ms);
-
-/* oe_kill_commit_in_flight_after with after_id 0: any connection's COMMIT. */
-long long oe_kill_commit_in_flight(oe_env_t *env, int deadline_ms);
+long long oe_kill_commit_in_flight(oe_env_t *env, long long after_id, int deadline_ms);
 
 /* The main() of an order test program: SIGPIPE ignored, the order library
  * initialised (before any thread starts), then tu_cunit_main(argc, argv,

@@ -2756,7 +2756,7 @@ static void commit_unknown_case(const char *name, const char *layer, const char 
     CU_ASSERT_TRUE_FATAL(before_compensator > 0);
     proc_t comp;
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, name, name, "t_unknown", extra), 0);
-    long long id = oe_kill_commit_in_flight_after(&env, before_compensator, 30000);
+    long long id = oe_kill_commit_in_flight(&env, before_compensator, 30000);
     CU_ASSERT_TRUE(id > 0);
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, 1, 30000,
                                    "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'"
