@@ -132,21 +132,12 @@ void writer_reopen_store(writer_t *w, const char *why, int sync_failed)
     o.create_if_missing = 0;
     if (store_open(&o, writer_now(w), &w->store, err, sizeof err) != 0) {
         w->store = NULL;
-        uint64_t repeats = 0;
         /* Retried every second, for as long as it takes (a damaged directory:
          * until someone restores it): one line per new cause, then one a
          * minute, not 86 400 a day. */
-        switch (log_repeat_fail(&w->reopen_log, err, now, &repeats)) {
-        case LOG_REPEAT_FIRST:
-            log_error("cannot reopen the store: %s", err);
-            break;
-        case LOG_REPEAT_SUMMARY:
-            log_error("still cannot reopen the store (%llu attempts, one a second): %s",
-                      (unsigned long long)w->reopen_log.failures, err);
-            break;
-        case LOG_REPEAT_QUIET:
-            break;
-        }
+        log_repeat_report(&w->reopen_log, LOG_LEVEL_ERROR, now, err, LOG_REPEAT_COUNT_ATTEMPTS,
+                          "cannot reopen the store: %s",
+                          "still cannot reopen the store (%llu attempts, one a second): %s");
         w->reopen_quiet = 0; /* the reopen that succeeds after this says so */
         set_broken(w, err);
         /* No store to ask: store_open's text is whole here (a long data

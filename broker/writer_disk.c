@@ -113,17 +113,8 @@ void writer_prepare_spare(writer_t *w, uint64_t now_mono)
     if (store_log_prepare_step(w->store, pace, err, sizeof err) >= 0) {
         return;
     }
-    uint64_t repeats = 0;
-    switch (log_repeat_fail(&w->spare_log, err, now_mono, &repeats)) {
-    case LOG_REPEAT_FIRST:
-        log_warn("%s; until a spare is ready, a segment switch pre-writes its segment itself", err);
-        break;
-    case LOG_REPEAT_SUMMARY:
-        log_warn("%s (%llu times since its last line); until a spare is ready, a segment switch pre-writes its "
-                 "segment itself",
-                 err, (unsigned long long)repeats);
-        break;
-    case LOG_REPEAT_QUIET:
-        break;
-    }
+    log_repeat_report(&w->spare_log, LOG_LEVEL_WARN, now_mono, err, LOG_REPEAT_COUNT_SINCE_LINE,
+                      "%s; until a spare is ready, a segment switch pre-writes its segment itself",
+                      "%2$s (%1$llu times since its last line); until a spare is ready, a segment switch pre-writes "
+                      "its segment itself");
 }

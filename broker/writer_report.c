@@ -19,18 +19,8 @@
 void writer_sched_failed(writer_t *w, const char *err, uint64_t now_mono)
 {
     w->sched_retry_mono = now_mono + SCHED_RETRY_MS;
-    uint64_t repeats = 0;
-    switch (log_repeat_fail(&w->sched_log, err, now_mono, &repeats)) {
-    case LOG_REPEAT_FIRST:
-        log_error("scheduler: %s", err);
-        break;
-    case LOG_REPEAT_SUMMARY:
-        log_error("scheduler: still failing (%llu attempts, one a second): %s",
-                  (unsigned long long)w->sched_log.failures, err);
-        break;
-    case LOG_REPEAT_QUIET:
-        break;
-    }
+    log_repeat_report(&w->sched_log, LOG_LEVEL_ERROR, now_mono, err, LOG_REPEAT_COUNT_ATTEMPTS, "scheduler: %s",
+                      "scheduler: still failing (%llu attempts, one a second): %s");
 }
 
 /* A scheduler run succeeded: after failures, say so once. */
