@@ -50,21 +50,25 @@ void clog_seg_path(const clog_t *c, uint64_t base, char *p, size_t n)
     snprintf(p, n, "%s/clog-%016" PRIx64 ".seg", c->dir, base);
 }
 
-seg_t *clog_seg_find(clog_t *c, uint64_t base)
+/* The index of the first segment whose base is at or above `base` (nsegs: none). */
+static size_t seg_index_at_or_above(const clog_t *c, uint64_t base)
 {
     size_t lo = 0, hi = c->nsegs;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c->segs[mid].base == base) {
-            return &c->segs[mid];
-        }
         if (c->segs[mid].base < base) {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
-    return NULL;
+    return lo;
+}
+
+seg_t *clog_seg_find(clog_t *c, uint64_t base)
+{
+    size_t i = seg_index_at_or_above(c, base);
+    return i < c->nsegs && c->segs[i].base == base ? &c->segs[i] : NULL;
 }
 
 int clog_seg_cmp(const void *a, const void *b)
@@ -363,6 +367,21 @@ int clog_is_spare(const clog_t *c, uint64_t base)
 int clog_has_segment(const clog_t *c, uint64_t base)
 {
     return clog_seg_find((clog_t *)c, base) != NULL;
+}
+
+size_t clog_segments_below(const clog_t *c, uint64_t from, uint64_t below, uint64_t *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = seg_index_at_or_above(c, from); i < c->nsegs && n < max; i++) {
+        const seg_t *s = &c->segs[i];
+        if (s->base > below || below - s->base < c->size) { /* sorted: every later one reaches `below` too */
+            break;
+        }
+        if (!s->spare) {
+            out[n++] = s->base;
+        }
+    }
+    return n;
 }
 
 int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)

@@ -277,6 +277,19 @@ int clog_is_spare(const clog_t *c, uint64_t base);
  * removed (redo_slots_sweep). Owner thread. */
 int clog_has_segment(const clog_t *c, uint64_t base);
 
+/* The bases of the log's segments that hold batches (no spares: clog_is_spare)
+ * and lie wholly below `below` (base + segment size <= below), from the first
+ * at or above `from`, ascending: at most max of them into out, their count
+ * returned (max when more follow: call again from the last one + 1). The
+ * answer is the log's own list, which holds every clog-*.seg file of its
+ * directory (clog_open loads each one; a segment is only ever added or
+ * renamed, never removed): no directory is read. A recycled segment is a
+ * spare from then on, and so is one an open found unused (after a raised
+ * floor or a failed sync's carry, spares lie below the log's end); an
+ * abandoned segment (clog_abandon) holds batches and is listed. Owner
+ * thread. */
+size_t clog_segments_below(const clog_t *c, uint64_t from, uint64_t below, uint64_t *out, size_t max);
+
 /* Recycle the segment whose base is `base`: it must lie wholly below the
  * durable end, not be the segment in use, and lie wholly below the offset
  * clog_keep_from named, if any. It is renamed past every segment as a spare

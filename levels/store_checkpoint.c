@@ -15,52 +15,50 @@
 #include "base/clock.h"
 #include "base/err.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <string.h>
+
+/* Segments recycled by one checkpoint at most: each costs a header write, a
+ * rename and two syncs on the owner's thread (a few milliseconds on a disk),
+ * and a backlog that empties at once (a GC after consumers caught up) frees
+ * hundreds together; a later checkpoint takes the rest, lowest first. */
+#define RECYCLE_PER_CHECKPOINT 64
 
 /* Recycle every segment wholly below the checkpoint B whose live count is 0
  * (design-commitlog.md §5: its LevelDB batches are in LevelDB, synced by the
  * checkpoint; its messages have arrived, whose copies the topic log holds, or
  * were revoked — segcount.c): each becomes a spare the log takes again
  * (clog_recycle), so the log keeps about (log since B) / segment + spares
- * files. Names are read from the directory (a segment's base is in its name);
- * spares are skipped — they lie past the log's end, or below B after a failed
- * sync's carry started the log past them (clog_is_spare). 0, or -1 with err (a
- * rename or a header write failed). */
+ * files. The segments are the log's own list (clog_segments_below, lowest
+ * first: no directory listing, which thousands of topic CQ files made a
+ * millisecond or more a checkpoint); spares are not in it — they lie past the
+ * log's end, or below B after a failed sync's carry or an open at a later
+ * clock started the log past them. Segments with live messages are stepped
+ * over a page at a time (a delay queue keeps days of them below B). 0, or -1
+ * with err (a rename or a header write failed). */
 static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
 {
-    uint64_t b = redo_checkpointed(s->redo), size = s->opt.segment_bytes;
-    DIR *d = opendir(s->path);
-    if (d == NULL) {
-        return err_set(err, errlen, "cannot list %s: %s", s->path, strerror(errno));
-    }
-    uint64_t below[64];
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < sizeof below / sizeof below[0]) {
-        uint64_t base;
-        char tail;
-        if (sscanf(e->d_name, "clog-%16" SCNx64 ".se%c", &base, &tail) == 2 && tail == 'g' && strlen(e->d_name) == 25 &&
-            base + size <= b && segcount_live(s, base) == 0 && !clog_is_spare(redo_log(s->redo), base)) {
-            below[n++] = base;
-        }
-    }
-    closedir(d);
+    clog_t *log = redo_log(s->redo);
+    uint64_t b = redo_checkpointed(s->redo), page[RECYCLE_PER_CHECKPOINT], from = 0;
+    size_t recycled = 0, got;
     char why[512];
-    for (size_t i = 0; i < n; i++) { /* a later checkpoint takes any beyond the first 64 */
-        if (clog_recycle(redo_log(s->redo), below[i], why, sizeof why) != 0) {
-            return store_log_failed(s, err, errlen, "recycling a commit-log segment of ", "", why);
+    do {
+        got = clog_segments_below(log, from, b, page, RECYCLE_PER_CHECKPOINT);
+        for (size_t i = 0; i < got && recycled < RECYCLE_PER_CHECKPOINT; i++) {
+            if (segcount_live(s, page[i]) != 0) {
+                continue;
+            }
+            /* renamed past every segment: the bases after it in page keep their files */
+            if (clog_recycle(log, page[i], why, sizeof why) != 0) {
+                return store_log_failed(s, err, errlen, "recycling a commit-log segment of ", "", why);
+            }
+            /* its slot file stays until a checkpoint reaches the log's end now: the open's redo from an older one
+               rewrites slots of the segment (a move before its last message died); nothing writes them after it */
+            store_deferred_add(s, STORE_DEFERRED_SLOTS, page[i], clog_end(log));
+            recycled++;
         }
-        /* its slot file stays until a checkpoint reaches the log's end now: the open's redo from an older one
-           rewrites slots of the segment (a move before its last message died); nothing writes them after it */
-        store_deferred_add(s, STORE_DEFERRED_SLOTS, below[i], clog_end(redo_log(s->redo)));
-    }
+        from = got > 0 ? page[got - 1] + 1 : from;
+    } while (got == RECYCLE_PER_CHECKPOINT && recycled < RECYCLE_PER_CHECKPOINT);
     return 0;
 }
-
 
 /* The applied log that makes a checkpoint due: checkpoint_bytes, half of it
  * when checkpoints run on the log's thread — one begins then, and the owner

@@ -12,6 +12,7 @@
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -623,6 +624,104 @@ static void test_abandon(void)
     clog_close(c);
 }
 
+static int base_order(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The answer the recycle used to read from the directory: every clog-<16 hex>.seg name wholly below `below`
+ * that is no spare, ascending. Returns the count (at most max). */
+static size_t listed_below(const clog_t *c, uint64_t below, uint64_t *out, size_t max)
+{
+    DIR *d = opendir(dir);
+    TU_REQUIRE(d != NULL, "opendir %s", dir);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < max) {
+        uint64_t base;
+        char tail;
+        if (sscanf(e->d_name, "clog-%16" SCNx64 ".se%c", &base, &tail) == 2 && tail == 'g' && strlen(e->d_name) == 25 &&
+            base + SEG <= below && !clog_is_spare(c, base)) {
+            out[n++] = base;
+        }
+    }
+    closedir(d);
+    qsort(out, n, sizeof *out, base_order);
+    return n;
+}
+
+/* clog_segments_below(c, 0, below) agrees with the directory's listing, and a walk a page of one at a time
+ * (from the last + 1) gives the same bases. Returns the count. */
+static size_t check_below_at(const clog_t *c, uint64_t below, int line)
+{
+    uint64_t got[64], want[64], paged[64];
+    size_t n = clog_segments_below(c, 0, below, got, 64), w = listed_below(c, below, want, 64), p = 0;
+    for (uint64_t from = 0; p < 64 && clog_segments_below(c, from, below, &paged[p], 1) == 1; p++) {
+        from = paged[p] + 1;
+    }
+    int same = n == w && p == w && memcmp(got, want, n * sizeof *got) == 0 && memcmp(paged, want, p * sizeof *got) == 0;
+    TU_CHECK_AT(same, line,
+                "below %" PRIu64 ": %zu segments (first %" PRIx64 ", last %" PRIx64 "), %zu paged; the directory lists "
+                "%zu (first %" PRIx64 ", last %" PRIx64 ")",
+                below, n, n > 0 ? got[0] : 0, n > 0 ? got[n - 1] : 0, p, w, w > 0 ? want[0] : 0,
+                w > 0 ? want[w - 1] : 0);
+    return n;
+}
+#define check_below(c, below) check_below_at((c), (below), __LINE__)
+
+/* The segments wholly below an offset that hold batches (the recycle's candidates, read from the log's list, not
+ * the directory): spares are not among them — past the end after clog_prepare, a recycled one, and those an open
+ * at a later floor leaves below the log's end (as a failed sync's carry does) — and an abandoned one is. */
+static void test_segments_below(void)
+{
+    clog_t *c = open_log(0, NULL);
+    TU_REQUIRE(c != NULL, "open");
+    uint64_t id;
+    for (int i = 0; i < 160; i++) { /* 1 056 bytes a batch: into the third segment */
+        append_batch(c, 1, 1000, (uint64_t)i, &id);
+    }
+    TU_REQUIRE(id / SEG == 2, "three segments used (the last record at %" PRIu64 ")", id);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0 && clog_prepare(c, 2, err, sizeof err) == 0, "%s", err);
+    uint64_t out[8];
+    TU_CHECK(check_below(c, 0) == 0 && check_below(c, SEG - 1) == 0 && check_below(c, SEG) == 1 &&
+                 check_below(c, 2 * SEG + 1) == 2,
+             "the first segments by the offsets they end below");
+    TU_CHECK(check_below(c, UINT64_MAX) == 3 && clog_segments_below(c, 0, UINT64_MAX, out, 8) == 3 && out[0] == 0 &&
+                 out[1] == SEG && out[2] == 2 * SEG,
+             "every segment holding batches, the one in use too; not the two spares past it");
+    TU_CHECK(clog_segments_below(c, SEG, UINT64_MAX, out, 1) == 1 && out[0] == SEG,
+             "from an offset, at most max of them");
+
+    clog_keep_from(c, clog_end(c));
+    TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
+    TU_CHECK(check_below(c, UINT64_MAX) == 2 && clog_segments_below(c, 0, UINT64_MAX, out, 8) == 2 && out[0] == SEG,
+             "a recycled segment is a spare: no longer listed");
+
+    uint64_t from, to;
+    append_batch(c, 1, 1000, 200, &id); /* never synced: abandoned */
+    clog_abandon(c, &from, &to);
+    append_batch(c, 1, 1000, 201, &id); /* the fresh segment, a spare taken */
+    TU_REQUIRE(id == 3 * SEG + CLOG_SEGMENT_HEADER && clog_sync(c, err, sizeof err) == 0,
+               "the batch after the abandon starts the next segment (%" PRIu64 "): %s", id, err);
+    TU_CHECK(check_below(c, UINT64_MAX) == 3 && clog_segments_below(c, 0, 3 * SEG, out, 8) == 2 && out[1] == 2 * SEG,
+             "the abandoned segment holds batches: listed");
+    clog_close(c);
+
+    /* reopened at a floor past every file (a later clock; a failed sync's carry starts the log past them too): the
+       spares lie below where its next batch goes and are not listed; its next segment takes the lowest of them */
+    c = open_log(12 * SEG, NULL);
+    TU_REQUIRE(c != NULL, "reopen");
+    TU_CHECK(check_below(c, UINT64_MAX) == 3 && check_below(c, 12 * SEG) == 3,
+             "after the reopen the same three segments");
+    append_batch(c, 1, 1000, 202, &id);
+    TU_REQUIRE(id == 12 * SEG + CLOG_SEGMENT_HEADER && clog_sync(c, err, sizeof err) == 0, "at the floor (%" PRIu64 ")",
+               id);
+    TU_CHECK(check_below(c, UINT64_MAX) == 4 && check_below(c, 12 * SEG) == 3,
+             "the segment the floor started holds a batch: listed");
+    clog_close(c);
+}
+
 /* fdatasync as Linux reports a writeback error (fsyncgate): while g_fail_syncs_left > 0 a call fails with EIO
  * (and counts down); every other call syncs — also a later one through the descriptor that saw the error, which
  * then "succeeds" over pages the kernel may have dropped. g_syncs counts the calls. */
@@ -1039,6 +1138,7 @@ static const tu_test_t clog_tests[] = {
     { "leading spare with a damaged start", test_leading_spare_with_damaged_start },
     { "syncer thread", test_syncer_thread },
     { "abandon after a failed sync", test_abandon },
+    { "the segments below an offset: the log's own, no spares, as the directory lists them", test_segments_below },
     { "a failed sync sticks until the abandon: no fdatasync retried, the durable end kept", test_failed_sync_sticks },
     { "bad inputs", test_bad_inputs },
     { "a refused write keeps its errno", test_write_errno },
