@@ -9,6 +9,7 @@
  * explicitly from T0; after every step that mutates, store_check() must
  * return 0. Run alone: ./tests/unit/test_store_levels [suite [test]].
  */
+#include "levels/clog.h"
 #include "levels/cq.h"
 #include "levels/keys.h"
 #include "levels/store.h"
@@ -972,6 +973,60 @@ static void test_level_segment_kept_while_delayed(void)
     CLOSE(&s);
 }
 
+/* More segments holding delayed messages below the checkpoint than one
+ * checkpoint recycles (64) do not hide the free segments after them: the
+ * recycle steps over the live ones a page at a time (store_checkpoint.c), so
+ * the segments of messages the GC collected go at the next checkpoint however
+ * many delayed ones lie below them. */
+static void test_free_segments_after_many_delayed(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = CLOG_SEGMENT_MIN;
+    o.retention_ms = SEC;
+    static char filler[20000];
+    memset(filler, 'f', sizeof filler);
+    uint64_t size = o.segment_bytes, first_delayed = UINT64_MAX, last_delayed = UINT64_MAX, id, due;
+    int delayed_segments = 0;
+    char err[512] = "";
+    store_t *s = OPEN(&o);
+    while (delayed_segments < 70) { /* a delayed message, then a filler that moves the log on */
+        uint64_t delayed = SEND(s, "t", "d", 3, 0, T0, NULL);
+        COMMIT(s);
+        if (delayed - delayed % size != last_delayed) {
+            last_delayed = delayed - delayed % size;
+            first_delayed = delayed_segments++ == 0 ? last_delayed : first_delayed;
+        }
+        TU_REQUIRE(send_raw(s, "t", 1, NULL, 0, filler, sizeof filler, 0, 0, T0, &id, &due, err, sizeof err) == 0 &&
+                       store_commit(s, err, sizeof err) == 0,
+                   "filler: %s", err);
+    }
+    uint64_t free_from = last_delayed + size, free_to = free_from + 6 * size;
+    while (id < free_to + size) { /* six segments of fillers only, then one more: all wholly below the next B */
+        TU_REQUIRE(send_raw(s, "t", 1, NULL, 0, filler, sizeof filler, 0, 0, T0, &id, &due, err, sizeof err) == 0 &&
+                       store_commit(s, err, sizeof err) == 0,
+                   "filler: %s", err);
+    }
+    CLOSE(&s);
+    s = OPEN(&o);
+    int work = 0;
+    REQUIRE_OK(store_maintain(s, T0 + 2 * SEC, 1000, &work, err, sizeof err), err); /* the fillers collected */
+    CLOSE(&s);
+    s = OPEN(&o); /* its checkpoint lies past them all, and recycles */
+    int kept_free = 0, lost_delayed = 0;
+    for (uint64_t base = free_from; base < free_to; base += size) {
+        kept_free += segment_present(base);
+    }
+    for (uint64_t base = first_delayed; base <= last_delayed; base += size) { /* ids start at the clock's floor */
+        lost_delayed += !segment_present(base);
+    }
+    TU_CHECK(kept_free == 0, "%d of the 6 free segments after %d of delayed messages were kept", kept_free,
+             delayed_segments);
+    TU_CHECK(lost_delayed == 0, "%d segments of delayed messages were recycled", lost_delayed);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* A SEND journey on a level served from its CQ writes no `L` entry and no
  * 'X' record — at SEND, at a hop, onto the lane (design-commitlog.md 4a.5):
  * its CQ entry and where-slot are its only record; nor at its arrival (4b: a
@@ -1027,6 +1082,8 @@ static const tu_test_t level_tests[] = {
     { "remainders wait on the lane", test_level_remainders_on_the_lane },
     { "a full remainder lane refuses the SEND and puts a due hop back", test_level_lane_full },
     { "a segment is kept while a message of it is delayed", test_level_segment_kept_while_delayed },
+    { "free segments after more than a checkpoint recycles of delayed ones are recycled",
+      test_free_segments_after_many_delayed },
     { NULL, NULL },
 };
 
