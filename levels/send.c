@@ -198,7 +198,7 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     int pending_before = s->pending;
     /* the one lookup; a new topic is created where it always was (its
      * log_next_min is the sequence counter at that point) */
-    topic_state_t *topic = map_get(&s->topics, req->topic, req->topic_len);
+    topic_state_t *topic = store_topic_get(s, req->topic, req->topic_len);
     if (req->level == 0 && delay == 0) {
         m.due_ms = now_ms;
         if (topic == NULL) {

@@ -146,6 +146,7 @@ static void store_free(store_t *s)
     map_free(&s->deleting, store_group_free);
     map_free(&s->topic_queues, NULL);
     free(s->deferred);
+    s->topic_last = NULL;
     map_free(&s->topics, store_topic_free);
     for (int l = 0; l <= LVL_MAX_LEVELS; l++) {
         map_free(&s->levels[l].cq_done, NULL);

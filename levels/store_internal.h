@@ -332,6 +332,7 @@ struct store {
     uint64_t next_seq, persisted_seq;
     level_state_t levels[LVL_MAX_LEVELS + 1];
     map_t topics;              /* name → topic_state_t* */
+    topic_state_t *topic_last; /* the topic store_topic_get found last (NULL: none); cleared when it is freed */
     map_t topic_queues;        /* topic CQ queue number (4 bytes) → topic_state_t* (topic_cq.c) */
     uint32_t topic_queue_next; /* the next topic CQ's queue number ('M' "topic-queue-next") */
     /* the format the directory is marked with once open: STORE_FORMAT_VERSION, or an older one a check
@@ -1227,6 +1228,9 @@ int store_group_holds_none(const group_state_t *g, uint64_t id);
 /* The group of that name, or NULL. */
 group_state_t *store_group_get(const store_t *s, const char *name, size_t len);
 
+/* The topic of that name, or NULL: the one the previous call found when the
+ * name is its (one comparison), else the map's (s->topics). */
+topic_state_t *store_topic_get(store_t *s, const char *name, size_t len);
 /* The topic of that name, created (in memory, its record dirty) when new —
  * with its topic CQ once the commit log is open (topic_cq_make). */
 topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len);

@@ -499,6 +499,29 @@ static int send_collect_delete(store_t *s, int n, store_topic_del_t *out, char *
     return store_topic_delete(s, "gone", 4, out, NULL, err, errlen) != 0 ? -1 : store_commit(s, err, errlen);
 }
 
+/* A SEND finds its topic by comparing the name with the topic found last
+ * (store_topic_get) before it asks the map: a topic deleted after SENDs
+ * found it is not found again — the next SEND makes a new one, which holds
+ * its message. */
+static void test_topic_delete_then_send(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    store_topic_del_t out;
+    REQUIRE_OK(send_collect_delete(s, 2, &out, err, sizeof err), err); /* the second SEND found it by name */
+    TU_REQUIRE(out == STORE_TOPIC_DELETED, "gone: %d", (int)out);
+    SEND(s, "gone", "again", 0, 0, T0 + 200 * HOUR, NULL);
+    SEND(s, "gone", "and again", 0, 0, T0 + 200 * HOUR, NULL);
+    COMMIT(s);
+    store_topic_info_t ti;
+    TU_REQUIRE(store_topic_info(s, "gone", 4, &ti) == 1, "the topic made again is not there");
+    TU_CHECK(ti.appended == 2 && ti.retained == 2 && ti.sent == 2,
+             "appended %" PRIu64 ", retained %" PRIu64 ", sent %" PRIu64 " (2 each)", ti.appended, ti.retained,
+             ti.sent);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* A deleted topic's CQ files go, closed, at the first checkpoint past its
  * delete's batch (not before: a redo from an older checkpoint writes them);
  * a topic of the same name made again gets a CQ and files of its own. */
@@ -961,6 +984,7 @@ static const tu_test_t topic_tests[] = {
     { "a collection step looks at a bounded number of topics", test_topic_collect_topics_per_step },
     { "gc by retention", test_topic_gc_retention },
     { "delete an empty topic", test_topic_delete },
+    { "a SEND after its topic's delete makes it again", test_topic_delete_then_send },
     { "a deleted topic's CQ files go at the checkpoint past its delete", test_topic_delete_cq_files },
     { "a deleted topic's CQ files go at a clean close", test_topic_delete_cq_files_at_close },
     { "a crash after a topic's delete and a checkpoint, before its CQ files went",
