@@ -922,6 +922,7 @@ typedef struct queue_walk {
     uint64_t run_at;  /* run[] holds entries [run_at, run_at + run_n) */
     size_t run_n;
     cq_entry_t run[64];
+    key_buf_t cq_key;    /* prefix + 8 bytes, made once: a CQ entry's key, its seq written in place per entry */
     clog_reader_t rd;    /* the records, through a read-ahead window (STORE_WALK_LOG_WINDOW) */
     slot_run_t slots;    /* their where-slots */
     uint64_t failed_seq; /* the seq of the entry whose read or decode failed (UINT64_MAX: none, or not known) */

@@ -67,6 +67,8 @@ void queue_walk_topic(queue_walk_t *w, store_t *s, topic_state_t *t, uint64_t fr
     w->t = t;
     if (t->queue != 0) {
         w->has_cq = 1;
+        key_copy(&w->cq_key, &w->prefix);
+        key_u64(&w->cq_key, 0); /* each entry's seq goes here (cq_range_next) */
         w->rd.window = STORE_WALK_LOG_WINDOW;
         w->slots.base = UINT64_MAX;
         w->t_end = STORE_TOPIC_CQ_SEQ | t->cq_seq_base;
@@ -181,10 +183,9 @@ static int cq_range_next(queue_walk_t *w, const char **key, size_t *klen, uint64
         w->given_in_t = live == TOPIC_CQ_IN_T;
         w->given_index = i;
         *seq = store_topic_cq_seq(t, i);
-        key_copy(&w->held_key, &w->prefix);
-        key_u64(&w->held_key, *seq);
-        *key = w->held_key.b;
-        *klen = w->held_key.n;
+        be64_put(w->cq_key.b + w->prefix.n, *seq); /* the prefix stays: a copy of it was a tenth of a step */
+        *key = w->cq_key.b;
+        *klen = w->cq_key.n;
         return 1;
     }
     return 0;

@@ -908,6 +908,10 @@ static void test_walk_messages_until_the_next_step(void)
         msg_t *m = queue_walk_msg(&w, err, sizeof err);
         TU_REQUIRE(m != NULL, "entry %d's message: %s", n, err);
         const walk_expect_t *e = &x[n];
+        key_buf_t want;
+        key_queue(&want, KEY_TOPIC_LOG, "t", 1, seqs[n]);
+        TU_CHECK(klen == want.n && memcmp(key, want.b, klen) == 0, "entry %d's key is not t's log key of seq %" PRIx64,
+                 n, seqs[n]);
         enum walk_place place = !w.given_cq ? WALK_T_RANGE : w.given_in_t ? WALK_CQ_HELD_BY_T : WALK_CQ_RECORD;
         TU_CHECK(m->id == e->id && place == e->place, "entry %d: id %" PRIu64 " at place %d, want %" PRIu64 " at %d", n,
                  m->id, (int)place, e->id, (int)e->place);
