@@ -501,8 +501,8 @@ static int send_collect_delete(store_t *s, int n, store_topic_del_t *out, char *
 
 /* A SEND finds its topic by comparing the name with the topic found last
  * (store_topic_get) before it asks the map: a topic deleted after SENDs
- * found it is not found again — the next SEND makes a new one, which holds
- * its message. */
+ * found it is forgotten there too, and the next SEND makes a new one, which
+ * holds its message. */
 static void test_topic_delete_then_send(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -510,6 +510,13 @@ static void test_topic_delete_then_send(void)
     store_topic_del_t out;
     REQUIRE_OK(send_collect_delete(s, 2, &out, err, sizeof err), err); /* the second SEND found it by name */
     TU_REQUIRE(out == STORE_TOPIC_DELETED, "gone: %d", (int)out);
+    int held = s->topic_last == NULL; /* the topic remembered is one the map holds: compared as pointers */
+    map_iter_t it = { 0 };
+    void *v;
+    while (!held && map_next(&s->topics, &it, NULL, NULL, &v)) {
+        held = v == s->topic_last;
+    }
+    TU_CHECK(held, "store_topic_get still remembers the deleted topic");
     SEND(s, "gone", "again", 0, 0, T0 + 200 * HOUR, NULL);
     SEND(s, "gone", "and again", 0, 0, T0 + 200 * HOUR, NULL);
     COMMIT(s);
