@@ -31,9 +31,13 @@ group_state_t *store_group_get(const store_t *s, const char *name, size_t len)
 int store_topic_room_planned(const store_t *s, const map_t *planned, const char *topic, size_t topic_len, char *err,
                              size_t errlen)
 {
+    if (s->opt.max_topics == 0) {
+        return 0;
+    }
+    /* under the limit, whether the topic exists does not matter: no lookup (it was one a SEND) */
     size_t count = map_count(&s->topics) + (planned != NULL ? map_count(planned) : 0);
-    if (s->opt.max_topics == 0 || map_get(&s->topics, topic, topic_len) != NULL ||
-        (planned != NULL && map_get(planned, topic, topic_len) != NULL) || count < s->opt.max_topics) {
+    if (count < s->opt.max_topics || map_get(&s->topics, topic, topic_len) != NULL ||
+        (planned != NULL && map_get(planned, topic, topic_len) != NULL)) {
         return 0;
     }
     return err_set(err, errlen,
