@@ -34,7 +34,7 @@ int store_topic_room_planned(const store_t *s, const map_t *planned, const char 
     if (s->opt.max_topics == 0) {
         return 0;
     }
-    /* under the limit, whether the topic exists does not matter: no lookup (it was one a SEND) */
+    /* under the limit, whether the topic exists does not matter: no lookup (before: one a SEND) */
     size_t count = map_count(&s->topics) + (planned != NULL ? map_count(planned) : 0);
     if (count < s->opt.max_topics || map_get(&s->topics, topic, topic_len) != NULL ||
         (planned != NULL && map_get(planned, topic, topic_len) != NULL)) {
