@@ -18,14 +18,14 @@
  * The table is sized before an add for every place the batch could bring
  * (at most 3/8 full after it: probe runs and the backward shift stay short),
  * so one probe finds a place or the cell a new one goes in, and the table
- * grows only when more is held than ever before. An add decodes a few ops
+ * grows only when more is held than ever before. An add hashes a few ops
  * ahead of the one it writes and prefetches their cells; a drop prefetches
  * the places of its list further ahead and their cells nearer, so the cache
  * misses of a batch's places overlap instead of coming one after another.
  *
  * Each added batch keeps the indices of the places it wrote (a FIFO in add
- * order), so overlay_drop walks that list — the record is decoded once, at
- * add — and removes a place only when its end is still the dropped batch's
+ * order), so overlay_drop walks that list — the record is not read again —
+ * and removes a place only when its end is still the dropped batch's
  * (a later held batch's write stays). A place dropped twice by one batch's
  * list (the batch wrote it twice) is seen free (end 0) the second time,
  * never reused meanwhile; batch ends are never 0 and grow in add order (they
@@ -33,7 +33,6 @@
  */
 #include "levels/clog_overlay.h"
 #include "base/alloc.h"
-#include "levels/clog_derived.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +41,7 @@
 #define NO_PLACE       0    /* a cell's place while the cell is empty (cells hold index + 1) */
 #define PLACES_MIN     1024 /* the place array's first size */
 #define TABLE_MIN      1024 /* the table's first size (a power of two) */
-#define ADD_LOOKAHEAD  8    /* an add decodes ops this far ahead of the one it writes */
+#define ADD_LOOKAHEAD  8    /* an add hashes ops this far ahead of the one it writes */
 #define DROP_LOOKAHEAD 8    /* a drop reads cells this far ahead of the place it removes, places twice as far */
 
 typedef struct place {
@@ -301,9 +300,9 @@ static batch_places_t *batch_push(clog_overlay_t *o, uint64_t end, size_t places
     return bp;
 }
 
-/* An op decoded by overlay_add, its place's cell prefetched, not yet written. */
+/* An op of overlay_add's, its place's cell prefetched, not yet written. */
 typedef struct pending {
-    derived_op_t op;
+    const derived_op_t *op;
     char tag; /* the place's: 'Q', 'S' or 'K' */
     uint64_t a, b, hash;
 } pending_t;
@@ -311,8 +310,8 @@ typedef struct pending {
 /* Write w's place (find it or give it a cell) as batch end's, and list it in bp. */
 static inline void add_place(clog_overlay_t *o, batch_places_t *bp, uint64_t end, const pending_t *w)
 {
-    const derived_op_t *op = &w->op;
-    int keyed = w->tag == 'K'; /* op has a key (derived_next sets only its tag's fields) */
+    const derived_op_t *op = w->op;
+    int keyed = w->tag == 'K'; /* op has a key (an op holds its tag's fields only) */
     size_t c = table_seek(o, w->hash, w->tag, w->a, w->b, keyed ? op->key : NULL, keyed ? op->klen : 0);
     uint32_t idx;
     if (o->table[c].place == NO_PLACE) {
@@ -343,32 +342,24 @@ static inline void add_place(clog_overlay_t *o, batch_places_t *bp, uint64_t end
     bp->p[bp->n++] = idx;
 }
 
-void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
+void overlay_add(clog_overlay_t *o, uint64_t end, const derived_op_t *ops, size_t n)
 {
-    int64_t ops = derived_ops(rec, len);
-    if (ops < 0) {
-        return;
-    }
-    /* every op takes at least 5 bytes: the count is bounded by the record, whatever its head claims */
-    size_t most = (size_t)ops < len / 5 ? (size_t)ops : len / 5;
-    batch_places_t *bp = batch_push(o, end, most);
-    table_reserve(o, most);
-    size_t mask = o->cap - 1, at = DERIVED_HEAD;
-    /* ops are written in record order, each ADD_LOOKAHEAD decodes after its cell was prefetched */
+    batch_places_t *bp = batch_push(o, end, n);
+    table_reserve(o, n);
+    size_t mask = o->cap - 1;
+    /* ops are written in order, each ADD_LOOKAHEAD ops after its cell was prefetched */
     pending_t ring[ADD_LOOKAHEAD];
     size_t queued = 0, written = 0;
-    for (size_t i = 0; i < most; i++) {
+    for (size_t i = 0; i < n; i++) {
+        const derived_op_t *op = &ops[i];
+        if (op->tag == 'H') {
+            continue; /* head moves are the caller's records */
+        }
         if (queued - written == ADD_LOOKAHEAD) {
             add_place(o, bp, end, &ring[written++ % ADD_LOOKAHEAD]);
         }
         pending_t *w = &ring[queued % ADD_LOOKAHEAD];
-        if (!derived_next(rec, len, &at, &w->op)) {
-            break; /* what decoded before the damage is written */
-        }
-        if (w->op.tag == 'H') {
-            continue; /* head moves are the caller's records */
-        }
-        const derived_op_t *op = &w->op;
+        w->op = op;
         w->tag = op->tag == 'Q' || op->tag == 'S' ? op->tag : 'K';
         w->a = op->tag == 'Q' ? op->queue : op->tag == 'S' ? op->base : 0;
         w->b = op->tag == 'Q' ? op->index : op->tag == 'S' ? op->ordinal : 0;
@@ -384,9 +375,8 @@ void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
     }
 }
 
-void overlay_drop(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
+void overlay_drop(clog_overlay_t *o, uint64_t end)
 {
-    (void)rec, (void)len; /* the places were listed at add */
     size_t i = o->bfirst;
     while (i < o->nbatches && o->batches[i].end != end) {
         i++;
@@ -418,11 +408,11 @@ void overlay_drop(clog_overlay_t *o, uint64_t end, const char *rec, size_t len)
     }
 }
 
-void overlay_move(clog_overlay_t *o, uint64_t from, uint64_t to, const char *rec, size_t len)
+void overlay_move(clog_overlay_t *o, uint64_t from, uint64_t to, const derived_op_t *ops, size_t n)
 {
     /* in log order: a place a later carried batch wrote is rewritten by it when its turn comes */
-    overlay_drop(o, from, rec, len);
-    overlay_add(o, to, rec, len);
+    overlay_drop(o, from);
+    overlay_add(o, to, ops, n);
 }
 
 int overlay_cq(const clog_overlay_t *o, uint32_t queue, uint64_t index, cq_entry_t *e)

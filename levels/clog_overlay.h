@@ -8,7 +8,7 @@
  * for it. Range walks (the `I` expiry scan, a DLQ list) do not use it: they
  * wait for the sync (§3).
  *
- * Contract: after overlay_add of every held batch's record in log order, and
+ * Contract: after overlay_add of every held batch's ops in log order, and
  * overlay_drop of each batch once its writes are made (in the same order),
  * a lookup returns the value the last held batch writing that place gave it
  * — the value the file or LevelDB will hold once every held batch is made —
@@ -17,16 +17,17 @@
  * hold the heads). Batch ends are never 0 and grow in add order (they are
  * log offsets; a moved batch's new end lies past every held one).
  *
- * The overlay copies nothing: a held place points into the record of the
- * batch that wrote it last, so a record given to overlay_add must stay
- * valid and unchanged until overlay_drop (or overlay_move away from) its
- * batch. Values returned point into those records, valid until the next
+ * The overlay copies no key or value: a held place points into the record of
+ * the batch that wrote it last, so the record that the ops given to
+ * overlay_add point into must stay valid and unchanged until overlay_drop (or
+ * overlay_move away from) its batch. Values returned point into those records, valid until the next
  * overlay_add or overlay_drop. Owner thread only (the thread that holds and
  * applies the batches). Never fails (out of memory aborts).
  */
 #ifndef HG_LEVELS_CLOG_OVERLAY_H
 #define HG_LEVELS_CLOG_OVERLAY_H
 
+#include "levels/clog_derived.h"
 #include "levels/cq.h"
 #include "levels/slot.h"
 
@@ -44,20 +45,22 @@ typedef struct clog_overlay clog_overlay_t;
 clog_overlay_t *overlay_new(void);
 void overlay_free(clog_overlay_t *o); /* NULL: nothing */
 
-/* The held writes of the batch ending at `end`, its derived-writes record
- * rec[0..len) (levels/clog_derived.h; a record that does not decode adds
- * what decodes before the damage: the redo refuses it anyway). */
-void overlay_add(clog_overlay_t *o, uint64_t end, const char *rec, size_t len);
+/* The held writes of the batch ending at `end`: its derived-writes record's
+ * ops[0..n), decoded (levels/clog_derived.h derived_decode; a record that
+ * does not decode whole gives what decodes before the damage: the redo
+ * refuses it anyway). The array is not kept (the keys and values it points
+ * to are: see above). */
+void overlay_add(clog_overlay_t *o, uint64_t end, const derived_op_t *ops, size_t n);
 
-/* The batch ending at `end` (the same record) has been made: forget each of
- * its writes that no later held batch made again. The places are those the
- * add listed (rec is not read again); an end no held batch has is ignored. */
-void overlay_drop(clog_overlay_t *o, uint64_t end, const char *rec, size_t len);
+/* The batch ending at `end` has been made: forget each of its writes that
+ * no later held batch made again (the places the add listed); an end no held
+ * batch has is ignored. */
+void overlay_drop(clog_overlay_t *o, uint64_t end);
 
 /* The batch that ended at `from` now ends at `to` (carried after a failed
  * sync: levels/clog_redo.h redo_sync_failed); called for the carried batches
- * in log order. */
-void overlay_move(clog_overlay_t *o, uint64_t from, uint64_t to, const char *rec, size_t len);
+ * in log order, with the ops its add was given. */
+void overlay_move(clog_overlay_t *o, uint64_t from, uint64_t to, const derived_op_t *ops, size_t n);
 
 int overlay_cq(const clog_overlay_t *o, uint32_t queue, uint64_t index, cq_entry_t *e);
 int overlay_slot(const clog_overlay_t *o, uint64_t base, uint64_t ordinal, slot_t *s);

@@ -16,9 +16,10 @@
  *   'P' key length u32, value length u32, key, value    a LevelDB put
  *   'D' key length u32, key                              a LevelDB delete
  * Running and redo share one path: a held batch is kept as its encoded
- * record and made by the same code the redo uses (redo_apply_record, over
- * levels/clog_derived.h's decoder, which the readers' overlay uses too), so
- * what the redo does is what running did.
+ * record, decoded once by levels/clog_derived.h's decoder (the redo's) for
+ * the readers' overlay and the apply, and made by the same code the redo
+ * uses (redo_apply_ops and redo_apply_record make each op alike), so what
+ * the redo does is what running did.
  */
 #define _GNU_SOURCE
 #include "levels/clog_redo_internal.h"
@@ -33,6 +34,8 @@
 #include <string.h>
 
 /* ---- encoding ---------------------------------------------------------------------- */
+
+#define NEXT_RECORD_MAX (256 * 1024) /* the most a committed batch's record sizes its successor's buffer to */
 
 static char *grow(redo_batch_t *b, size_t n)
 {
@@ -180,10 +183,12 @@ static void hold(redo_t *r, uint64_t start, uint64_t end, char *rec, size_t len,
             r->held = xrealloc(r->held, r->hcap * sizeof *r->held);
         }
     }
+    held_t *h = &r->held[r->nheld++];
+    *h = (held_t){ start, end, rec, len, NULL, 0, 0, in_overlay };
+    h->nops = derived_decode(rec, len, &h->ops, &h->ops_whole);
     if (in_overlay) {
-        overlay_add(r->overlay, end, rec, len);
+        overlay_add(r->overlay, end, h->ops, h->nops);
     }
-    r->held[r->nheld++] = (held_t){ start, end, rec, len, in_overlay };
 }
 
 /* Add the derived-writes record to lb (the batch's last data record) and
@@ -224,8 +229,11 @@ static int commit_held(redo_t *r, redo_batch_t *b, uint64_t *end, int in_overlay
     }
     uint64_t e = clog_end(r->log);
     hold(r, start, e, b->derived, b->len, in_overlay);
-    b->derived = NULL;
-    b->len = b->cap = 0;
+    /* the next record starts as large as this one (up to NEXT_RECORD_MAX): built up from 256 bytes it was
+       reallocated, and copied, about ten times */
+    b->cap = b->len < NEXT_RECORD_MAX ? b->len : NEXT_RECORD_MAX;
+    b->derived = xmalloc(b->cap);
+    b->len = 0;
     b->ops = b->messages = 0;
     if (end != NULL) {
         *end = e;
@@ -247,7 +255,7 @@ static void expose_held(redo_t *r)
 {
     for (size_t i = r->hfirst; i < r->nheld; i++) {
         if (!r->held[i].in_overlay) {
-            overlay_add(r->overlay, r->held[i].end, r->held[i].rec, r->held[i].len);
+            overlay_add(r->overlay, r->held[i].end, r->held[i].ops, r->held[i].nops);
             r->held[i].in_overlay = 1;
         }
     }
@@ -270,14 +278,16 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen)
     uint64_t durable = clog_durable(r->log);
     while (r->hfirst < r->nheld && r->held[r->hfirst].end <= durable) {
         held_t *h = &r->held[r->hfirst];
-        int rc = redo_apply_record(r, h->end, h->rec, h->len, err, errlen);
+        int rc = h->ops_whole ? redo_apply_ops(r, h->end, h->ops, h->nops, err, errlen)
+                              : redo_apply_record(r, h->end, h->rec, h->len, err, errlen);
         if (rc != 0) {
             return rc;
         }
         if (h->in_overlay) {
-            overlay_drop(r->overlay, h->end, h->rec, h->len);
+            overlay_drop(r->overlay, h->end);
         }
         r->applied_since += h->end - h->start;
+        free(h->ops);
         free(h->rec);
         r->hfirst++;
     }
@@ -304,7 +314,7 @@ int redo_sync_failed(redo_t *r, redo_failure_t *f, char *err, size_t errlen)
         if (rc != 0) {
             return -1;
         }
-        overlay_move(r->overlay, r->held[i].end, clog_end(r->log), r->held[i].rec, r->held[i].len);
+        overlay_move(r->overlay, r->held[i].end, clog_end(r->log), r->held[i].ops, r->held[i].nops);
         r->held[i].end = clog_end(r->log);
         f->carried++;
     }

@@ -43,6 +43,7 @@ static int redo_close_files(redo_t *r, char *err, size_t errlen)
         }
     }
     for (size_t i = r->hfirst; i < r->nheld; i++) {
+        free(r->held[i].ops);
         free(r->held[i].rec);
     }
     clog_close(r->log);

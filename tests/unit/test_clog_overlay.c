@@ -24,6 +24,25 @@ static const char *record_of(redo_batch_t *b)
     return b->derived;
 }
 
+/* overlay_add (to: overlay_move from `from` to `to`) of b's record[0..len)
+ * decoded as the redo decodes a held batch's; the ops array is freed at once
+ * (the overlay keeps none of it). */
+static void add_record(clog_overlay_t *o, uint64_t from, uint64_t to, redo_batch_t *b, size_t len)
+{
+    derived_op_t *ops;
+    int whole;
+    size_t n = derived_decode(record_of(b), len, &ops, &whole);
+    if (from != 0) {
+        overlay_move(o, from, to, ops, n);
+    } else {
+        overlay_add(o, to, ops, n);
+    }
+    if (ops != NULL) {
+        memset(ops, 0xee, n * sizeof *ops);
+    }
+    free(ops);
+}
+
 static int held_value(const clog_overlay_t *o, const char *key, const char *want)
 {
     const char *v = NULL;
@@ -41,7 +60,7 @@ static void test_lookups(void)
     redo_slot_write(&b, 65536, 2, &(slot_t){ 4096, 3, 0, 10 });
     redo_db_put(&b, "Yk", 2, "lease", 5);
     redo_db_delete(&b, "Kc", 2);
-    overlay_add(o, 1000, record_of(&b), b.len);
+    add_record(o, 0, 1000, &b, b.len);
     CU_ASSERT_EQUAL(overlay_count(o), 4); /* the head move is not kept */
     cq_entry_t e;
     TU_CHECK(overlay_cq(o, 3, 10, &e) == OVERLAY_HELD && e.log_offset == 4096 && e.due == 77, "the held CQ entry");
@@ -56,7 +75,7 @@ static void test_lookups(void)
     size_t n;
     TU_CHECK(overlay_get(o, "Kc", 2, &v, &n) == OVERLAY_DELETED, "the held delete");
     TU_CHECK(overlay_get(o, "Y", 1, &v, &n) == OVERLAY_NONE, "a prefix of a held key is not held");
-    overlay_drop(o, 1000, b.derived, b.len);
+    overlay_drop(o, 1000);
     TU_CHECK(overlay_count(o) == 0 && overlay_cq(o, 3, 10, &e) == OVERLAY_NONE, "made: nothing held");
     redo_batch_free(&b);
     overlay_free(o);
@@ -74,18 +93,18 @@ static void test_later_batch_wins(void)
     redo_db_delete(&b2, "Yk", 2);
     redo_slot_write(&b2, 0, 5, &(slot_t){ 100, 1, SLOT_REVOKED, 0 });
     redo_db_put(&b2, "Oa", 2, "copy2", 5);
-    overlay_add(o, 200, record_of(&b1), b1.len);
-    overlay_add(o, 300, record_of(&b2), b2.len);
+    add_record(o, 0, 200, &b1, b1.len);
+    add_record(o, 0, 300, &b2, b2.len);
     const char *v;
     size_t n;
     slot_t s;
     TU_CHECK(overlay_get(o, "Yk", 2, &v, &n) == OVERLAY_DELETED, "the later delete hides the earlier put");
     TU_CHECK(overlay_slot(o, 0, 5, &s) == OVERLAY_HELD && s.flags == SLOT_REVOKED, "the later slot write");
-    overlay_drop(o, 200, b1.derived, b1.len);
+    overlay_drop(o, 200);
     TU_CHECK(overlay_get(o, "Yk", 2, &v, &n) == OVERLAY_DELETED && held_value(o, "Oa", "copy2") &&
                  overlay_count(o) == 3,
              "making the earlier batch keeps what the later one wrote");
-    overlay_drop(o, 300, b2.derived, b2.len);
+    overlay_drop(o, 300);
     CU_ASSERT_EQUAL(overlay_count(o), 0);
     redo_batch_free(&b1);
     redo_batch_free(&b2);
@@ -101,18 +120,18 @@ static void test_moved(void)
     redo_cq_write(&b1, 1, 0, &(cq_entry_t){ 10, 1 });
     redo_db_put(&b1, "Kx", 2, "1", 1);
     redo_cq_write(&b2, 1, 0, &(cq_entry_t){ 20, 2 });
-    overlay_add(o, 500, record_of(&b1), b1.len);
-    overlay_add(o, 600, record_of(&b2), b2.len);
-    overlay_move(o, 500, 9000, b1.derived, b1.len);
-    overlay_move(o, 600, 9100, b2.derived, b2.len);
+    add_record(o, 0, 500, &b1, b1.len);
+    add_record(o, 0, 600, &b2, b2.len);
+    add_record(o, 500, 9000, &b1, b1.len);
+    add_record(o, 600, 9100, &b2, b2.len);
     cq_entry_t e;
     TU_CHECK(overlay_cq(o, 1, 0, &e) == OVERLAY_HELD && e.log_offset == 20, "the later carried batch's entry");
-    overlay_drop(o, 500, b1.derived, b1.len);
+    overlay_drop(o, 500);
     CU_ASSERT_EQUAL(overlay_count(o), 2); /* the old ends name nothing any more */
-    overlay_drop(o, 9000, b1.derived, b1.len);
+    overlay_drop(o, 9000);
     TU_CHECK(overlay_count(o) == 1 && overlay_cq(o, 1, 0, &e) == OVERLAY_HELD && e.log_offset == 20,
              "the first carried batch made: its key gone, the entry the second wrote kept");
-    overlay_drop(o, 9100, b2.derived, b2.len);
+    overlay_drop(o, 9100);
     CU_ASSERT_EQUAL(overlay_count(o), 0);
     redo_batch_free(&b1);
     redo_batch_free(&b2);
@@ -129,14 +148,14 @@ static void test_cut_record_and_long_key(void)
     memset(key, 'k', sizeof key);
     redo_db_put(&b, key, sizeof key, "v", 1);
     redo_cq_write(&b, 2, 0, &(cq_entry_t){ 8, 8 });
-    overlay_add(o, 100, record_of(&b), b.len - 5);
+    add_record(o, 0, 100, &b, b.len - 5);
     const char *v;
     size_t n;
     cq_entry_t e;
     TU_CHECK(overlay_get(o, key, sizeof key, &v, &n) == OVERLAY_HELD && n == 1 && v[0] == 'v',
              "the long key before the cut is held");
     TU_CHECK(overlay_cq(o, 2, 0, &e) == OVERLAY_NONE, "the cut CQ write is not");
-    overlay_drop(o, 100, b.derived, b.len - 5);
+    overlay_drop(o, 100);
     CU_ASSERT_EQUAL(overlay_count(o), 0);
     redo_batch_free(&b);
     overlay_free(o);
@@ -157,19 +176,19 @@ static void test_twice_in_a_batch_and_record_lifetime(void)
     redo_cq_write(&b1, 1, 4, &(cq_entry_t){ 2, 2 });
     redo_db_put(&b2, "Oa", 2, "a1", 2);
     redo_db_put(&b3, "Oa", 2, "a2", 2);
-    overlay_add(o, 10, record_of(&b1), b1.len);
+    add_record(o, 0, 10, &b1, b1.len);
     cq_entry_t e;
     TU_CHECK(held_value(o, "Yk", "two") && overlay_cq(o, 1, 4, &e) == OVERLAY_HELD && e.log_offset == 2 &&
                  overlay_count(o) == 2,
              "the second write of a place in one batch is held, once");
-    overlay_drop(o, 10, b1.derived, b1.len);
+    overlay_drop(o, 10);
     TU_CHECK(overlay_count(o) == 0, "made: both places forgotten (%zu held)", overlay_count(o));
-    overlay_add(o, 20, record_of(&b2), b2.len);
-    overlay_add(o, 30, record_of(&b3), b3.len);
-    overlay_drop(o, 20, b2.derived, b2.len);
+    add_record(o, 0, 20, &b2, b2.len);
+    add_record(o, 0, 30, &b3, b3.len);
+    overlay_drop(o, 20);
     memset(b2.derived, 0xee, b2.len); /* the made batch's record is freed by the redo: nothing may point into it */
     TU_CHECK(held_value(o, "Oa", "a2") && overlay_count(o) == 1, "the later batch's value, from its own record");
-    overlay_drop(o, 30, b3.derived, b3.len);
+    overlay_drop(o, 30);
     CU_ASSERT_EQUAL(overlay_count(o), 0);
     redo_batch_free(&b1);
     redo_batch_free(&b2);
@@ -192,7 +211,7 @@ static void test_repeats_within_the_lookahead_and_a_long_cut(void)
     }
     redo_slot_write(&b, 0, 7, &(slot_t){ 9, 1, 0, 0 });
     redo_db_delete(&b, "Ka", 2);
-    overlay_add(o, 10, record_of(&b), b.len - 1); /* the delete cut: 61 ops before it */
+    add_record(o, 0, 10, &b, b.len - 1); /* the delete cut: 61 ops before it */
     cq_entry_t e;
     slot_t s;
     const char *v;
@@ -205,7 +224,7 @@ static void test_repeats_within_the_lookahead_and_a_long_cut(void)
     TU_CHECK(held_value(o, "Yk", "odd"), "the key holds its last put");
     TU_CHECK(overlay_slot(o, 0, 7, &s) == OVERLAY_HELD && s.id == 9, "the last op before the cut is held");
     TU_CHECK(overlay_get(o, "Ka", 2, &v, &n) == OVERLAY_NONE, "the cut delete is not");
-    overlay_drop(o, 10, b.derived, b.len - 1);
+    overlay_drop(o, 10);
     CU_ASSERT_EQUAL(overlay_count(o), 0);
     redo_batch_free(&b);
     overlay_free(o);
@@ -320,25 +339,25 @@ static void run_model(int places, int batches, int max_writes, int max_held, int
     for (int k = 0; k < batches; k++) {
         model_batch(&md, k, 1 + (int)(model_rand(&x) % (unsigned)max_writes), &b[k], &x);
         md.end[k] = next_end++;
-        overlay_add(o, md.end[k], record_of(&b[k]), b[k].len);
+        add_record(o, 0, md.end[k], &b[k], b[k].len);
         model_check(o, &md, first, k + 1, &bad);
         if (carries && model_rand(&x) % 16 == 0) { /* a failed sync: every held batch carried, in log order */
             for (int c = first; c <= k; c++) {
-                overlay_move(o, md.end[c], next_end, b[c].derived, b[c].len);
+                add_record(o, md.end[c], next_end, &b[c], b[c].len);
                 md.end[c] = next_end++;
                 moves++;
             }
             model_check(o, &md, first, k + 1, &bad);
         }
         while (k + 1 - first > max_held || (k + 1 - first > 0 && model_rand(&x) % 3 == 0)) {
-            overlay_drop(o, md.end[first], b[first].derived, b[first].len);
+            overlay_drop(o, md.end[first]);
             redo_batch_free(&b[first]);
             first++;
             model_check(o, &md, first, k + 1, &bad);
         }
     }
     while (first < batches) {
-        overlay_drop(o, md.end[first], b[first].derived, b[first].len);
+        overlay_drop(o, md.end[first]);
         redo_batch_free(&b[first]);
         first++;
     }
