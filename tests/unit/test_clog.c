@@ -426,6 +426,28 @@ static void test_forged_record_in_payload(void)
     clog_close(c);
 }
 
+/* A header's type byte and its three zero bytes are part of its
+ * plausibility: a record whose type is unknown or whose zero bytes are not
+ * is no record (CLOG_NOT_RECORD, never a CRC failure), through a reader with
+ * no window and through one with a window alike. */
+static void test_header_type_and_zero_bytes(void)
+{
+    clog_t *c = open_log(0, NULL);
+    uint64_t a[4];
+    append_batch(c, 4, 40, 1, a);
+    const unsigned char pokes[4][2] = { { 4, 3 }, { 5, 1 }, { 6, 0x80 }, { 7, 1 } };
+    for (int i = 0; i < 4; i++) {
+        poke(a[i] + pokes[i][0], &pokes[i][1], 1);
+        clog_reader_t rd = { .window = 4096 };
+        clog_record_t r;
+        int windowed = clog_read(c, a[i], &rd, &r, err, sizeof err);
+        clog_reader_free(&rd);
+        TU_CHECK(read_rc(c, a[i]) == CLOG_NOT_RECORD && windowed == CLOG_NOT_RECORD,
+                 "byte %d of the header set to %d: no record (%d with a window)", pokes[i][0], pokes[i][1], windowed);
+    }
+    clog_close(c);
+}
+
 static void test_bad_inputs(void)
 {
     clog_t *c = open_log(0, NULL);
@@ -1134,6 +1156,7 @@ static const tu_test_t clog_tests[] = {
     { "torn batch below D is refused", test_torn_below_d_refused },
     { "recycled segment's stale records", test_recycled_segment },
     { "forged record in a payload", test_forged_record_in_payload },
+    { "a header with an unknown type or a nonzero zero byte is no record", test_header_type_and_zero_bytes },
     { "torn last batch is cut", test_torn_last_batch_cut },
     { "leading spare with a damaged start", test_leading_spare_with_damaged_start },
     { "syncer thread", test_syncer_thread },
