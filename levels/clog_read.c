@@ -104,7 +104,8 @@ int clog_record_read(clog_t *c, seg_t *s, uint64_t off, clog_reader_t *rd, clog_
     size_t need = CLOG_RECORD_HEADER + (size_t)h.len;
     const char *rec = hp;
     if (rd->window > 0) {
-        k = reader_get(c, s, rd, off, need, 0, &rec); /* the whole record in the window */
+        /* the header is in the window now: so is the whole record unless it runs past the window's end */
+        k = off + need <= rd->win_at + rd->win_len ? 0 : reader_get(c, s, rd, off, need, 0, &rec);
     } else {
         const char *payload;
         k = reader_get(c, s, rd, off + CLOG_RECORD_HEADER, h.len, CLOG_RECORD_HEADER, &payload);
