@@ -441,6 +441,36 @@ int overlay_slot(const clog_overlay_t *o, uint64_t base, uint64_t ordinal, slot_
     return OVERLAY_HELD;
 }
 
+/* overlay_cq_run and overlay_slot_run: tag 'Q' or 'S', each held value
+ * (size bytes: a constant once inlined) copied to out[k]. */
+static inline __attribute__((always_inline)) size_t place_run(const clog_overlay_t *o, char tag, uint64_t a, uint64_t b,
+                                                              size_t n, void *out, size_t size)
+{
+    if (o->used == 0) {
+        return 0;
+    }
+    size_t prefix = n;
+    for (size_t k = 0; k < n; k++) {
+        const place_t *p = table_find(o, hash_fields(tag, a, b + k), tag, a, b + k, NULL, 0);
+        if (p != NULL) {
+            memcpy((char *)out + k * size, tag == 'Q' ? (const void *)&p->u.entry : (const void *)&p->u.slot, size);
+        } else if (prefix == n) {
+            prefix = k;
+        }
+    }
+    return prefix;
+}
+
+size_t overlay_cq_run(const clog_overlay_t *o, uint32_t queue, uint64_t index, size_t n, cq_entry_t *out)
+{
+    return place_run(o, 'Q', queue, index, n, out, sizeof *out);
+}
+
+size_t overlay_slot_run(const clog_overlay_t *o, uint64_t base, uint64_t ordinal, size_t n, slot_t *out)
+{
+    return place_run(o, 'S', base, ordinal, n, out, sizeof *out);
+}
+
 int overlay_get(const clog_overlay_t *o, const void *key, size_t klen, const char **val, size_t *vlen)
 {
     if (o->used == 0) {

@@ -64,6 +64,14 @@ void overlay_move(clog_overlay_t *o, uint64_t from, uint64_t to, const derived_o
 
 int overlay_cq(const clog_overlay_t *o, uint32_t queue, uint64_t index, cq_entry_t *e);
 int overlay_slot(const clog_overlay_t *o, uint64_t base, uint64_t ordinal, slot_t *s);
+
+/* The runs of n consecutive places from index (ordinal): each held value is
+ * written to out[k] (the others are left as they are); returns how many
+ * places from the first are held before the first that is not (n: all). One
+ * call a run: a reader lays the held writes over what it read from the file
+ * (levels/clog_redo_files.c). */
+size_t overlay_cq_run(const clog_overlay_t *o, uint32_t queue, uint64_t index, size_t n, cq_entry_t *out);
+size_t overlay_slot_run(const clog_overlay_t *o, uint64_t base, uint64_t ordinal, size_t n, slot_t *out);
 int overlay_get(const clog_overlay_t *o, const void *key, size_t klen, const char **val, size_t *vlen);
 
 size_t overlay_count(const clog_overlay_t *o); /* places held */

@@ -264,24 +264,32 @@ int redo_cq_read(redo_t *r, uint32_t queue, uint64_t index, size_t n, cq_entry_t
     if (oq == NULL) {
         return -1;
     }
-    /* the part inside the file's window in one run, then the held entries laid over it */
+    /* the part inside the file's window [from, to) in one run, then the held entries laid over it; those below and
+       above it must all be held */
     uint64_t head = cq_head(oq->q), tail = cq_tail(oq->q), end = index + n;
     uint64_t from = index > head ? index : head, to = end < tail ? end : tail;
-    if (from < to && cq_read(oq->q, from, (size_t)(to - from), out + (from - index), err, errlen) != 0) {
+    if (from >= to) {
+        from = to = end; /* nothing in the file: all below */
+    } else if (cq_read(oq->q, from, (size_t)(to - from), out + (from - index), err, errlen) != 0) {
         return -1;
     }
-    int held = overlay_count(r->overlay) > 0;
-    for (uint64_t i = index; i < end; i++) {
-        int in_file = i >= from && i < to;
-        if ((held && overlay_cq(r->overlay, queue, i, &out[i - index]) == OVERLAY_HELD) || in_file) {
-            continue;
-        }
-        return err_set(err, errlen,
-                       "cq %08" PRIx32 ": entry %" PRIu64 " is neither held nor in the file's window [%" PRIu64
-                       ", %" PRIu64 ")",
-                       queue, i, head, tail);
+    uint64_t missing = UINT64_MAX;
+    size_t held = overlay_cq_run(r->overlay, queue, index, (size_t)(from - index), out);
+    if (held < from - index) {
+        missing = index + held;
     }
-    return 0;
+    overlay_cq_run(r->overlay, queue, from, (size_t)(to - from), out + (from - index));
+    held = overlay_cq_run(r->overlay, queue, to, (size_t)(end - to), out + (to - index));
+    if (missing == UINT64_MAX && held < end - to) {
+        missing = to + held;
+    }
+    if (missing == UINT64_MAX) {
+        return 0;
+    }
+    return err_set(err, errlen,
+                   "cq %08" PRIx32 ": entry %" PRIu64 " is neither held nor in the file's window [%" PRIu64 ", %" PRIu64
+                   ")",
+                   queue, missing, head, tail);
 }
 
 int redo_slot_read(redo_t *r, uint64_t base, uint64_t ordinal, size_t n, slot_t *out, size_t *got, char *err,
@@ -298,14 +306,9 @@ int redo_slot_read(redo_t *r, uint64_t base, uint64_t ordinal, size_t n, slot_t 
     if (in_file > 0 && slot_read_run(os->f, ordinal, in_file, out, err, errlen) != 0) {
         return -1;
     }
-    size_t k = 0;
-    int held = overlay_count(r->overlay) > 0;
-    for (; k < n; k++) {
-        if ((held && overlay_slot(r->overlay, base, ordinal + k, &out[k]) == OVERLAY_HELD) || k < in_file) {
-            continue;
-        }
-        break;
-    }
+    /* the held slots laid over those read; past the file, the run goes on while they are held */
+    overlay_slot_run(r->overlay, base, ordinal, in_file, out);
+    size_t k = in_file + overlay_slot_run(r->overlay, base, ordinal + in_file, n - in_file, out + in_file);
     if (k == 0) {
         char name[64];
         slot_file_name(base, name, sizeof name);

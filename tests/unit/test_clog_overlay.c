@@ -230,6 +230,44 @@ static void test_repeats_within_the_lookahead_and_a_long_cut(void)
     overlay_free(o);
 }
 
+/* A run lookup lays every held value of the run over what out held and
+ * counts the held places from its start up to the first not held; an empty
+ * overlay lays nothing. */
+static void test_runs(void)
+{
+    clog_overlay_t *o = overlay_new();
+    cq_entry_t e[6];
+    slot_t sl[6];
+    memset(e, 0, sizeof e);
+    TU_CHECK(overlay_cq_run(o, 1, 0, 6, e) == 0 && e[0].log_offset == 0, "nothing held: a prefix of 0");
+    redo_batch_t b = { 0 };
+    for (uint64_t i = 0; i < 6; i++) {
+        if (i != 3) {
+            redo_cq_write(&b, 1, 10 + i, &(cq_entry_t){ 100 + i, i });
+            redo_slot_write(&b, 4096, 20 + i, &(slot_t){ 200 + i, 1, 0, i });
+        }
+    }
+    redo_cq_write(&b, 2, 13, &(cq_entry_t){ 999, 0 }); /* another queue's index 13 */
+    add_record(o, 0, 50, &b, b.len);
+    for (size_t k = 0; k < 6; k++) {
+        e[k] = (cq_entry_t){ 7, 7 };
+        sl[k] = (slot_t){ 7, 7, 7, 7 };
+    }
+    size_t cq = overlay_cq_run(o, 1, 10, 6, e), slots = overlay_slot_run(o, 4096, 20, 6, sl);
+    TU_CHECK(cq == 3 && slots == 3, "held up to the first not held: %zu CQ entries, %zu slots", cq, slots);
+    int laid = 1;
+    for (size_t k = 0; k < 6; k++) {
+        laid &= k == 3 ? e[k].log_offset == 7 && sl[k].id == 7 : e[k].log_offset == 100 + k && sl[k].id == 200 + k;
+    }
+    TU_CHECK(laid, "every held value laid over, also past the first not held; the one not held left as it was");
+    TU_CHECK(overlay_cq_run(o, 1, 14, 2, e + 4) == 2 && overlay_cq_run(o, 1, 9, 3, e) == 0 &&
+                 overlay_slot_run(o, 4096, 26, 1, sl) == 0 && overlay_cq_run(o, 1, 10, 0, e) == 0,
+             "a run all held, one starting before the held, one past them, an empty one");
+    overlay_drop(o, 50);
+    redo_batch_free(&b);
+    overlay_free(o);
+}
+
 /* A model check over many places (the table grows and deletes shift runs):
  * random batches of puts, deletes, CQ and slot writes (and head moves, which
  * hold nothing) over a key space of `places`, up to max_held held, made in
@@ -392,6 +430,7 @@ static const tu_test_t overlay_tests[] = {
       test_twice_in_a_batch_and_record_lifetime },
     { "repeats within an add's lookahead; a record cut after more ops than it",
       test_repeats_within_the_lookahead_and_a_long_cut },
+    { "runs of CQ entries and slots: held values laid over, the held prefix counted", test_runs },
     { "200 random batches over 300 places, up to 8 held: every lookup is the last held writer's", test_model },
     { "160 random batches over 6000 places, up to 40 held, carried now and then: the last held writer's",
       test_model_many_held_and_carried },
