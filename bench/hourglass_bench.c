@@ -46,6 +46,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1044,6 +1045,77 @@ static floor_stats_t floor_stats(int port)
     return (floor_stats_t){ v[0], v[1], v[2], v[3] };
 }
 
+/* The broker's log-fsync histogram at one moment (GET /metrics,
+ * hourglass_fsync_seconds): the syncs, their seconds, and each bucket's upper
+ * bound (INFINITY for +Inf) with its cumulative count. */
+#define FSYNC_BUCKETS_MAX 32
+#define FSYNC_LONG_SECS   0.005 /* a log fsync "over 5 ms": the tail s51 attributed (docs/BENCH-broker.md) */
+typedef struct fsync_hist {
+    int buckets;
+    double le[FSYNC_BUCKETS_MAX], cumulative[FSYNC_BUCKETS_MAX];
+    double count, secs;
+} fsync_hist_t;
+
+static fsync_hist_t fsync_hist(int metrics_port)
+{
+    enum {
+        PAGE_BYTES = 1 << 18
+    };
+    fsync_hist_t h = { 0 };
+    char *page = malloc(PAGE_BYTES);
+    if (page == NULL)
+        abort();
+    if (tu_http_get(metrics_port, "/metrics", page, PAGE_BYTES) != 200)
+        tu_die(PROGRAM, "the broker's /metrics on port %d did not answer", metrics_port);
+    for (char *line = page, *next; line != NULL; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        char le[32];
+        double v;
+        if (sscanf(line, "hourglass_fsync_seconds_bucket{le=\"%31[^\"]\"} %lf", le, &v) == 2) {
+            if (h.buckets < FSYNC_BUCKETS_MAX) {
+                h.le[h.buckets] = strcmp(le, "+Inf") == 0 ? INFINITY : strtod(le, NULL);
+                h.cumulative[h.buckets++] = v;
+            }
+        } else if (sscanf(line, "hourglass_fsync_seconds_sum %lf", &v) == 1) {
+            h.secs = v;
+        } else if (sscanf(line, "hourglass_fsync_seconds_count %lf", &v) == 1) {
+            h.count = v;
+        }
+    }
+    free(page);
+    return h;
+}
+
+/* The log fsyncs over FSYNC_LONG_SECS between two readings of one broker,
+ * and the share of the fsync time they held. The histogram only bounds that
+ * share: at least each long sync at its bucket's lower bound; at most each at
+ * its upper bound, and at most the time the shorter syncs leave (each of them
+ * at its bucket's lower bound). */
+static void print_fsync_tail(const fsync_hist_t *before, const fsync_hist_t *after)
+{
+    double syncs = after->count - before->count, secs = after->secs - before->secs;
+    double long_syncs = 0, long_min = 0, long_max = 0, short_min = 0, lower = 0, below = 0;
+    for (int i = 0; i < after->buckets && i < before->buckets; i++) {
+        double upto = after->cumulative[i] - before->cumulative[i], in = upto - below;
+        if (lower >= FSYNC_LONG_SECS) {
+            long_syncs += in;
+            long_min += in * lower;
+            if (in > 0)
+                long_max += in * after->le[i]; /* INFINITY once a sync is in +Inf's bucket */
+        } else {
+            short_min += in * lower;
+        }
+        below = upto;
+        lower = after->le[i];
+    }
+    printf("  log fsyncs over %.0f ms: %.0f of %.0f (%.1f%%), holding %.0f-%.0f%% of the %.2f s in fsync\n",
+           FSYNC_LONG_SECS * 1000, long_syncs, syncs, syncs > 0 ? 100 * long_syncs / syncs : 0,
+           secs > 0 ? 100 * long_min / secs : 0,
+           secs > 0 ? 100 * (long_max < secs - short_min ? long_max : secs - short_min) / secs : 0, secs);
+}
+
 /* The median of n rates (sorts them). */
 static double median_of(double *v, int n)
 {
@@ -1073,7 +1145,9 @@ static void print_flood_row(const char *who, const char *what, const char *unit,
  * figures are read against. With --floor-port hourglass-floor takes a fourth:
  * append + fdatasync per loop pass and nothing else, the least any durable
  * single-loop design must do here, so a bound on its rate with these clients
- * and cores (bench/floor_server.c). */
+ * and cores (bench/floor_server.c). Each hourglass run also prints its log's
+ * fsyncs: count and p99 (INFO), and how many took over 5 ms and the share of
+ * the fsync time they held (/metrics, read before and after the run). */
 static void part_mixed(void)
 {
     int secs = opt.quick ? 8 : 15, runs = opt.quick ? 1 : opt.mixed_runs;
@@ -1089,7 +1163,9 @@ static void part_mixed(void)
         bp_broker_t b;
         start_broker(&b, NULL);
         double cpu0 = tu_proc_cpu_secs(b.pid);
+        fsync_hist_t fsync0 = fsync_hist(b.metrics_port);
         mixed_result_t h = run_mixed(b.port, CMD_SEND, secs, 0);
+        fsync_hist_t fsync1 = fsync_hist(b.metrics_port);
         double cpu1 = tu_proc_cpu_secs(b.pid);
         print_mixed("hourglass SEND DELAY 5s, PULL COUNT + ACK:", &h);
         char fsyncs[32], fsync_p99[32];
@@ -1099,6 +1175,7 @@ static void part_mixed(void)
          * rate is at most 1024 per fsync */
         printf("  broker CPU %.0f%% of one core; %s fsyncs of its log, p99 %s ms\n",
                100.0 * (cpu1 - cpu0) / (double)secs, fsyncs, fsync_p99);
+        print_fsync_tail(&fsync0, &fsync1);
         bp_destroy(&b);
         h_rate[run] = h.rate, h_overlap[run] = h.overlap_rate, h_delivered[run] = (double)h.delivered;
         if (opt.zadd_port > 0) {
