@@ -238,45 +238,34 @@ static int move_cq_entry(move_reads_t *r, uint32_t queue, uint64_t index, uint64
     return 0;
 }
 
-/* The message the entry e at index of queue names, when it is live there:
- * its record read from the log and its where-slot naming the entry back, not
- * revoked (§2: a record is trusted only when its slot names it). 1 with *m
- * (views into r's buffer, valid until the next read) and *j, 0 when it is
- * dead (its segment recycled, its slot naming another place: moved on or
- * revoked), -1 with err (a read failed, a damaged record). */
+/* The message the entry e at index of queue names, when it is live there
+ * (store_entry_record: its record read from the log and its where-slot naming
+ * the entry back, not revoked). 1 with *m (views into r's buffer, valid until
+ * the next read) and *j, 0 when it is dead (its segment recycled, its slot
+ * naming another place: moved on or revoked), -1 with err (a read failed, a
+ * damaged record). */
 static int move_journey(move_reads_t *r, uint32_t queue, uint64_t index, const cq_entry_t *e, msg_t *m,
                         idx_journey_t *j, char *err, size_t errlen)
 {
-    store_t *s = r->s;
-    clog_record_t rec;
+    uint32_t ordinal;
     char why[512];
-    int rc = clog_read(redo_log(s->redo), e->log_offset, &r->rd, &rec, why, sizeof why);
-    if (rc == CLOG_NOT_RECORD) {
+    switch (store_entry_record(r->s, &r->rd, &r->slots, queue, index, e->log_offset, m, &ordinal, why, sizeof why)) {
+    case STORE_ENTRY_RECORD_LIVE:
+        j->ordinal = ordinal;
+        j->queue = queue;
+        j->cq_index = index;
+        return 1;
+    case STORE_ENTRY_RECORD_NO_RECORD:
+    case STORE_ENTRY_RECORD_NOT_NAMED:
         return 0;
+    case STORE_ENTRY_RECORD_SLOT_FAILED:
+        return err_set(err, errlen, "%s", why); /* store_slot_run_get's words: they name the segment */
+    case STORE_ENTRY_RECORD_UNREADABLE:
+    case STORE_ENTRY_RECORD_UNDECODABLE:
+        break;
     }
-    uint32_t ordinal = 0;
-    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
-        return err_set(err, errlen,
-                       "the record of %016" PRIx64 " (consume queue %" PRIu32 ", entry %" PRIu64 ") in %s: %s",
-                       e->log_offset, queue, index, s->path, why);
-    }
-    slot_t sl = { 0 };
-    if (store_slot_run_get(s, &r->slots, e->log_offset - e->log_offset % s->opt.segment_bytes, ordinal, &sl, err,
-                           errlen) != 0) {
-        return -1;
-    }
-    if (sl.id != e->log_offset || sl.queue != queue || sl.cq_index != index || (sl.flags & SLOT_REVOKED)) {
-        return 0;
-    }
-    if (msg_decode_record(rec.data, rec.len, e->log_offset, ordinal, m, why, sizeof why) != 0) {
-        return err_set(err, errlen,
-                       "the record of %016" PRIx64 " (consume queue %" PRIu32 ", entry %" PRIu64 ") in %s: %s",
-                       e->log_offset, queue, index, s->path, why);
-    }
-    j->ordinal = ordinal;
-    j->queue = queue;
-    j->cq_index = index;
-    return 1;
+    return err_set(err, errlen, "the record of %016" PRIx64 " (consume queue %" PRIu32 ", entry %" PRIu64 ") in %s: %s",
+                   e->log_offset, queue, index, r->s->path, why);
 }
 
 /* lane_next_live's check for the due move: an entry the move's own hops

@@ -843,6 +843,55 @@ int store_log_slot_get(store_t *s, uint64_t id, uint32_t ordinal, slot_t *sl, in
 int store_slot_run_get(store_t *s, slot_run_t *run, uint64_t base, uint64_t ordinal, slot_t *sl, char *err,
                        size_t errlen);
 
+/* What store_entry_record found at a CQ entry's log offset. The failures
+ * leave their reason in why; each caller words them in its own terms. */
+typedef enum store_entry_record {
+    STORE_ENTRY_RECORD_LIVE,        /* the record, its slot naming the entry back, not revoked: *m, *ordinal */
+    STORE_ENTRY_RECORD_NO_RECORD,   /* no record of the log there (its segment recycled; a message without one) */
+    STORE_ENTRY_RECORD_NOT_NAMED,   /* its slot names another place (the message moved on) or is revoked */
+    STORE_ENTRY_RECORD_UNREADABLE,  /* the record or its ordinal unreadable (damaged): no slot read */
+    STORE_ENTRY_RECORD_SLOT_FAILED, /* its where-slot unreadable */
+    STORE_ENTRY_RECORD_UNDECODABLE, /* named back, but it does not decode (damaged) */
+} store_entry_record_t;
+
+/* The message that entry index of CQ queue names at log offset, read the one
+ * way every CQ reader trusts a record (design-commitlog.md §2: a record at an
+ * offset is trusted only when its where-slot names it back — a payload may
+ * hold a well-formed fake record at a guessable offset, and the slot of the
+ * ordinal the fake claims names another place): the record read through rd,
+ * its ordinal, the slot of that ordinal read through slots (store_slot_run_get's
+ * contract), which must name (offset, queue, index) and not be revoked, then
+ * the record decoded. LIVE with *m (views into rd's window, valid until its
+ * next read) and *ordinal; otherwise what it met (store_entry_record_t), a
+ * failure's reason in why. Inlined into its callers, the due move's heads and
+ * every step of a topic walk: the store's hot path, where a call's frame and
+ * ten arguments were a measurable part of the cost. */
+static inline __attribute__((always_inline)) store_entry_record_t
+store_entry_record(store_t *s, clog_reader_t *rd, slot_run_t *slots, uint32_t queue, uint64_t index, uint64_t offset,
+                   msg_t *m, uint32_t *ordinal, char *why, size_t whylen)
+{
+    clog_record_t rec;
+    int rc = clog_read(redo_log(s->redo), offset, rd, &rec, why, whylen);
+    if (rc == CLOG_NOT_RECORD) {
+        return STORE_ENTRY_RECORD_NO_RECORD;
+    }
+    *ordinal = 0;
+    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, ordinal, why, whylen) != 0) {
+        return STORE_ENTRY_RECORD_UNREADABLE;
+    }
+    slot_t sl;
+    if (store_slot_run_get(s, slots, offset - offset % s->opt.segment_bytes, *ordinal, &sl, why, whylen) != 0) {
+        return STORE_ENTRY_RECORD_SLOT_FAILED;
+    }
+    if (sl.id != offset || sl.queue != queue || sl.cq_index != index || (sl.flags & SLOT_REVOKED)) {
+        return STORE_ENTRY_RECORD_NOT_NAMED;
+    }
+    if (msg_decode_record(rec.data, rec.len, offset, *ordinal, m, why, whylen) != 0) {
+        return STORE_ENTRY_RECORD_UNDECODABLE;
+    }
+    return STORE_ENTRY_RECORD_LIVE;
+}
+
 /* store_checkpoint.c: recycle the log's segments below its checkpoint whose live count is 0
  * (the open's, once the counts are loaded: segcount_load). 0, or -1 with err. */
 int store_log_recycle(store_t *s, char *err, size_t errlen);

@@ -104,7 +104,8 @@ static void stamp_arrival(msg_t *m, uint64_t stamp_ms)
 /* The message of a live entry e of t at index: 1 with *m (views into rd's
  * window), -1 with err; *in_t = 1 instead when the slot does not vouch for it
  * (no record of the log there, a slot naming another place or revoked): its
- * 'T' key holds it when it is live. Inlined into its callers: every step
+ * 'T' key holds it when it is live. The record and its slot are read as
+ * store_entry_record reads them. Inlined into its callers: every step
  * of a topic walk (the lease walk's, the GC's) comes through here, and the
  * call's frame and ten arguments were over a quarter of the two functions' own cost. */
 static inline __attribute__((always_inline)) int entry_record(store_t *s, topic_state_t *t, uint64_t index,
@@ -112,38 +113,30 @@ static inline __attribute__((always_inline)) int entry_record(store_t *s, topic_
                                                               msg_t *m, int *in_t, char *err, size_t errlen)
 {
     *in_t = 0;
-    clog_record_t rec;
+    uint32_t ordinal;
     char why[512];
-    int rc = clog_read(redo_log(s->redo), e->log_offset, rd, &rec, why, sizeof why);
-    if (rc == CLOG_NOT_RECORD) {
-        *in_t = 1;
+    switch (store_entry_record(s, rd, slots, t->queue, index, e->log_offset, m, &ordinal, why, sizeof why)) {
+    case STORE_ENTRY_RECORD_LIVE:
+        stamp_arrival(m, e->due);
         return 1;
-    }
-    uint32_t ordinal = 0;
-    if (rc != 0 || msg_record_ordinal(rec.data, rec.len, &ordinal, why, sizeof why) != 0) {
+    case STORE_ENTRY_RECORD_NO_RECORD: /* a message with no record in the log: its 'T' key holds it */
+    case STORE_ENTRY_RECORD_NOT_NAMED: /* revoked, or its slot names another place: live only when its 'T' key */
+        *in_t = 1; /* holds it (a message whose journey was dropped, index_build.c's rebuild: appended without one) */
+        return 1;
+    case STORE_ENTRY_RECORD_UNREADABLE:
         if (store_where_slot_revoked(s, e->log_offset)) {
             *in_t = 1; /* a damaged record revoked: its 'T' key (none) says it is gone */
             return 1;
         }
-        return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s",
-                       t->name, index, e->log_offset, why);
-    }
-    slot_t sl;
-    uint64_t base = e->log_offset - e->log_offset % s->opt.segment_bytes;
-    if (store_slot_run_get(s, slots, base, ordinal, &sl, why, sizeof why) != 0) {
+        break;
+    case STORE_ENTRY_RECORD_SLOT_FAILED:
         return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the where-slot of %016" PRIx64 ": %s", t->name,
                        index, e->log_offset, why);
+    case STORE_ENTRY_RECORD_UNDECODABLE:
+        break;
     }
-    if (sl.id != e->log_offset || sl.queue != t->queue || sl.cq_index != index || (sl.flags & SLOT_REVOKED)) {
-        *in_t = 1; /* revoked, or its slot names another place: live only when its 'T' key holds it (a message */
-        return 1;  /* whose journey was dropped, index_build.c's rebuild: appended without one) */
-    }
-    if (msg_decode_record(rec.data, rec.len, e->log_offset, ordinal, m, why, sizeof why) != 0) {
-        return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s",
-                       t->name, index, e->log_offset, why);
-    }
-    stamp_arrival(m, e->due);
-    return 1;
+    return err_set(err, errlen, "topic %s, CQ index %" PRIu64 ": the commit-log record of %016" PRIx64 ": %s", t->name,
+                   index, e->log_offset, why);
 }
 
 /* t's 'T' key at seq (a message with no record in the log), decoded: 1
