@@ -477,14 +477,24 @@ static void test_parked_by_topic(void)
              IDLE_JOBS + 4);
     int idle_before = g_idle_wakes;
     writer_submit(w, job_make(busy_send_exec));
-    TU_CHECK(loop_until(base, &g_park_done, 1), "the SEND to busy woke no parked job");
-    TU_CHECK(g_park_done >= 1 && g_order[0] == 9, "the first parked job answered is seq %llu, want 9",
-             (unsigned long long)g_order[0]);
+    /* seq 9 has no deadline: only the SEND's wake answers it before the stop. Where it falls among the three
+       deadlines (200-600 ms after parking) depends on how fast this machine got here, so the order is checked
+       without it. */
+    TU_CHECK(loop_until(base, &g_park_done, 4), "%d of 4 parked jobs answered (a wake, 3 deadlines)", g_park_done);
+    uint64_t by_deadline[4];
+    int woken = 0, expired = 0;
+    for (int i = 0; i < 4 && i < g_park_done; i++) {
+        if (g_order[i] == 9) {
+            woken++;
+        } else {
+            by_deadline[expired++] = g_order[i];
+        }
+    }
+    TU_CHECK(woken == 1, "the SEND to busy woke its parked job (seq 9) %d times among the first 4 answers", woken);
     TU_CHECK(g_busy_wakes == 1, "the busy topic's parked job was asked %d times, want 1", (int)g_busy_wakes);
-    TU_CHECK(loop_until(base, &g_park_done, 4), "%d of 4 parked jobs answered (3 deadlines)", g_park_done);
-    for (int i = 1; i < 4 && i < g_park_done; i++) {
-        TU_CHECK(g_order[i] == (uint64_t)i, "answer %d was seq %llu, want %d (deadline order)", i,
-                 (unsigned long long)g_order[i], i);
+    for (int i = 0; i < expired; i++) {
+        TU_CHECK(by_deadline[i] == (uint64_t)i + 1, "expiry %d was seq %llu, want %d (deadline order)", i + 1,
+                 (unsigned long long)by_deadline[i], i + 1);
     }
     printf("\n    %d parked jobs on an idle topic: wake() asked %d times over the SEND and 3 expiries ", IDLE_JOBS,
            (int)g_idle_wakes - idle_before);
