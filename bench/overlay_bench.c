@@ -12,8 +12,9 @@
  * and three deletes (of keys put 30, 31 and 40 batches before: made, as
  * nearly all the cycle's are). The timed parts (each a noinline function, so
  * `valgrind --tool=callgrind --toggle-collect='step_*' overlay-bench` counts
- * their instructions alone): step_add, overlay_add of the batch's ops (built
- * by the encoders beside its record, as redo_commit holds them); step_lookups,
+ * their instructions alone): step_add, the batch's record decoded once
+ * (derived_decode, as the redo decodes a held batch's) and overlay_add of its
+ * ops; step_lookups,
  * as many CQ and slot lookups as it has messages — one in two hundred of a
  * held place, the rest of places made a while ago; step_drop, overlay_drop of
  * the oldest batch once HELD are held. Prints ns per written place (all
@@ -21,6 +22,7 @@
  * unless a lookup returns a wrong value (then it says which).
  * Usage: overlay-bench [--quick] (--quick: 68 batches, not 680).
  */
+#include "levels/clog_derived.h"
 #include "levels/clog_overlay.h"
 #include "levels/clog_redo.h"
 #include "levels/keys.h"
@@ -38,6 +40,8 @@
 typedef struct held_batch {
     uint64_t end;
     redo_batch_t b;
+    derived_op_t *ops; /* b's record decoded by step_add, as the redo decodes a held batch's once */
+    size_t nops;
 } held_batch_t;
 
 static void die(const char *what)
@@ -85,9 +89,11 @@ static void build_batch(redo_batch_t *b, uint64_t batch)
 static uint64_t lookups, held_found;
 
 /* The timed parts of one batch (see the head): the add, the lookups, the drop. */
-static __attribute__((noinline)) void step_add(clog_overlay_t *o, const held_batch_t *h)
+static __attribute__((noinline)) void step_add(clog_overlay_t *o, held_batch_t *h)
 {
-    overlay_add(o, h->end, h->b.native, h->b.ops);
+    int whole;
+    h->nops = derived_decode(h->b.derived, h->b.len, &h->ops, &whole);
+    overlay_add(o, h->end, h->ops, h->nops);
 }
 
 static __attribute__((noinline)) void step_lookups(const clog_overlay_t *o, uint64_t batch)
@@ -111,9 +117,11 @@ static __attribute__((noinline)) void step_lookups(const clog_overlay_t *o, uint
     }
 }
 
-static __attribute__((noinline)) void step_drop(clog_overlay_t *o, const held_batch_t *old)
+static __attribute__((noinline)) void step_drop(clog_overlay_t *o, held_batch_t *old)
 {
     overlay_drop(o, old->end);
+    free(old->ops);
+    old->ops = NULL;
 }
 
 static double now_ns(void)
@@ -159,6 +167,7 @@ int main(int argc, char **argv)
     printf("overlay-bench: add %.1f ns a place, drop %.1f ns a place, lookup %.1f ns\n", ns_add / (double)places,
            ns_drop / (double)places, ns_look / (double)lookups);
     for (size_t i = 0; i < HELD + 1; i++) {
+        free(ring[i].ops);
         redo_batch_free(&ring[i].b);
     }
     overlay_free(o);

@@ -5,6 +5,9 @@
 #include "levels/clog_derived.h"
 #include "levels/keys.h"
 
+#include "base/alloc.h"
+
+#include <stdlib.h>
 #include <string.h>
 
 int64_t derived_ops(const char *p, size_t n)
@@ -15,7 +18,8 @@ int64_t derived_ops(const char *p, size_t n)
     return be32_get(p + 4);
 }
 
-int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op)
+/* derived_next's body, inlined in derived_decode's loop too. */
+static inline __attribute__((always_inline)) int decode_op(const char *p, size_t n, size_t *at, derived_op_t *op)
 {
     size_t left = n - *at;
     if (left == 0) {
@@ -55,4 +59,33 @@ int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op)
     }
     *at += len;
     return 1;
+}
+
+int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op)
+{
+    return decode_op(p, n, at, op);
+}
+
+size_t derived_decode(const char *p, size_t n, derived_op_t **ops, int *whole)
+{
+    *ops = NULL;
+    *whole = 0;
+    int64_t count = derived_ops(p, n);
+    if (count <= 0) {
+        *whole = count == 0 && n == DERIVED_HEAD;
+        return 0;
+    }
+    /* every op takes at least 5 bytes: the array is bounded by the record, whatever its head claims */
+    size_t most = (uint64_t)count < n / 5 ? (size_t)count : n / 5, done = 0, at = DERIVED_HEAD;
+    derived_op_t *out = xmalloc((most > 0 ? most : 1) * sizeof *out);
+    while (done < most && decode_op(p, n, &at, &out[done])) {
+        done++;
+    }
+    *whole = done == (uint64_t)count && at == n;
+    if (done == 0) {
+        free(out);
+        out = NULL;
+    }
+    *ops = out;
+    return done;
 }

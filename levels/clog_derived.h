@@ -2,9 +2,8 @@
  * levels/clog_derived.h — reading a batch's derived-writes record (the
  * layout is atop levels/clog_redo.c, which writes it): one operation at a
  * time, bounds-checked, so the redo's apply and the readers' overlay of held
- * writes (levels/clog_overlay.h) decode it one way (a held batch's ops are
- * built in this form by the encoders, levels/clog_redo.h's redo_batch_t).
- * Private to levels/.
+ * writes (levels/clog_overlay.h) decode it one way; a held batch's record
+ * is decoded once (derived_decode) for both. Private to levels/.
  */
 #ifndef HG_LEVELS_CLOG_DERIVED_H
 #define HG_LEVELS_CLOG_DERIVED_H
@@ -50,5 +49,13 @@ int64_t derived_ops(const char *p, size_t n);
  * it starts). Only tag and the fields of its tag are set (a 'D' has val NULL
  * and vlen 0); the others keep what they held: read no other. */
 int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op);
+
+/* Decode the whole record p[0..n) once into *ops, a new array the caller
+ * free()s (NULL when no op decodes): the number of ops, in record order, as
+ * derived_next gives them — every op the head counts, or those before the
+ * first that does not decode. *whole is 1 when the head, its count and the
+ * ops ending exactly at n all check (what levels/clog_redo_files.c's apply
+ * of the record checks), else 0. Keys and values point into p. */
+size_t derived_decode(const char *p, size_t n, derived_op_t **ops, int *whole);
 
 #endif

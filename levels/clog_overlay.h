@@ -46,9 +46,10 @@ clog_overlay_t *overlay_new(void);
 void overlay_free(clog_overlay_t *o); /* NULL: nothing */
 
 /* The held writes of the batch ending at `end`: its derived-writes record's
- * ops[0..n), as levels/clog_derived.h's derived_next decodes them (a held
- * batch's are built so by the encoders, levels/clog_redo.h). The array is not
- * kept (the keys and values it points to are: see above). */
+ * ops[0..n), decoded (levels/clog_derived.h derived_decode; a record that
+ * does not decode whole gives what decodes before the damage: the redo
+ * refuses it anyway). The array is not kept (the keys and values it points
+ * to are: see above). */
 void overlay_add(clog_overlay_t *o, uint64_t end, const derived_op_t *ops, size_t n);
 
 /* The batch ending at `end` has been made: forget each of its writes that

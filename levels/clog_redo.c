@@ -16,11 +16,10 @@
  *   'P' key length u32, value length u32, key, value    a LevelDB put
  *   'D' key length u32, key                              a LevelDB delete
  * Running and redo share one path: a held batch is kept as its encoded
- * record and its ops as levels/clog_derived.h's decoder (the redo's) gives
- * them — built by the encoders beside the bytes they write, so the live path
- * decodes nothing — for the readers' overlay and the apply, and made by the
- * same code the redo uses (redo_apply_ops and redo_apply_record make each op
- * alike), so what the redo does is what running did.
+ * record, decoded once by levels/clog_derived.h's decoder (the redo's) for
+ * the readers' overlay and the apply, and made by the same code the redo
+ * uses (redo_apply_ops and redo_apply_record make each op alike), so what
+ * the redo does is what running did.
  */
 #define _GNU_SOURCE
 #include "levels/clog_redo_internal.h"
@@ -37,41 +36,16 @@
 /* ---- encoding ---------------------------------------------------------------------- */
 
 #define NEXT_RECORD_MAX (256 * 1024) /* the most a committed batch's record sizes its successor's buffer to */
-#define NEXT_OPS_MAX    8192         /* likewise its ops (48 bytes each) */
-#define OPS_MIN         64
 
-/* The record moved from old (a realloc): its ops' keys and values follow it. */
-static void keys_follow(redo_batch_t *b, uintptr_t old)
-{
-    for (uint32_t i = 0; i < b->ops; i++) {
-        derived_op_t *op = &b->native[i];
-        if (op->tag == 'P' || op->tag == 'D') {
-            op->key = b->derived + ((uintptr_t)op->key - old);
-            op->val = op->tag == 'P' ? b->derived + ((uintptr_t)op->val - old) : NULL;
-        }
-    }
-}
-
-/* Room for one more op of n bytes: its bytes, and *op its decoded form
- * (the caller sets its tag and fields as derived_next would). */
-static inline __attribute__((always_inline)) char *grow(redo_batch_t *b, size_t n, derived_op_t **op)
+static char *grow(redo_batch_t *b, size_t n)
 {
     if (b->len == 0) {
         b->len = DERIVED_HEAD;
     }
-    if (__builtin_expect(b->len + n > b->cap, 0)) {
-        uintptr_t old = (uintptr_t)b->derived;
+    if (b->len + n > b->cap) {
         b->cap = (b->len + n) * 2 > 256 ? (b->len + n) * 2 : 256;
         b->derived = xrealloc(b->derived, b->cap);
-        if ((uintptr_t)b->derived != old) {
-            keys_follow(b, old);
-        }
     }
-    if (__builtin_expect(b->ops == b->native_cap, 0)) {
-        b->native_cap = b->native_cap ? b->native_cap * 2 : OPS_MIN;
-        b->native = xrealloc(b->native, b->native_cap * sizeof *b->native);
-    }
-    *op = &b->native[b->ops];
     char *p = b->derived + b->len;
     b->len += n;
     b->ops++;
@@ -80,35 +54,25 @@ static inline __attribute__((always_inline)) char *grow(redo_batch_t *b, size_t 
 
 void redo_cq_write(redo_batch_t *b, uint32_t queue, uint64_t index, const cq_entry_t *e)
 {
-    derived_op_t *op;
-    char *p = grow(b, 29, &op);
+    char *p = grow(b, 29);
     p[0] = 'Q';
     be32_put(p + 1, queue);
     be64_put(p + 5, index);
     be64_put(p + 13, e->log_offset);
     be64_put(p + 21, e->due);
-    op->tag = 'Q';
-    op->queue = queue;
-    op->index = index;
-    op->entry = *e;
 }
 
 void redo_cq_head(redo_batch_t *b, uint32_t queue, uint64_t head)
 {
-    derived_op_t *op;
-    char *p = grow(b, 13, &op);
+    char *p = grow(b, 13);
     p[0] = 'H';
     be32_put(p + 1, queue);
     be64_put(p + 5, head);
-    op->tag = 'H';
-    op->queue = queue;
-    op->index = head;
 }
 
 void redo_slot_write(redo_batch_t *b, uint64_t segment_base, uint64_t ordinal, const slot_t *s)
 {
-    derived_op_t *op;
-    char *p = grow(b, 41, &op);
+    char *p = grow(b, 41);
     p[0] = 'S';
     be64_put(p + 1, segment_base);
     be64_put(p + 9, ordinal);
@@ -116,16 +80,11 @@ void redo_slot_write(redo_batch_t *b, uint64_t segment_base, uint64_t ordinal, c
     be32_put(p + 25, s->queue);
     be32_put(p + 29, s->flags);
     be64_put(p + 33, s->cq_index);
-    op->tag = 'S';
-    op->base = segment_base;
-    op->ordinal = ordinal;
-    op->slot = *s;
 }
 
 void redo_db_put(redo_batch_t *b, const void *key, size_t klen, const void *val, size_t vlen)
 {
-    derived_op_t *op;
-    char *p = grow(b, 9 + klen + vlen, &op);
+    char *p = grow(b, 9 + klen + vlen);
     p[0] = 'P';
     be32_put(p + 1, (uint32_t)klen);
     be32_put(p + 5, (uint32_t)vlen);
@@ -133,32 +92,20 @@ void redo_db_put(redo_batch_t *b, const void *key, size_t klen, const void *val,
     if (vlen > 0) {
         memcpy(p + 9 + klen, val, vlen);
     }
-    op->tag = 'P';
-    op->key = p + 9;
-    op->val = p + 9 + klen;
-    op->klen = (uint32_t)klen;
-    op->vlen = (uint32_t)vlen;
 }
 
 void redo_db_delete(redo_batch_t *b, const void *key, size_t klen)
 {
-    derived_op_t *op;
-    char *p = grow(b, 5 + klen, &op);
+    char *p = grow(b, 5 + klen);
     p[0] = 'D';
     be32_put(p + 1, (uint32_t)klen);
     memcpy(p + 5, key, klen);
-    op->tag = 'D';
-    op->key = p + 5;
-    op->val = NULL;
-    op->klen = (uint32_t)klen;
-    op->vlen = 0;
 }
 
 void redo_batch_free(redo_batch_t *b)
 {
     clog_batch_free(&b->log);
     free(b->derived);
-    free(b->native);
     memset(b, 0, sizeof *b);
 }
 
@@ -222,11 +169,9 @@ int redo_add_message(redo_t *r, redo_batch_t *b, const void *p, size_t n, uint64
     return rc == CLOG_BATCH_FULL ? REDO_BATCH_FULL : rc;
 }
 
-/* Hold the derived-writes record rec and its ops (both owned from now on) of
- * the batch [start, end); with in_overlay, readers see it through the
- * overlay. */
-static void hold(redo_t *r, uint64_t start, uint64_t end, char *rec, size_t len, derived_op_t *ops, size_t nops,
-                 int in_overlay)
+/* Hold the derived-writes record rec (owned from now on) of the batch
+ * [start, end); with in_overlay, readers see it through the overlay. */
+static void hold(redo_t *r, uint64_t start, uint64_t end, char *rec, size_t len, int in_overlay)
 {
     if (r->nheld == r->hcap) {
         if (r->hfirst > 0) {
@@ -239,9 +184,10 @@ static void hold(redo_t *r, uint64_t start, uint64_t end, char *rec, size_t len,
         }
     }
     held_t *h = &r->held[r->nheld++];
-    *h = (held_t){ start, end, rec, len, ops, nops, in_overlay };
+    *h = (held_t){ start, end, rec, len, NULL, 0, 0, in_overlay };
+    h->nops = derived_decode(rec, len, &h->ops, &h->ops_whole);
     if (in_overlay) {
-        overlay_add(r->overlay, end, ops, nops);
+        overlay_add(r->overlay, end, h->ops, h->nops);
     }
 }
 
@@ -282,13 +228,11 @@ static int commit_held(redo_t *r, redo_batch_t *b, uint64_t *end, int in_overlay
         return -1;
     }
     uint64_t e = clog_end(r->log);
-    hold(r, start, e, b->derived, b->len, b->native, b->ops, in_overlay);
-    /* the next record and its ops start with the room these had (up to NEXT_RECORD_MAX, NEXT_OPS_MAX): built up
-       from 256 bytes and OPS_MIN ops they were reallocated, and copied, about ten times */
-    b->cap = b->cap < NEXT_RECORD_MAX ? b->cap : NEXT_RECORD_MAX;
+    hold(r, start, e, b->derived, b->len, in_overlay);
+    /* the next record starts as large as this one (up to NEXT_RECORD_MAX): built up from 256 bytes it was
+       reallocated, and copied, about ten times */
+    b->cap = b->len < NEXT_RECORD_MAX ? b->len : NEXT_RECORD_MAX;
     b->derived = xmalloc(b->cap);
-    b->native_cap = b->native_cap < NEXT_OPS_MAX ? b->native_cap : NEXT_OPS_MAX;
-    b->native = xmalloc(b->native_cap * sizeof *b->native);
     b->len = 0;
     b->ops = b->messages = 0;
     if (end != NULL) {
@@ -334,7 +278,8 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen)
     uint64_t durable = clog_durable(r->log);
     while (r->hfirst < r->nheld && r->held[r->hfirst].end <= durable) {
         held_t *h = &r->held[r->hfirst];
-        int rc = redo_apply_ops(r, h->end, h->ops, h->nops, err, errlen);
+        int rc = h->ops_whole ? redo_apply_ops(r, h->end, h->ops, h->nops, err, errlen)
+                              : redo_apply_record(r, h->end, h->rec, h->len, err, errlen);
         if (rc != 0) {
             return rc;
         }

@@ -113,8 +113,6 @@ typedef struct redo_batch {
     clog_batch_t log;
     char *derived; /* the derived-writes record, after its 8-byte head */
     size_t len, cap;
-    derived_op_t *native; /* its ops[0..ops) as derived_next decodes them (keys and values point into derived) */
-    size_t native_cap;
     uint32_t ops;
     uint32_t messages;
 } redo_batch_t;

@@ -37,8 +37,9 @@ typedef struct held {
     uint64_t start, end; /* the batch's first offset and its end in the log */
     char *rec;           /* its derived-writes record */
     size_t len;
-    derived_op_t *ops; /* rec's ops as derived_next decodes them, for the overlay and the apply (built with it) */
+    derived_op_t *ops; /* rec decoded once, for the overlay and the apply (keys and values point into rec) */
     size_t nops;
+    int ops_whole;  /* rec decoded whole: the apply makes ops; else it applies rec, which reports the damage */
     int in_overlay; /* 0 only inside redo_commit_applied, until its sync and apply succeed */
 } held_t;
 
@@ -91,9 +92,9 @@ static inline key_buf_t redo_mark_key(const char *name)
  * or -1 with err. */
 int redo_apply_record(redo_t *r, uint64_t end, const char *p, size_t n, char *err, size_t errlen);
 
-/* clog_redo_files.c: redo_apply_record of a record whose ops[0..n) are
- * given decoded (a held batch's, built by the encoders): the same writes,
- * made the same way. 0, or -1 with err. */
+/* clog_redo_files.c: redo_apply_record of a record decoded whole into
+ * ops[0..n) (derived_decode): the same writes, made the same way, without
+ * decoding it again. 0, or -1 with err. */
 int redo_apply_ops(redo_t *r, uint64_t end, const derived_op_t *ops, size_t n, char *err, size_t errlen);
 
 /* clog_checkpoint.c: a checkpoint being finished on the finisher's thread is

@@ -1,11 +1,11 @@
 /*
- * tests/unit/test_clog_derived.c — a batch's derived-writes record and its
- * ops (levels/clog_derived.h, levels/clog_redo.h): the encoders build each op
- * beside the bytes they write, and a held batch is applied and laid over by
- * those ops without decoding the record (the redo at open decodes it with
- * derived_next), so the ops must be what derived_next decodes from the
- * record — field for field, keys and values pointing into the record, also
- * after the record was reallocated as it grew.
+ * tests/unit/test_clog_derived.c — the decoder of the derived-writes record
+ * (levels/clog_derived.h): derived_decode, which decodes a held batch's
+ * record once for the readers' overlay and the apply, gives the ops
+ * derived_next gives one at a time, and calls a record whole exactly when
+ * the apply of the record (levels/clog_redo_files.c) would accept it —
+ * otherwise the held batch is applied from its record, which reports the
+ * damage. Records are built with the batch encoders of levels/clog_redo.h.
  */
 #include "levels/clog_derived.h"
 #include "levels/clog_redo.h"
@@ -13,10 +13,21 @@
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A batch of every kind of op; its record's head filled as redo_commit fills it. */
+static void every_kind(redo_batch_t *b)
+{
+    *b = (redo_batch_t){ 0 };
+    redo_cq_write(b, 3, 10, &(cq_entry_t){ 4096, 77 });
+    redo_cq_head(b, 3, 9);
+    redo_slot_write(b, 65536, 2, &(slot_t){ 4096, 3, 1, 10 });
+    redo_db_put(b, "Yk", 2, "lease", 5);
+    redo_db_delete(b, "Kc", 2);
+    memcpy(b->derived, DERIVED_MAGIC, 4);
+    be32_put(b->derived + 4, b->ops);
+}
 
 static int same_op(const derived_op_t *x, const derived_op_t *y)
 {
@@ -39,64 +50,73 @@ static int same_op(const derived_op_t *x, const derived_op_t *y)
     }
 }
 
-/* How many of b's ops are what derived_next decodes from its record, which
- * must decode to exactly b->ops ops. */
-static uint32_t ops_as_decoded(const redo_batch_t *b)
+static void test_whole_record(void)
 {
-    size_t at = DERIVED_HEAD;
-    uint32_t same = 0;
-    for (uint32_t i = 0; i < b->ops; i++) {
+    redo_batch_t b;
+    every_kind(&b);
+    derived_op_t *ops;
+    int whole = 0;
+    size_t n = derived_decode(b.derived, b.len, &ops, &whole);
+    TU_REQUIRE(n == 5 && whole == 1 && ops != NULL, "%zu ops, whole %d", n, whole);
+    size_t at = DERIVED_HEAD, same = 0;
+    for (size_t i = 0; i < n; i++) {
         derived_op_t op;
-        same += derived_next(b->derived, b->len, &at, &op) == 1 && same_op(&b->native[i], &op);
+        same += derived_next(b.derived, b.len, &at, &op) == 1 && same_op(&ops[i], &op);
     }
-    return at == b->len ? same : 0;
-}
-
-static void test_every_kind(void)
-{
-    redo_batch_t b = { 0 };
-    redo_cq_write(&b, 3, 10, &(cq_entry_t){ 4096, 77 });
-    redo_cq_head(&b, 3, 9);
-    redo_slot_write(&b, 65536, 2, &(slot_t){ 4096, 3, 1, 10 });
-    redo_db_put(&b, "Yk", 2, "lease", 5);
-    redo_db_put(&b, "Kz", 2, "", 0);
-    redo_db_delete(&b, "Kc", 2);
-    TU_CHECK(b.ops == 6 && ops_as_decoded(&b) == 6, "%" PRIu32 " of 6 ops as derived_next decodes them",
-             ops_as_decoded(&b));
-    TU_CHECK(b.native[0].entry.log_offset == 4096 && b.native[2].slot.flags == 1 && b.native[3].vlen == 5 &&
-                 memcmp(b.native[3].val, "lease", 5) == 0 && memcmp(b.native[5].key, "Kc", 2) == 0,
-             "the fields, keys and values");
+    TU_CHECK(same == n && at == b.len, "%zu of %zu ops as derived_next gives them", same, n);
+    TU_CHECK(ops[0].tag == 'Q' && ops[0].entry.log_offset == 4096 && ops[2].slot.flags == 1 && ops[3].vlen == 5 &&
+                 memcmp(ops[3].val, "lease", 5) == 0 && ops[3].key > b.derived && ops[3].key < b.derived + b.len,
+             "the fields, keys and values inside the record");
+    free(ops);
     redo_batch_free(&b);
 }
 
-/* Many puts and deletes between the other kinds: the record is reallocated
- * (and moves) many times, and every key and value made before follows it. */
-static void test_keys_follow_the_record(void)
+/* What the apply of the record refuses is not whole; the ops before the
+ * damage are given (the overlay holds them, as before). */
+static void test_damage_is_not_whole(void)
 {
-    redo_batch_t b = { 0 };
-    char key[40], val[80];
-    int moved = 0;
-    for (uint32_t i = 0; i < 3000; i++) {
-        uintptr_t before = (uintptr_t)b.derived;
-        snprintf(key, sizeof key, "K%08" PRIu32, i);
-        snprintf(val, sizeof val, "value of %" PRIu32 " %*s", i, (int)(i % 40), "");
-        if (i % 3 == 0) {
-            redo_db_delete(&b, key, strlen(key));
-        } else if (i % 3 == 1) {
-            redo_db_put(&b, key, strlen(key), val, strlen(val));
-        } else {
-            redo_slot_write(&b, 0, i, &(slot_t){ i, 1, 0, i });
-        }
-        moved += before != 0 && (uintptr_t)b.derived != before;
-    }
-    TU_CHECK(moved > 0, "the record moved as it grew (%d times)", moved);
-    TU_CHECK(ops_as_decoded(&b) == 3000, "%" PRIu32 " of 3000 ops as derived_next decodes them", ops_as_decoded(&b));
+    redo_batch_t b;
+    every_kind(&b);
+    derived_op_t *ops;
+    int whole = 1;
+    size_t n = derived_decode(b.derived, DERIVED_HEAD - 1, &ops, &whole);
+    TU_CHECK(n == 0 && ops == NULL && whole == 0, "a cut head: %zu ops, whole %d", n, whole);
+    b.derived[0] = 'X';
+    n = derived_decode(b.derived, b.len, &ops, &whole);
+    TU_CHECK(n == 0 && ops == NULL && whole == 0, "no magic: %zu ops, whole %d", n, whole);
+    b.derived[0] = 'H';
+
+    n = derived_decode(b.derived, b.len - 1, &ops, &whole);
+    TU_CHECK(n == 4 && whole == 0 && ops[3].tag == 'P', "the last op cut: %zu ops, whole %d", n, whole);
+    free(ops);
+
+    be32_put(b.derived + 4, 6);
+    n = derived_decode(b.derived, b.len, &ops, &whole);
+    TU_CHECK(n == 5 && whole == 0, "a count past the ops: %zu ops, whole %d", n, whole);
+    free(ops);
+
+    be32_put(b.derived + 4, 4);
+    n = derived_decode(b.derived, b.len, &ops, &whole);
+    TU_CHECK(n == 4 && whole == 0, "bytes after the counted ops: %zu ops, whole %d", n, whole);
+    free(ops);
+
+    be32_put(b.derived + 4, 0);
+    n = derived_decode(b.derived, DERIVED_HEAD, &ops, &whole);
+    TU_CHECK(n == 0 && ops == NULL && whole == 1, "an empty record is whole: %zu ops, whole %d", n, whole);
+    n = derived_decode(b.derived, b.len, &ops, &whole);
+    TU_CHECK(n == 0 && ops == NULL && whole == 0, "no ops counted, bytes after: %zu ops, whole %d", n, whole);
+
+    be32_put(b.derived + 4, 0xffffffffu);
+    n = derived_decode(b.derived, b.len, &ops, &whole);
+    TU_CHECK(n == 5 && whole == 0, "a count far past the record: %zu ops, whole %d", n, whole);
+    free(ops);
     redo_batch_free(&b);
 }
 
 static const tu_test_t derived_tests[] = {
-    { "the encoders' ops are what derived_next decodes from their record", test_every_kind },
-    { "keys and values follow the record when it moves as it grows", test_keys_follow_the_record },
+    { "a whole record decodes once into the ops derived_next gives", test_whole_record },
+    { "a bad head, a cut op, a count off, bytes after: not whole, the ops before the damage",
+      test_damage_is_not_whole },
     { NULL, NULL },
 };
 

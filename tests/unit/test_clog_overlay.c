@@ -24,17 +24,23 @@ static const char *record_of(redo_batch_t *b)
     return b->derived;
 }
 
-/* overlay_add (to: overlay_move from `from` to `to`) of b's first n ops, as
- * redo_commit gives a held batch's (built by the encoders beside its record,
- * whose head is filled). */
-static void add_record(clog_overlay_t *o, uint64_t from, uint64_t to, redo_batch_t *b, size_t n)
+/* overlay_add (to: overlay_move from `from` to `to`) of b's record[0..len)
+ * decoded as the redo decodes a held batch's; the ops array is freed at once
+ * (the overlay keeps none of it). */
+static void add_record(clog_overlay_t *o, uint64_t from, uint64_t to, redo_batch_t *b, size_t len)
 {
-    record_of(b);
+    derived_op_t *ops;
+    int whole;
+    size_t n = derived_decode(record_of(b), len, &ops, &whole);
     if (from != 0) {
-        overlay_move(o, from, to, b->native, n);
+        overlay_move(o, from, to, ops, n);
     } else {
-        overlay_add(o, to, b->native, n);
+        overlay_add(o, to, ops, n);
     }
+    if (ops != NULL) {
+        memset(ops, 0xee, n * sizeof *ops);
+    }
+    free(ops);
 }
 
 static int held_value(const clog_overlay_t *o, const char *key, const char *want)
@@ -54,7 +60,7 @@ static void test_lookups(void)
     redo_slot_write(&b, 65536, 2, &(slot_t){ 4096, 3, 0, 10 });
     redo_db_put(&b, "Yk", 2, "lease", 5);
     redo_db_delete(&b, "Kc", 2);
-    add_record(o, 0, 1000, &b, b.ops);
+    add_record(o, 0, 1000, &b, b.len);
     CU_ASSERT_EQUAL(overlay_count(o), 4); /* the head move is not kept */
     cq_entry_t e;
     TU_CHECK(overlay_cq(o, 3, 10, &e) == OVERLAY_HELD && e.log_offset == 4096 && e.due == 77, "the held CQ entry");
@@ -87,8 +93,8 @@ static void test_later_batch_wins(void)
     redo_db_delete(&b2, "Yk", 2);
     redo_slot_write(&b2, 0, 5, &(slot_t){ 100, 1, SLOT_REVOKED, 0 });
     redo_db_put(&b2, "Oa", 2, "copy2", 5);
-    add_record(o, 0, 200, &b1, b1.ops);
-    add_record(o, 0, 300, &b2, b2.ops);
+    add_record(o, 0, 200, &b1, b1.len);
+    add_record(o, 0, 300, &b2, b2.len);
     const char *v;
     size_t n;
     slot_t s;
@@ -114,10 +120,10 @@ static void test_moved(void)
     redo_cq_write(&b1, 1, 0, &(cq_entry_t){ 10, 1 });
     redo_db_put(&b1, "Kx", 2, "1", 1);
     redo_cq_write(&b2, 1, 0, &(cq_entry_t){ 20, 2 });
-    add_record(o, 0, 500, &b1, b1.ops);
-    add_record(o, 0, 600, &b2, b2.ops);
-    add_record(o, 500, 9000, &b1, b1.ops);
-    add_record(o, 600, 9100, &b2, b2.ops);
+    add_record(o, 0, 500, &b1, b1.len);
+    add_record(o, 0, 600, &b2, b2.len);
+    add_record(o, 500, 9000, &b1, b1.len);
+    add_record(o, 600, 9100, &b2, b2.len);
     cq_entry_t e;
     TU_CHECK(overlay_cq(o, 1, 0, &e) == OVERLAY_HELD && e.log_offset == 20, "the later carried batch's entry");
     overlay_drop(o, 500);
@@ -132,8 +138,8 @@ static void test_moved(void)
     overlay_free(o);
 }
 
-/* The ops given are held and no more (the batch's last op left out), and a
- * long key (past the lookups' stack buffer) works like a short one. */
+/* A record cut inside an operation: what decodes before the cut is held,
+ * and a long key (past the lookups' stack buffer) works like a short one. */
 static void test_cut_record_and_long_key(void)
 {
     clog_overlay_t *o = overlay_new();
@@ -142,7 +148,7 @@ static void test_cut_record_and_long_key(void)
     memset(key, 'k', sizeof key);
     redo_db_put(&b, key, sizeof key, "v", 1);
     redo_cq_write(&b, 2, 0, &(cq_entry_t){ 8, 8 });
-    add_record(o, 0, 100, &b, b.ops - 1);
+    add_record(o, 0, 100, &b, b.len - 5);
     const char *v;
     size_t n;
     cq_entry_t e;
@@ -170,15 +176,15 @@ static void test_twice_in_a_batch_and_record_lifetime(void)
     redo_cq_write(&b1, 1, 4, &(cq_entry_t){ 2, 2 });
     redo_db_put(&b2, "Oa", 2, "a1", 2);
     redo_db_put(&b3, "Oa", 2, "a2", 2);
-    add_record(o, 0, 10, &b1, b1.ops);
+    add_record(o, 0, 10, &b1, b1.len);
     cq_entry_t e;
     TU_CHECK(held_value(o, "Yk", "two") && overlay_cq(o, 1, 4, &e) == OVERLAY_HELD && e.log_offset == 2 &&
                  overlay_count(o) == 2,
              "the second write of a place in one batch is held, once");
     overlay_drop(o, 10);
     TU_CHECK(overlay_count(o) == 0, "made: both places forgotten (%zu held)", overlay_count(o));
-    add_record(o, 0, 20, &b2, b2.ops);
-    add_record(o, 0, 30, &b3, b3.ops);
+    add_record(o, 0, 20, &b2, b2.len);
+    add_record(o, 0, 30, &b3, b3.len);
     overlay_drop(o, 20);
     memset(b2.derived, 0xee, b2.len); /* the made batch's record is freed by the redo: nothing may point into it */
     TU_CHECK(held_value(o, "Oa", "a2") && overlay_count(o) == 1, "the later batch's value, from its own record");
@@ -190,10 +196,10 @@ static void test_twice_in_a_batch_and_record_lifetime(void)
     overlay_free(o);
 }
 
-/* An add hashes a few ops ahead of the one it writes: a place written
+/* An add decodes a few ops ahead of the one it writes: a place written
  * again within that window keeps one place and the later value, head moves
- * in between hold nothing, and ops cut after more than the window still
- * hold every op before the cut. */
+ * in between hold nothing, and a record cut after more ops than the window
+ * still holds every op before the cut. */
 static void test_repeats_within_the_lookahead_and_a_long_cut(void)
 {
     clog_overlay_t *o = overlay_new();
@@ -205,7 +211,7 @@ static void test_repeats_within_the_lookahead_and_a_long_cut(void)
     }
     redo_slot_write(&b, 0, 7, &(slot_t){ 9, 1, 0, 0 });
     redo_db_delete(&b, "Ka", 2);
-    add_record(o, 0, 10, &b, b.ops - 1); /* the delete cut: 61 ops before it */
+    add_record(o, 0, 10, &b, b.len - 1); /* the delete cut: 61 ops before it */
     cq_entry_t e;
     slot_t s;
     const char *v;
@@ -242,7 +248,7 @@ static void test_runs(void)
         }
     }
     redo_cq_write(&b, 2, 13, &(cq_entry_t){ 999, 0 }); /* another queue's index 13 */
-    add_record(o, 0, 50, &b, b.ops);
+    add_record(o, 0, 50, &b, b.len);
     for (size_t k = 0; k < 6; k++) {
         e[k] = (cq_entry_t){ 7, 7 };
         sl[k] = (slot_t){ 7, 7, 7, 7 };
@@ -371,11 +377,11 @@ static void run_model(int places, int batches, int max_writes, int max_held, int
     for (int k = 0; k < batches; k++) {
         model_batch(&md, k, 1 + (int)(model_rand(&x) % (unsigned)max_writes), &b[k], &x);
         md.end[k] = next_end++;
-        add_record(o, 0, md.end[k], &b[k], b[k].ops);
+        add_record(o, 0, md.end[k], &b[k], b[k].len);
         model_check(o, &md, first, k + 1, &bad);
         if (carries && model_rand(&x) % 16 == 0) { /* a failed sync: every held batch carried, in log order */
             for (int c = first; c <= k; c++) {
-                add_record(o, md.end[c], next_end, &b[c], b[c].ops);
+                add_record(o, md.end[c], next_end, &b[c], b[c].len);
                 md.end[c] = next_end++;
                 moves++;
             }
@@ -419,10 +425,10 @@ static const tu_test_t overlay_tests[] = {
     { "held CQ entries, slots, puts and deletes are seen; made ones are not", test_lookups },
     { "the later of two held batches wins, also after the earlier is made", test_later_batch_wins },
     { "batches carried after a failed sync keep the last writer's values", test_moved },
-    { "the ops given and no more are held; a long key", test_cut_record_and_long_key },
+    { "a record cut inside an operation; a long key", test_cut_record_and_long_key },
     { "a place written twice by one batch; a later writer outlives the earlier record",
       test_twice_in_a_batch_and_record_lifetime },
-    { "repeats within an add's lookahead; ops cut after more than it",
+    { "repeats within an add's lookahead; a record cut after more ops than it",
       test_repeats_within_the_lookahead_and_a_long_cut },
     { "runs of CQ entries and slots: held values laid over, the held prefix counted", test_runs },
     { "200 random batches over 300 places, up to 8 held: every lookup is the last held writer's", test_model },
