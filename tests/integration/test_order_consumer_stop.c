@@ -68,12 +68,15 @@ static int stop_cleanup(void)
 }
 
 /* The consumer's connection is inside the DO SLEEP of order SLEEPY: its
- * claim is done, its transaction open. */
+ * claim is done, its transaction open. The state, not the text alone: the
+ * consumer prepares every statement at start, and PROCESSLIST shows the
+ * text while it is prepared too, before any claim. */
 static int in_sleep(void *arg)
 {
     long long *conn = arg;
     *conn = oe_scalar(&env, "SELECT ID FROM information_schema.PROCESSLIST"
-                            " WHERE DB = 'hung' AND INFO LIKE 'DO SLEEP%'");
+                            " WHERE DB = 'hung' AND INFO LIKE 'DO SLEEP%'"
+                            " AND STATE = 'User sleep'");
     return *conn > 0;
 }
 
@@ -82,7 +85,8 @@ static int in_sleep_on(void *arg)
 {
     long long *conn = arg;
     *conn = oe_scalar(&env, "SELECT ID FROM information_schema.PROCESSLIST"
-                            " WHERE DB = '" BROKER_DB "' AND INFO LIKE 'DO SLEEP%'");
+                            " WHERE DB = '" BROKER_DB "' AND INFO LIKE 'DO SLEEP%'"
+                            " AND STATE = 'User sleep'");
     return *conn > 0;
 }
 
