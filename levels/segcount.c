@@ -8,9 +8,17 @@
  * readable until it arrives. One 'S' record per segment with a count above
  * 0 (keys.h), written with the batch that changes it; loaded at open.
  *
- * The counts live in a small array (one entry per segment holding waiting
- * messages: the log's size over the segment size, tens) searched from the
- * last one used, which is the current segment on the hot path.
+ * The counts live in an array sorted by base (one entry per segment holding
+ * waiting messages: a delay queue keeps days of segments, thousands), so a
+ * lookup is a binary search: the checkpoint's recycle asks for every segment
+ * below it (store_checkpoint.c), and a linear search made that walk quadratic
+ * in the log's length each second. Entries are added where they sort (the
+ * current segment's base only grows, so a SEND appends; the open's load reads
+ * the 'S' records in key order, which is base order; an index rebuild adds in
+ * any order and inserts) and removed by closing the gap (segcount_flush), so
+ * the order holds at every step. A one-entry memo (seg_last) of the entry the
+ * last segcount_add moved keeps the hot path, a SEND into the current
+ * segment, one compare.
  *
  * Threading: the store's owner thread.
  */
@@ -20,41 +28,58 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* The entry of segment base, made at 0 when make is set; NULL otherwise. */
-static seg_count_t *find(store_t *s, uint64_t base, int make)
+static int compare_base(const void *key, const void *entry)
+{
+    uint64_t a = *(const uint64_t *)key, b = ((const seg_count_t *)entry)->base;
+    return (a > b) - (a < b);
+}
+
+/* The entry of segment base, or NULL: a binary search. */
+static seg_count_t *find(store_t *s, uint64_t base)
+{
+    return s->n_seg > 0 ? bsearch(&base, s->seg, s->n_seg, sizeof *s->seg, compare_base) : NULL;
+}
+
+/* The entry of segment base, made at 0 where its base sorts when there is
+ * none; it becomes the memo. The place is looked for from the end, where a
+ * SEND's new segment sorts: one compare then, and no more than the memmove
+ * otherwise. */
+static seg_count_t *find_or_make(store_t *s, uint64_t base)
 {
     if (s->seg_last < s->n_seg && s->seg[s->seg_last].base == base) {
         return &s->seg[s->seg_last];
     }
-    for (size_t i = 0; i < s->n_seg; i++) {
-        if (s->seg[i].base == base) {
-            s->seg_last = i;
-            return &s->seg[i];
+    seg_count_t *c = find(s, base);
+    if (c == NULL) {
+        size_t i = s->n_seg;
+        while (i > 0 && s->seg[i - 1].base > base) {
+            i--;
         }
+        if (s->n_seg == s->cap_seg) {
+            s->cap_seg = s->cap_seg ? 2 * s->cap_seg : 16;
+            s->seg = xrealloc(s->seg, s->cap_seg * sizeof *s->seg);
+        }
+        memmove(&s->seg[i + 1], &s->seg[i], (s->n_seg - i) * sizeof *s->seg); /* nothing when it appends */
+        s->seg[i] = (seg_count_t){ base, 0, 0 };
+        s->n_seg++;
+        c = &s->seg[i];
     }
-    if (!make) {
-        return NULL;
-    }
-    if (s->n_seg == s->cap_seg) {
-        s->cap_seg = s->cap_seg ? 2 * s->cap_seg : 16;
-        s->seg = xrealloc(s->seg, s->cap_seg * sizeof *s->seg);
-    }
-    s->seg[s->n_seg] = (seg_count_t){ base, 0, 0 };
-    s->seg_last = s->n_seg;
-    return &s->seg[s->n_seg++];
+    s->seg_last = (size_t)(c - s->seg);
+    return c;
 }
 
 void segcount_add(store_t *s, uint64_t id, int delta)
 {
-    seg_count_t *c = find(s, id - id % s->opt.segment_bytes, 1);
+    seg_count_t *c = find_or_make(s, id - id % s->opt.segment_bytes);
     c->live += (uint64_t)(int64_t)delta;
     c->dirty = 1;
 }
 
 uint64_t segcount_live(store_t *s, uint64_t base)
 {
-    const seg_count_t *c = find(s, base, 0);
+    const seg_count_t *c = find(s, base);
     return c != NULL ? c->live : 0;
 }
 
@@ -68,27 +93,31 @@ void segcount_drop_all(store_t *s)
 
 void segcount_flush(store_t *s)
 {
-    for (size_t i = 0; i < s->n_seg;) {
+    size_t kept = 0, memo = s->n_seg;
+    for (size_t i = 0; i < s->n_seg; i++) {
         seg_count_t *c = &s->seg[i];
-        if (!c->dirty) {
-            i++;
-            continue;
+        if (c->dirty) {
+            key_buf_t k;
+            key_start(&k, KEY_SEGMENT);
+            key_u64(&k, c->base);
+            c->dirty = 0;
+            if (c->live != 0) {
+                char v[8];
+                be64_put(v, c->live);
+                store_put(s, &k, v, sizeof v);
+            } else {
+                store_del(s, &k);
+                continue; /* dropped: the entries after it close the gap, in order */
+            }
         }
-        key_buf_t k;
-        key_start(&k, KEY_SEGMENT);
-        key_u64(&k, c->base);
-        c->dirty = 0;
-        if (c->live != 0) {
-            char v[8];
-            be64_put(v, c->live);
-            store_put(s, &k, v, sizeof v);
-            i++;
-            continue;
+        memo = i == s->seg_last ? kept : memo;
+        if (kept != i) {
+            s->seg[kept] = *c;
         }
-        store_del(s, &k);
-        s->seg[i] = s->seg[--s->n_seg]; /* the last one takes its place */
-        s->seg_last = 0;
+        kept++;
     }
+    s->n_seg = kept;
+    s->seg_last = memo < kept ? memo : (kept > 0 ? kept - 1 : 0); /* else the newest: the current segment */
 }
 
 int segcount_load(store_t *s, char *err, size_t errlen)
@@ -106,7 +135,7 @@ int segcount_load(store_t *s, char *err, size_t errlen)
                          key_describe(key, klen, d, sizeof d), s->path, vlen);
             break;
         }
-        seg_count_t *c = find(s, be64_get(key + 1), 1);
+        seg_count_t *c = find_or_make(s, be64_get(key + 1));
         c->live = be64_get(v);
     }
     if (rc == 0) {

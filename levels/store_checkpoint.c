@@ -32,8 +32,9 @@
  * millisecond or more a checkpoint); spares are not in it — they lie past the
  * log's end, or below B after a failed sync's carry or an open at a later
  * clock started the log past them. Segments with live messages are stepped
- * over a page at a time (a delay queue keeps days of them below B). 0, or -1
- * with err (a rename or a header write failed). */
+ * over a page at a time (a delay queue keeps days of them below B), each
+ * count a binary search (segcount_live): the walk is linear in the segments
+ * below B. 0, or -1 with err (a rename or a header write failed). */
 static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
 {
     clog_t *log = redo_log(s->redo);

@@ -298,7 +298,7 @@ struct store {
     uint64_t lane_live_index;
     uint64_t lane_loaded_tail; /* the lane's tail at open: entries below it were loaded, not pushed */
     uint64_t lane_move_tail;   /* during a due move: the lane's tail when it began (entries below are committed) */
-    struct seg_count *seg;     /* segcount.c */
+    struct seg_count *seg;     /* segcount.c: by base, ascending; seg_last its memo */
     size_t n_seg, cap_seg, seg_last;
     int log_append_failed;         /* the store broke at a refused log append: log and LevelDB as they were */
     int log_write_errno;           /* that append's failed system call's errno (clog_write_errno; 0: none) */
@@ -476,11 +476,17 @@ int store_load_groups(store_t *s, char *err, size_t errlen);
 typedef struct idx_journey idx_journey_t; /* index.c, below */
 
 /* segcount.c: the live count of each commit-log segment (design-commitlog.md
- * §5, 4a.3): messages of the segment on their SEND journey. segcount_add
- * moves the count of id's segment by delta (written with the next commit:
- * segcount_flush); segcount_live reads a segment's (0: none); segcount_load
- * reads the 'S' records at open (0, or -1 with err naming a corrupt record);
- * segcount_free drops them. */
+ * §5, 4a.3): messages of the segment on their SEND journey. The entries
+ * (store_t.seg) are sorted by base, strictly ascending, at every step, and
+ * only segments with an entry can have a count above 0. segcount_add moves
+ * the count of id's segment by delta (written with the next commit:
+ * segcount_flush, which drops the entries at 0 and keeps the order); one
+ * compare when it is the segment the last call moved (seg_last: a SEND into
+ * the current segment), a binary search otherwise. segcount_live reads a
+ * segment's (0: none) by a binary search, O(log entries), and changes
+ * nothing: the checkpoint's recycle asks for every segment below the
+ * checkpoint. segcount_load reads the 'S' records at open (0, or -1 with err
+ * naming a corrupt record); segcount_free drops them. */
 typedef struct seg_count {
     uint64_t base, live;
     int dirty;

@@ -13,6 +13,7 @@
 #include "levels/cq.h"
 #include "levels/keys.h"
 #include "levels/store.h"
+#include "levels/store_internal.h"
 #include "tests/helpers/store_fixture.h"
 #include "tests/helpers/testutil.h"
 
@@ -1029,6 +1030,120 @@ static void test_free_segments_after_many_delayed(void)
     CLOSE(&s);
 }
 
+/* 1 when the store's segment counts are sorted by base, strictly ascending
+ * (store_internal.h: segcount_live's binary search needs it). */
+static int segment_counts_sorted(const store_t *s)
+{
+    for (size_t i = 1; i < s->n_seg; i++) {
+        if (s->seg[i - 1].base >= s->seg[i].base) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Sends fillers (delay 0: in the topic log at once) until one lands at or
+ * past the segment after `after`'s; the last filler's id. */
+static uint64_t fill_past_segment(store_t *s, uint64_t after, uint64_t size)
+{
+    static char filler[20000];
+    memset(filler, 'f', sizeof filler);
+    char err[512] = "";
+    uint64_t id = after, due;
+    while (id - id % size <= after - after % size) {
+        TU_REQUIRE(send_raw(s, "t", 1, NULL, 0, filler, sizeof filler, 0, 0, T0, &id, &due, err, sizeof err) == 0 &&
+                       store_commit(s, err, sizeof err) == 0,
+                   "filler: %s", err);
+    }
+    return id;
+}
+
+#define MANY_SEGMENTS 300
+
+/* Many segments below the checkpoint, each holding one delayed message, whose
+ * counts fall to 0 in a shuffled order (the messages revoked a round at a
+ * time): after each round's checkpoints every segment at 0 is recycled and
+ * none still counted is — while the store stays open (segcount_flush drops
+ * entries between the checkpoints' lookups) and after a reopen (the counts
+ * loaded again) — and the counts stay sorted by base, which segcount_live's
+ * binary search needs (segcount.c). */
+static void test_many_segments_recycled_as_counts_fall(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.segment_bytes = CLOG_SEGMENT_MIN;
+    o.checkpoint_bytes = STORE_CHECKPOINT_MIN_BYTES; /* checkpoints while the rounds' fillers are applied */
+    o.checkpoint_on_thread = 0;
+    o.retention_ms = SEC; /* the fillers collected at +2 s (no group) */
+    uint64_t size = o.segment_bytes, delayed[MANY_SEGMENTS], last = 0;
+    int revoked[MANY_SEGMENTS] = { 0 }, order[MANY_SEGMENTS];
+    char err[512] = "";
+    store_t *s = OPEN(&o);
+    for (int i = 0; i < MANY_SEGMENTS; i++) { /* one delayed message a segment, in consecutive segments */
+        delayed[i] = SEND(s, "t", "d", 3, 0, T0, NULL);
+        COMMIT(s);
+        TU_REQUIRE(i == 0 || delayed[i] - delayed[i] % size == delayed[i - 1] - delayed[i - 1] % size + size,
+                   "delayed message %d in segment %016" PRIx64 ", not the one after %016" PRIx64, i, delayed[i],
+                   delayed[i - 1]);
+        last = fill_past_segment(s, delayed[i], size);
+    }
+    for (int i = 0; i < 4; i++) { /* the last delayed segment wholly below the next checkpoint */
+        last = fill_past_segment(s, last, size);
+    }
+    CLOSE(&s);
+    s = OPEN(&o); /* its checkpoint lies past them all */
+    int work = 0, lost = 0;
+    do {
+        REQUIRE_OK(store_maintain(s, T0 + 2 * SEC, 1000, &work, err, sizeof err), err);
+    } while (work > 0);
+    for (int i = 0; i < MANY_SEGMENTS; i++) {
+        lost += !segment_present(delayed[i] - delayed[i] % size);
+        order[i] = i;
+    }
+    TU_REQUIRE(lost == 0, "%d segments of delayed messages were recycled before any count fell", lost);
+    uint64_t rand_state = 52;
+    for (int i = MANY_SEGMENTS - 1; i > 0; i--) { /* a fixed shuffle (Fisher-Yates on a 64-bit LCG) */
+        rand_state = rand_state * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+        int j = (int)((rand_state >> 33) % (uint64_t)(i + 1)), swap = order[i];
+        order[i] = order[j];
+        order[j] = swap;
+    }
+    const int per_round = 37; /* not a divisor of MANY_SEGMENTS: the last round is short */
+    for (int from = 0, round = 0; from < MANY_SEGMENTS; from += per_round, round++) {
+        for (int k = from; k < from + per_round && k < MANY_SEGMENTS; k++) {
+            store_revoke_result_t r;
+            REQUIRE_OK(store_revoke_id(s, delayed[order[k]], &r, err, sizeof err), err);
+            TU_REQUIRE(r.revoked == 1, "message %d (%016" PRIx64 ") not revoked", order[k], delayed[order[k]]);
+            revoked[order[k]] = 1;
+        }
+        COMMIT(s);
+        TU_CHECK(segment_counts_sorted(s), "round %d: the segment counts lost their order after the revokes", round);
+        if (round % 2 == 1) { /* odd rounds: the open's checkpoint recycles, with the counts loaded */
+            CLOSE(&s);
+            s = OPEN(&o);
+            TU_CHECK(segment_counts_sorted(s), "round %d: the segment counts are out of order after a reopen", round);
+        } else { /* even rounds: a checkpoint while open, at an apply of fillers (1 MiB applied, 16 segments) */
+            uint64_t checkpointed = redo_checkpointed(s->redo);
+            for (int tries = 0; redo_checkpointed(s->redo) == checkpointed; tries++) {
+                TU_REQUIRE(tries < 200, "round %d: no checkpoint after %d segments of fillers", round, tries);
+                last = fill_past_segment(s, last, size);
+                REQUIRE_OK(store_log_sync(s, err, sizeof err), err);
+                REQUIRE_OK(store_apply_durable(s, err, sizeof err), err);
+            }
+        }
+        int early = 0, kept = 0;
+        for (int i = 0; i < MANY_SEGMENTS; i++) {
+            int present = segment_present(delayed[i] - delayed[i] % size);
+            early += !revoked[i] && !present;
+            kept += revoked[i] && present;
+        }
+        TU_CHECK(early == 0, "round %d: %d segments still holding a delayed message were recycled", round, early);
+        TU_CHECK(kept == 0, "round %d: %d segments whose count fell to 0 were kept", round, kept);
+        CHECK_STORE(s);
+    }
+    CLOSE(&s);
+}
+
 /* A SEND journey on a level served from its CQ writes no `L` entry and no
  * 'X' record — at SEND, at a hop, onto the lane (design-commitlog.md 4a.5):
  * its CQ entry and where-slot are its only record; nor at its arrival (4b: a
@@ -1086,6 +1201,8 @@ static const tu_test_t level_tests[] = {
     { "a segment is kept while a message of it is delayed", test_level_segment_kept_while_delayed },
     { "free segments after more than a checkpoint recycles of delayed ones are recycled",
       test_free_segments_after_many_delayed },
+    { "many segments below the checkpoint are recycled as their counts fall, in any order",
+      test_many_segments_recycled_as_counts_fall },
     { NULL, NULL },
 };
 
