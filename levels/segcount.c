@@ -9,16 +9,18 @@
  * 0 (keys.h), written with the batch that changes it; loaded at open.
  *
  * The counts live in an array sorted by base (one entry per segment holding
- * waiting messages: a delay queue keeps days of segments, thousands), so a
- * lookup is a binary search: the checkpoint's recycle asks for every segment
- * below it (store_checkpoint.c), and a linear search made that walk quadratic
- * in the log's length each second. Entries are added where they sort (the
- * current segment's base only grows, so a SEND appends; the open's load reads
- * the 'S' records in key order, which is base order; an index rebuild adds in
- * any order and inserts) and removed by closing the gap (segcount_flush), so
- * the order holds at every step. A one-entry memo (seg_last) of the entry the
- * last segcount_add moved keeps the hot path, a SEND into the current
- * segment, one compare.
+ * waiting messages: a delay queue keeps days of segments, thousands). The
+ * checkpoint's recycle asks for the count of every segment below it
+ * (store_checkpoint.c), once a second: a linear search from the start made
+ * that walk quadratic in the log's length. Its bases ascend, so it reads the
+ * counts with a cursor beside them (segcount_live_ascending: linear in the
+ * segments below the checkpoint); any other lookup is a binary search.
+ * Entries are added where they sort (the current segment's base only grows,
+ * so a SEND appends; the open's load reads the 'S' records in key order,
+ * which is base order; an index rebuild adds in any order and inserts) and
+ * removed by closing the gap (segcount_flush), so the order holds at every
+ * step. A one-entry memo (seg_last) of the entry the last segcount_add moved
+ * keeps the hot path, a SEND into the current segment, one compare.
  *
  * Threading: the store's owner thread.
  */
@@ -81,6 +83,16 @@ uint64_t segcount_live(store_t *s, uint64_t base)
 {
     const seg_count_t *c = find(s, base);
     return c != NULL ? c->live : 0;
+}
+
+uint64_t segcount_live_ascending(const store_t *s, size_t *at, uint64_t base)
+{
+    size_t i = *at;
+    while (i < s->n_seg && s->seg[i].base < base) {
+        i++;
+    }
+    *at = i;
+    return i < s->n_seg && s->seg[i].base == base ? s->seg[i].live : 0;
 }
 
 void segcount_drop_all(store_t *s)

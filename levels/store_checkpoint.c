@@ -32,19 +32,20 @@
  * millisecond or more a checkpoint); spares are not in it — they lie past the
  * log's end, or below B after a failed sync's carry or an open at a later
  * clock started the log past them. Segments with live messages are stepped
- * over a page at a time (a delay queue keeps days of them below B), each
- * count a binary search (segcount_live): the walk is linear in the segments
- * below B. 0, or -1 with err (a rename or a header write failed). */
+ * over a page at a time (a delay queue keeps days of them below B), their
+ * counts read beside them (segcount_live_ascending: both lists ascend), so
+ * the walk is linear in the segments below B. 0, or -1 with err (a rename or
+ * a header write failed). */
 static int recycle_below_checkpoint(store_t *s, char *err, size_t errlen)
 {
     clog_t *log = redo_log(s->redo);
     uint64_t b = redo_checkpointed(s->redo), page[RECYCLE_PER_CHECKPOINT], from = 0;
-    size_t recycled = 0, got;
+    size_t recycled = 0, got, count_at = 0;
     char why[512];
     do {
         got = clog_segments_below(log, from, b, page, RECYCLE_PER_CHECKPOINT);
         for (size_t i = 0; i < got && recycled < RECYCLE_PER_CHECKPOINT; i++) {
-            if (segcount_live(s, page[i]) != 0) {
+            if (segcount_live_ascending(s, &count_at, page[i]) != 0) {
                 continue;
             }
             /* renamed past every segment: the bases after it in page keep their files */

@@ -484,8 +484,11 @@ typedef struct idx_journey idx_journey_t; /* index.c, below */
  * compare when it is the segment the last call moved (seg_last: a SEND into
  * the current segment), a binary search otherwise. segcount_live reads a
  * segment's (0: none) by a binary search, O(log entries), and changes
- * nothing: the checkpoint's recycle asks for every segment below the
- * checkpoint. segcount_load reads the 'S' records at open (0, or -1 with err
+ * nothing. segcount_live_ascending reads the same for bases asked in
+ * ascending order, *at a cursor (0 before the first) it moves past the
+ * entries below base: a walk costs O(bases + entries below the last), as the
+ * checkpoint's recycle asks for every segment below the checkpoint; no
+ * segcount_add or segcount_flush between the calls of a walk. segcount_load reads the 'S' records at open (0, or -1 with err
  * naming a corrupt record); segcount_free drops them. */
 typedef struct seg_count {
     uint64_t base, live;
@@ -493,6 +496,7 @@ typedef struct seg_count {
 } seg_count_t;
 void segcount_add(store_t *s, uint64_t id, int delta);
 uint64_t segcount_live(store_t *s, uint64_t base);
+uint64_t segcount_live_ascending(const store_t *s, size_t *at, uint64_t base);
 void segcount_flush(store_t *s);
 void segcount_drop_all(store_t *s); /* every count to 0 (an index rebuilt without journeys) */
 int segcount_load(store_t *s, char *err, size_t errlen);
