@@ -488,8 +488,9 @@ typedef struct idx_journey idx_journey_t; /* index.c, below */
  * ascending order, *at a cursor (0 before the first) it moves past the
  * entries below base: a walk costs O(bases + entries below the last), as the
  * checkpoint's recycle asks for every segment below the checkpoint; no
- * segcount_add or segcount_flush between the calls of a walk. segcount_load reads the 'S' records at open (0, or -1 with err
- * naming a corrupt record); segcount_free drops them. */
+ * segcount_add or segcount_flush between the calls of a walk. segcount_load
+ * reads the 'S' records at open (0, or -1 with err naming a corrupt record);
+ * segcount_free drops them. */
 typedef struct seg_count {
     uint64_t base, live;
     int dirty;
@@ -585,9 +586,10 @@ uint64_t topic_cq_append(store_t *s, topic_state_t *t, uint64_t offset, uint64_t
  * err naming the topic, the index and the record's offset (a damaged record,
  * an unreadable entry or slot). *m's views point into rd's window (valid
  * until rd's next read) or, for a 'T'-held message, into *held: the value
- * read (free(3) it, even after -1); *held is NULL after 1 and 0. rd: a reader kept across calls (clog_reader_free); slots: a run kept
- * across calls (store_slot_run_get's contract). e: the entry when the caller
- * read it (NULL: read here). */
+ * read (free(3) it, even after -1); *held is NULL after 1 and 0. rd: a
+ * reader kept across calls (clog_reader_free); slots: a run kept across
+ * calls (store_slot_run_get's contract). e: the entry when the caller read it
+ * (NULL: read here). */
 int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_entry_t *e, clog_reader_t *rd,
                        slot_run_t *slots, char **held, msg_t *m, char *err, size_t errlen);
 /* topic_cq_entry_msg's answer for a live entry whose message its 'T' key holds. */
