@@ -66,9 +66,8 @@ int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op)
     return decode_op(p, n, at, op);
 }
 
-size_t derived_decode(const char *p, size_t n, derived_op_t **ops, int *whole)
+size_t derived_decode_into(const char *p, size_t n, derived_op_t **ops, size_t *cap, int *whole)
 {
-    *ops = NULL;
     *whole = 0;
     int64_t count = derived_ops(p, n);
     if (count <= 0) {
@@ -77,15 +76,27 @@ size_t derived_decode(const char *p, size_t n, derived_op_t **ops, int *whole)
     }
     /* every op takes at least 5 bytes: the array is bounded by the record, whatever its head claims */
     size_t most = (uint64_t)count < n / 5 ? (size_t)count : n / 5, done = 0, at = DERIVED_HEAD;
-    derived_op_t *out = xmalloc((most > 0 ? most : 1) * sizeof *out);
+    if (most > *cap) {
+        free(*ops); /* its ops are not kept: no copy */
+        *ops = xmalloc(most * sizeof **ops);
+        *cap = most;
+    }
+    derived_op_t *out = *ops;
     while (done < most && decode_op(p, n, &at, &out[done])) {
         done++;
     }
     *whole = done == (uint64_t)count && at == n;
+    return done;
+}
+
+size_t derived_decode(const char *p, size_t n, derived_op_t **ops, int *whole)
+{
+    size_t cap = 0;
+    *ops = NULL;
+    size_t done = derived_decode_into(p, n, ops, &cap, whole);
     if (done == 0) {
-        free(out);
-        out = NULL;
+        free(*ops);
+        *ops = NULL;
     }
-    *ops = out;
     return done;
 }

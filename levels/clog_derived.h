@@ -58,4 +58,12 @@ int derived_next(const char *p, size_t n, size_t *at, derived_op_t *op);
  * of the record checks), else 0. Keys and values point into p. */
 size_t derived_decode(const char *p, size_t n, derived_op_t **ops, int *whole);
 
+/* derived_decode into a reused array: *ops holds room for *cap ops (NULL
+ * and 0 for none yet). An array with room for the record's ops is used as
+ * it is, never freed or moved; one without is free()d and replaced by a new
+ * one (its ops not kept, *cap updated), which stays the caller's to free(),
+ * also when no op decodes. Returns what derived_decode returns, sets *whole
+ * alike. */
+size_t derived_decode_into(const char *p, size_t n, derived_op_t **ops, size_t *cap, int *whole);
+
 #endif

@@ -184,8 +184,13 @@ static void hold(redo_t *r, uint64_t start, uint64_t end, char *rec, size_t len,
         }
     }
     held_t *h = &r->held[r->nheld++];
-    *h = (held_t){ start, end, rec, len, NULL, 0, 0, in_overlay };
-    h->nops = derived_decode(rec, len, &h->ops, &h->ops_whole);
+    *h = (held_t){ .start = start, .end = end, .rec = rec, .len = len, .in_overlay = in_overlay };
+    if (r->nspare > 0) {
+        spare_ops_t *s = &r->spare[--r->nspare];
+        h->ops = s->ops;
+        h->ops_cap = s->cap;
+    }
+    h->nops = derived_decode_into(rec, len, &h->ops, &h->ops_cap, &h->ops_whole);
     if (in_overlay) {
         overlay_add(r->overlay, end, h->ops, h->nops);
     }
@@ -287,7 +292,11 @@ int redo_apply_durable(redo_t *r, char *err, size_t errlen)
             overlay_drop(r->overlay, h->end);
         }
         r->applied_since += h->end - h->start;
-        free(h->ops);
+        if (r->nspare < REDO_SPARE_OPS) {
+            r->spare[r->nspare++] = (spare_ops_t){ h->ops, h->ops_cap };
+        } else {
+            free(h->ops);
+        }
         free(h->rec);
         r->hfirst++;
     }

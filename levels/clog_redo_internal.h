@@ -38,10 +38,17 @@ typedef struct held {
     char *rec;           /* its derived-writes record */
     size_t len;
     derived_op_t *ops; /* rec decoded once, for the overlay and the apply (keys and values point into rec) */
-    size_t nops;
+    size_t nops, ops_cap;
     int ops_whole;  /* rec decoded whole: the apply makes ops; else it applies rec, which reports the damage */
     int in_overlay; /* 0 only inside redo_commit_applied, until its sync and apply succeed */
 } held_t;
+
+#define REDO_SPARE_OPS 8 /* applied batches' op arrays kept for the next batches held */
+
+typedef struct spare_ops {
+    derived_op_t *ops;
+    size_t cap;
+} spare_ops_t;
 
 struct redo {
     char *dir;
@@ -59,6 +66,8 @@ struct redo {
     held_t *held;            /* a FIFO: [hfirst, nheld) */
     clog_overlay_t *overlay; /* what the held batches write, for point reads */
     size_t hfirst, nheld, hcap;
+    spare_ops_t spare[REDO_SPARE_OPS]; /* applied batches' op arrays, a stack [0, nspare) hold() takes from */
+    size_t nspare;
     uint64_t applied;
     uint64_t applied_since;      /* bytes of the held batches applied since the last checkpoint began */
     _Atomic uint64_t checkpoint; /* the last finished checkpoint's B (read by the owner, set by the finish) */

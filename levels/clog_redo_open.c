@@ -46,6 +46,9 @@ static int redo_close_files(redo_t *r, char *err, size_t errlen)
         free(r->held[i].ops);
         free(r->held[i].rec);
     }
+    for (size_t i = 0; i < r->nspare; i++) {
+        free(r->spare[i].ops);
+    }
     clog_close(r->log);
     overlay_free(r->overlay);
     logsync_free(r->dbsync);

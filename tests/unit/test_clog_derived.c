@@ -5,7 +5,8 @@
  * derived_next gives one at a time, and calls a record whole exactly when
  * the apply of the record (levels/clog_redo_files.c) would accept it —
  * otherwise the held batch is applied from its record, which reports the
- * damage. Records are built with the batch encoders of levels/clog_redo.h.
+ * damage; derived_decode_into does the same in an array it reuses. Records
+ * are built with the batch encoders of levels/clog_redo.h.
  */
 #include "levels/clog_derived.h"
 #include "levels/clog_redo.h"
@@ -113,10 +114,57 @@ static void test_damage_is_not_whole(void)
     redo_batch_free(&b);
 }
 
+/* derived_decode_into keeps an array that has room (the redo's spares,
+ * levels/clog_redo.c hold), grows one that has not, and decodes as
+ * derived_decode does either way. */
+static void test_decode_into_reuses(void)
+{
+    redo_batch_t b;
+    every_kind(&b);
+    derived_op_t *ops = NULL, *once = NULL;
+    size_t cap = 0;
+    int whole = 0, whole_once = 0;
+    size_t n = derived_decode_into(b.derived, b.len, &ops, &cap, &whole);
+    size_t n_once = derived_decode(b.derived, b.len, &once, &whole_once);
+    size_t same = 0;
+    for (size_t i = 0; i < n && i < n_once; i++) {
+        same += same_op(&ops[i], &once[i]);
+    }
+    TU_REQUIRE(n == 5 && whole == 1 && cap >= 5 && same == n_once && n_once == 5,
+               "a new array: %zu ops (cap %zu, whole %d), %zu as derived_decode gives them", n, cap, whole, same);
+    free(once);
+
+    /* an array with room is used as it is: one on the stack, which a free() would not survive */
+    derived_op_t room[8], *kept = room;
+    size_t kept_cap = 8;
+    n = derived_decode_into(b.derived, b.len, &kept, &kept_cap, &whole);
+    TU_CHECK(n == 5 && whole == 1 && kept == room && kept_cap == 8 && same_op(&room[4], &ops[4]),
+             "an array with room: %zu ops in it", n);
+    n = derived_decode_into(b.derived, b.len - 1, &kept, &kept_cap, &whole);
+    TU_CHECK(n == 4 && whole == 0 && kept == room && kept_cap == 8, "a shorter record in the same array: %zu ops", n);
+    be32_put(b.derived + 4, 0);
+    n = derived_decode_into(b.derived, DERIVED_HEAD, &kept, &kept_cap, &whole);
+    TU_CHECK(n == 0 && whole == 1 && kept == room && kept_cap == 8, "no op: the array is kept (%zu ops)", n);
+    redo_batch_free(&b);
+
+    b = (redo_batch_t){ 0 };
+    for (uint32_t i = 0; i < 40; i++) {
+        redo_cq_head(&b, i, 100 + i);
+    }
+    memcpy(b.derived, DERIVED_MAGIC, 4);
+    be32_put(b.derived + 4, b.ops);
+    n = derived_decode_into(b.derived, b.len, &ops, &cap, &whole);
+    TU_CHECK(n == 40 && whole == 1 && cap >= 40 && ops[39].tag == 'H' && ops[39].queue == 39 && ops[39].index == 139,
+             "a longer record grows the array: %zu ops, cap %zu", n, cap);
+    free(ops);
+    redo_batch_free(&b);
+}
+
 static const tu_test_t derived_tests[] = {
     { "a whole record decodes once into the ops derived_next gives", test_whole_record },
     { "a bad head, a cut op, a count off, bytes after: not whole, the ops before the damage",
       test_damage_is_not_whole },
+    { "decoding into a reused array keeps it when it has room, grows it when not", test_decode_into_reuses },
     { NULL, NULL },
 };
 
