@@ -19,8 +19,12 @@
  * so a SEND appends; the open's load reads the 'S' records in key order,
  * which is base order; an index rebuild adds in any order and inserts) and
  * removed by closing the gap (segcount_flush), so the order holds at every
- * step. A one-entry memo (seg_last) of the entry the last segcount_add moved
- * keeps the hot path, a SEND into the current segment, one compare.
+ * step. The newest entry is asked first: the hot path, a SEND into the
+ * current segment, is one compare. The bases changed since the last commit
+ * are listed (seg_dirty, each once), so a commit's flush writes them without
+ * a pass over every entry; only a count that reached 0 (a segment's last
+ * message gone, once a segment's life) makes it close the gap, a pass over
+ * all.
  *
  * Threading: the store's owner thread.
  */
@@ -32,51 +36,74 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int compare_base(const void *key, const void *entry)
+#define SEG_DROPPED 2 /* seg_count_t.dirty of an entry segcount_flush deleted, until it closes the gap */
+
+/* The index of the first entry whose base is at or above base (n_seg:
+ * none). The newest entry, the current segment's, is asked first: a SEND
+ * counts there, one compare; the rest is a binary search. */
+static size_t lower_bound(const store_t *s, uint64_t base)
 {
-    uint64_t a = *(const uint64_t *)key, b = ((const seg_count_t *)entry)->base;
-    return (a > b) - (a < b);
+    size_t lo = 0, hi = s->n_seg;
+    if (hi > 0 && s->seg[hi - 1].base <= base) {
+        return s->seg[hi - 1].base == base ? hi - 1 : hi;
+    }
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->seg[mid].base < base) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
 }
 
-/* The entry of segment base, or NULL: a binary search. */
+/* The entry of segment base, or NULL. */
 static seg_count_t *find(store_t *s, uint64_t base)
 {
-    return s->n_seg > 0 ? bsearch(&base, s->seg, s->n_seg, sizeof *s->seg, compare_base) : NULL;
+    size_t i = lower_bound(s, base);
+    return i < s->n_seg && s->seg[i].base == base ? &s->seg[i] : NULL;
 }
 
 /* The entry of segment base, made at 0 where its base sorts when there is
- * none; it becomes the memo. The place is looked for from the end, where a
- * SEND's new segment sorts: one compare then, and no more than the memmove
- * otherwise. */
-static seg_count_t *find_or_make(store_t *s, uint64_t base)
+ * none (a SEND's new segment: at the end, nothing moved). */
+static __attribute__((noinline)) seg_count_t *find_or_make(store_t *s, uint64_t base)
 {
-    if (s->seg_last < s->n_seg && s->seg[s->seg_last].base == base) {
-        return &s->seg[s->seg_last];
+    size_t i = lower_bound(s, base);
+    if (i < s->n_seg && s->seg[i].base == base) {
+        return &s->seg[i];
     }
-    seg_count_t *c = find(s, base);
-    if (c == NULL) {
-        size_t i = s->n_seg;
-        while (i > 0 && s->seg[i - 1].base > base) {
-            i--;
-        }
-        if (s->n_seg == s->cap_seg) {
-            s->cap_seg = s->cap_seg ? 2 * s->cap_seg : 16;
-            s->seg = xrealloc(s->seg, s->cap_seg * sizeof *s->seg);
-        }
-        memmove(&s->seg[i + 1], &s->seg[i], (s->n_seg - i) * sizeof *s->seg); /* nothing when it appends */
-        s->seg[i] = (seg_count_t){ base, 0, 0 };
-        s->n_seg++;
-        c = &s->seg[i];
+    if (s->n_seg == s->cap_seg) {
+        s->cap_seg = s->cap_seg ? 2 * s->cap_seg : 16;
+        s->seg = xrealloc(s->seg, s->cap_seg * sizeof *s->seg);
     }
-    s->seg_last = (size_t)(c - s->seg);
-    return c;
+    memmove(&s->seg[i + 1], &s->seg[i], (s->n_seg - i) * sizeof *s->seg); /* nothing when it appends */
+    s->seg[i] = (seg_count_t){ base, 0, 0 };
+    s->n_seg++;
+    return &s->seg[i];
+}
+
+/* c's count changed: it is written at the next segcount_flush (c not yet
+ * dirty). */
+static __attribute__((noinline)) void mark_dirty(store_t *s, seg_count_t *c)
+{
+    c->dirty = 1;
+    if (s->n_seg_dirty == s->cap_seg_dirty) {
+        s->cap_seg_dirty = s->cap_seg_dirty ? 2 * s->cap_seg_dirty : 16;
+        s->seg_dirty = xrealloc(s->seg_dirty, s->cap_seg_dirty * sizeof *s->seg_dirty);
+    }
+    s->seg_dirty[s->n_seg_dirty++] = c->base;
 }
 
 void segcount_add(store_t *s, uint64_t id, int delta)
 {
-    seg_count_t *c = find_or_make(s, id - id % s->opt.segment_bytes);
+    uint64_t base = id - id % s->opt.segment_bytes;
+    seg_count_t *c = s->n_seg > 0 && s->seg[s->n_seg - 1].base == base ? &s->seg[s->n_seg - 1] /* the hot path */
+                                                                       : find_or_make(s, base);
     c->live += (uint64_t)(int64_t)delta;
-    c->dirty = 1;
+    if (!c->dirty) {
+        mark_dirty(s, c);
+    }
 }
 
 uint64_t segcount_live(store_t *s, uint64_t base)
@@ -99,37 +126,47 @@ void segcount_drop_all(store_t *s)
 {
     for (size_t i = 0; i < s->n_seg; i++) {
         s->seg[i].live = 0;
-        s->seg[i].dirty = 1;
+        if (!s->seg[i].dirty) {
+            mark_dirty(s, &s->seg[i]);
+        }
     }
 }
 
 void segcount_flush(store_t *s)
 {
-    size_t kept = 0, memo = s->n_seg;
-    for (size_t i = 0; i < s->n_seg; i++) {
-        seg_count_t *c = &s->seg[i];
-        if (c->dirty) {
-            key_buf_t k;
-            key_start(&k, KEY_SEGMENT);
-            key_u64(&k, c->base);
+    size_t dropped = 0;
+    for (size_t d = 0; d < s->n_seg_dirty; d++) {
+        uint64_t base = s->seg_dirty[d];
+        seg_count_t *c = find(s, base);
+        key_buf_t k;
+        key_start(&k, KEY_SEGMENT);
+        key_u64(&k, base);
+        if (c->live != 0) {
+            char v[8];
+            be64_put(v, c->live);
+            store_put(s, &k, v, sizeof v);
             c->dirty = 0;
-            if (c->live != 0) {
-                char v[8];
-                be64_put(v, c->live);
-                store_put(s, &k, v, sizeof v);
-            } else {
-                store_del(s, &k);
-                continue; /* dropped: the entries after it close the gap, in order */
-            }
+        } else {
+            store_del(s, &k);
+            c->dirty = SEG_DROPPED;
+            dropped++;
         }
-        memo = i == s->seg_last ? kept : memo;
+    }
+    s->n_seg_dirty = 0;
+    if (dropped == 0) {
+        return; /* the common case: no segment's last message went; nothing moves */
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < s->n_seg; i++) {
+        if (s->seg[i].dirty == SEG_DROPPED) {
+            continue; /* the entries after it close the gap, in order */
+        }
         if (kept != i) {
-            s->seg[kept] = *c;
+            s->seg[kept] = s->seg[i];
         }
         kept++;
     }
     s->n_seg = kept;
-    s->seg_last = memo < kept ? memo : (kept > 0 ? kept - 1 : 0); /* else the newest: the current segment */
 }
 
 int segcount_load(store_t *s, char *err, size_t errlen)
@@ -162,4 +199,7 @@ void segcount_free(store_t *s)
     free(s->seg);
     s->seg = NULL;
     s->n_seg = s->cap_seg = 0;
+    free(s->seg_dirty);
+    s->seg_dirty = NULL;
+    s->n_seg_dirty = s->cap_seg_dirty = 0;
 }

@@ -298,8 +298,10 @@ struct store {
     uint64_t lane_live_index;
     uint64_t lane_loaded_tail; /* the lane's tail at open: entries below it were loaded, not pushed */
     uint64_t lane_move_tail;   /* during a due move: the lane's tail when it began (entries below are committed) */
-    struct seg_count *seg;     /* segcount.c: by base, ascending; seg_last its memo */
-    size_t n_seg, cap_seg, seg_last;
+    struct seg_count *seg;     /* segcount.c: by base, ascending */
+    size_t n_seg, cap_seg;
+    uint64_t *seg_dirty; /* segcount.c: the bases whose counts changed since the last flush, each once */
+    size_t n_seg_dirty, cap_seg_dirty;
     int log_append_failed;         /* the store broke at a refused log append: log and LevelDB as they were */
     int log_write_errno;           /* that append's failed system call's errno (clog_write_errno; 0: none) */
     int pending;                   /* operations in the batch */
@@ -480,9 +482,10 @@ typedef struct idx_journey idx_journey_t; /* index.c, below */
  * (store_t.seg) are sorted by base, strictly ascending, at every step, and
  * only segments with an entry can have a count above 0. segcount_add moves
  * the count of id's segment by delta (written with the next commit:
- * segcount_flush, which drops the entries at 0 and keeps the order); one
- * compare when it is the segment the last call moved (seg_last: a SEND into
- * the current segment), a binary search otherwise. segcount_live reads a
+ * segcount_flush, which drops the entries at 0 and keeps the order; it
+ * costs the segments changed since the last flush, plus one pass over the
+ * entries when a count reached 0); one compare when it is the newest
+ * segment (a SEND into the current one), a binary search otherwise. segcount_live reads a
  * segment's (0: none) by a binary search, O(log entries), and changes
  * nothing. segcount_live_ascending reads the same for bases asked in
  * ascending order, *at a cursor (0 before the first) it moves past the
