@@ -309,24 +309,6 @@ void cmd_send(cmd_call_t *call)
 
 /* ---- PULL ------------------------------------------------------------------------ */
 
-/* The most a PULL reply spends on one message beyond its topic, key and
- * payload bytes: its array header, the id's bulk, three bulk headers and
- * trailers, and two integers of up to 20 digits and a sign. */
-#define PULL_REPLY_MSG_OVERHEAD (4 + 23 + 3 * (1 + 10 + 2 + 2) + 2 * (1 + 21 + 2))
-
-/* Room for the reply to the n leased messages, reserved once: built piece
- * by piece, a COUNT 100 reply of 64-byte payloads grew its buffer from 64
- * bytes in eight reallocs, each copying what was written so far. */
-static void pull_reply_reserve(resp_buf_t *reply, const msg_owned_t *msgs, int n)
-{
-    size_t bytes = 1 + 20 + 2; /* the outer array's header */
-    for (int i = 0; i < n; i++) {
-        const msg_t *m = &msgs[i].m;
-        bytes += PULL_REPLY_MSG_OVERHEAD + m->topic.len + m->key.len + m->payload.len;
-    }
-    (void)buf_reserve(&reply->raw, bytes);
-}
-
 static job_result_t pull_exec(job_t *j, writer_t *w)
 {
     const pull_req_t *r = &((pull_job_t *)j)->req;
@@ -352,7 +334,6 @@ static job_result_t pull_exec(job_t *j, writer_t *w)
         return JOB_PARK;
     }
     storage_stats_t *st = writer_stats(w);
-    pull_reply_reserve(&j->reply, msgs, n);
     resp_add_array(&j->reply, (size_t)n);
     for (int i = 0; i < n; i++) {
         const msg_t *m = &msgs[i].m;

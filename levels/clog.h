@@ -104,9 +104,9 @@ typedef struct clog_record {
 
 /* A growable read buffer (zero-initialise; clog_reader_free releases it).
  * With `window` set, reads go through a read-ahead window of that many bytes
- * (clog_walk's: one pread per window instead of two per record); a window
- * never reaches past the log's tail as it was when the window was read, so
- * appends made meanwhile are read afresh, never seen stale. */
+ * (clog_walk's: one pread per window instead of two per record); the window
+ * is not refreshed by appends, so a reader with one must not read past an
+ * append made after its last read. */
 typedef struct clog_reader {
     char *buf;
     size_t cap;

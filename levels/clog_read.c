@@ -58,13 +58,7 @@ static int reader_get(const clog_t *c, const seg_t *s, clog_reader_t *rd, uint64
         return n ? clog_pread_all(s->fd, rd->buf + into, n, off - s->base) : 0;
     }
     if (rd->win_len == 0 || rd->win_base != s->base || off < rd->win_at || off + n > rd->win_at + rd->win_len) {
-        /* up to the segment's end, or the log's tail when the bytes asked lie before it: a window never holds
-         * bytes not appended yet, so a later append cannot leave it stale */
-        uint64_t end = s->base + c->size;
-        if (c->tail >= off + n && c->tail < end) {
-            end = c->tail;
-        }
-        uint64_t left = end - off;
+        uint64_t left = s->base + c->size - off;
         size_t want = n > rd->window ? n : rd->window;
         if (want > left) {
             want = (size_t)left;

@@ -117,44 +117,21 @@ static void pend_release(group_state_t *g, const lease_pend_t *p)
     g->inflight--;
 }
 
-/* What one call's lease writes read their messages through: the log's
- * records through a read-ahead window, their where-slots in runs. Leases are
- * written oldest first, their records in about append order, so a run of them
- * costs a read a window and a slot read a run, where each read its record
- * (two reads) and a run of slots of its own. Valid for the call: a lease
- * write puts LevelDB keys, no where-slot (slot_run_t's contract), and a
- * window never holds bytes past the log's tail (clog_reader_t). */
-typedef struct pend_reads {
-    clog_reader_t rd;
-    slot_run_t slots;
-} pend_reads_t;
-
-static void pend_reads_begin(pend_reads_t *r)
+/* Write p as a lease (the message read back from the topic log, which the
+ * GC keeps while p is not written: store_group_persisted_cursor) and drop
+ * it from the list. */
+static int pend_write(store_t *s, group_state_t *g, lease_pend_t *p, char *err, size_t errlen)
 {
-    memset(r, 0, sizeof *r);
-    r->rd.window = STORE_WALK_LOG_WINDOW;
-    r->slots.base = UINT64_MAX;
-}
-
-static void pend_reads_end(pend_reads_t *r)
-{
-    clog_reader_free(&r->rd);
-}
-
-/* Write p as a lease (the message read back from the topic log through r,
- * which the GC keeps while p is not written: store_group_persisted_cursor)
- * and drop it from the list. */
-static int pend_write(store_t *s, group_state_t *g, lease_pend_t *p, pend_reads_t *r, char *err, size_t errlen)
-{
+    clog_reader_t rd = { 0 };
     char *held;
     msg_t m; /* read where it lies, encoded once: into the lease's value */
-    int found =
-        topic_log_get(s, g->topic, p->log_seq, &r->rd, &r->slots, &held, &m, err, errlen); /* a 'T' key or a CQ entry */
+    int found = topic_log_get(s, g->topic, p->log_seq, &rd, &held, &m, err, errlen); /* a 'T' key or a CQ entry */
     if (found > 0) {
         store_lease_write(s, g, &m, p->deadline, p->log_seq);
         pend_remove(s, g, p);
     }
     free(held);
+    clog_reader_free(&rd);
     if (found == 0) {
         return err_set(err, errlen,
                        "a lease of %016llx not written yet names topic-log seq %llu of %s, "
@@ -166,11 +143,10 @@ static int pend_write(store_t *s, group_state_t *g, lease_pend_t *p, pend_reads_
 
 /* Write g's leases not written yet whose write_at is by until (UINT64_MAX:
  * all of them); *wrote counts them. */
-static int pend_write_due(store_t *s, group_state_t *g, uint64_t until, pend_reads_t *r, int *wrote, char *err,
-                          size_t errlen)
+static int pend_write_due(store_t *s, group_state_t *g, uint64_t until, int *wrote, char *err, size_t errlen)
 {
     while (g->pend_head != NULL && g->pend_head->write_at <= until) {
-        if (pend_write(s, g, g->pend_head, r, err, errlen) != 0) {
+        if (pend_write(s, g, g->pend_head, err, errlen) != 0) {
             return -1;
         }
         (*wrote)++;
@@ -183,20 +159,18 @@ int store_leases_write(store_t *s, group_state_t *g, uint64_t until, char *err, 
     if (s->npend == 0) {
         return 0;
     }
-    int wrote = 0, rc = 0;
-    pend_reads_t r;
-    pend_reads_begin(&r);
+    int wrote = 0;
     if (g != NULL) {
-        rc = pend_write_due(s, g, until, &r, &wrote, err, errlen);
-    } else { /* the store's first is its group's first (lease_pend_t) */
-        while (rc == 0 && s->pend_first != NULL && s->pend_first->write_at <= until) {
-            rc = pend_write(s, s->pend_first->group, s->pend_first, &r, err, errlen);
-            wrote += rc == 0;
+        if (pend_write_due(s, g, until, &wrote, err, errlen) != 0) {
+            return -1;
         }
-    }
-    pend_reads_end(&r);
-    if (rc != 0) {
-        return -1;
+    } else { /* the store's first is its group's first (lease_pend_t) */
+        while (s->pend_first != NULL && s->pend_first->write_at <= until) {
+            if (pend_write(s, s->pend_first->group, s->pend_first, err, errlen) != 0) {
+                return -1;
+            }
+            wrote++;
+        }
     }
     /* what called reads committed data */
     return wrote > 0 ? store_commit_durable(s, 0, err, errlen) : 0;
@@ -223,15 +197,13 @@ uint64_t store_pend_next_write(const store_t *s)
 
 int store_pend_write_through(store_t *s, group_state_t *g, const lease_pend_t *p, char *err, size_t errlen)
 {
-    pend_reads_t r;
-    pend_reads_begin(&r);
-    int rc = 0;
-    for (int last = 0; !last && rc == 0;) {
+    for (int last = 0; !last;) {
         last = g->pend_head == p;
-        rc = pend_write(s, g, g->pend_head, &r, err, errlen);
+        if (pend_write(s, g, g->pend_head, err, errlen) != 0) {
+            return -1;
+        }
     }
-    pend_reads_end(&r);
-    return rc;
+    return 0;
 }
 
 int store_pend_keep_order(store_t *s, group_state_t *g, int hold, char *err, size_t errlen)
@@ -256,9 +228,6 @@ int store_pend_ack(store_t *s, group_state_t *g, uint64_t *sorted, int *n, int *
         } /* else: an id given twice */
     }
     *n = kept;
-    pend_reads_t r;
-    pend_reads_begin(&r);
-    int rc = 0;
     while (last != NULL) {
         lease_pend_t *p = g->pend_head;
         int at_last = p == last;
@@ -266,13 +235,12 @@ int store_pend_ack(store_t *s, group_state_t *g, uint64_t *sorted, int *n, int *
             pend_release(g, p);
             (*released)++;
             pend_remove(s, g, p);
-        } else if ((rc = pend_write(s, g, p, &r, err, errlen)) != 0) {
-            break;
+        } else if (pend_write(s, g, p, err, errlen) != 0) {
+            return -1;
         }
         if (at_last) {
             break;
         }
     }
-    pend_reads_end(&r);
-    return rc; /* the group record, marked by pend_remove, is the ACK's write: committed before its reply */
+    return 0; /* the group record, marked by pend_remove, is the ACK's write: committed before its reply */
 }

@@ -601,12 +601,9 @@ int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_en
 /* The topic-log entry of t at seq, 'T' key or CQ entry, decoded: 1 with *m,
  * 0 when gone, -1 with err. *m's views point into rd's window or *held
  * (topic_cq_entry_msg's contract: free(3) *held, clog_reader_free(rd)); a
- * caller that keeps the message copies or encodes it before either goes. A
- * CQ entry's record is read through rd and its where-slot through slots
- * (store_slot_run_get's contract): a caller getting several entries in seq
- * order keeps both (with a window: STORE_WALK_LOG_WINDOW) for a read a run. */
-int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, clog_reader_t *rd, slot_run_t *slots, char **held,
-                  msg_t *m, char *err, size_t errlen);
+ * caller that keeps the message copies or encodes it before either goes. */
+int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, clog_reader_t *rd, char **held, msg_t *m, char *err,
+                  size_t errlen);
 
 /* The topic whose CQ is queue q, or NULL. */
 topic_state_t *topic_cq_topic(store_t *s, uint32_t q);

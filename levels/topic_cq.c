@@ -183,8 +183,8 @@ int topic_cq_entry_msg(store_t *s, topic_state_t *t, uint64_t index, const cq_en
     return 1;
 }
 
-int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, clog_reader_t *rd, slot_run_t *slots, char **held,
-                  msg_t *m, char *err, size_t errlen)
+int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, clog_reader_t *rd, char **held, msg_t *m, char *err,
+                  size_t errlen)
 {
     *held = NULL;
     if (!store_topic_seq_on_cq(t, seq)) {
@@ -194,7 +194,8 @@ int topic_log_get(store_t *s, topic_state_t *t, uint64_t seq, clog_reader_t *rd,
     if (index < t->cq_head || index >= t->cq_tail) {
         return 0;
     }
-    int rc = topic_cq_entry_msg(s, t, index, NULL, rd, slots, held, m, err, errlen);
+    slot_run_t slots = { .base = UINT64_MAX };
+    int rc = topic_cq_entry_msg(s, t, index, NULL, rd, &slots, held, m, err, errlen);
     return rc > 0 ? 1 : rc;
 }
 

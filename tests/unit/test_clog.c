@@ -448,33 +448,6 @@ static void test_header_type_and_zero_bytes(void)
     clog_close(c);
 }
 
-/* A reader with a window keeps it across appends: a record appended after
- * the window was read, where the window would have reached (zeros then), is
- * read as appended, never as the stale bytes (no "damaged" CRC mismatch). */
-static void test_window_read_across_append(void)
-{
-    clog_t *c = open_log(0, NULL);
-    uint64_t first[2], later[3];
-    append_batch(c, 2, 40, 1, first);
-    clog_reader_t rd = { .window = 4096 };
-    clog_record_t r;
-    int rc = clog_read(c, first[0], &rd, &r, err, sizeof err);
-    TU_REQUIRE(rc == 0, "read %" PRIu64 " through a window: %d %s", first[0], rc, err);
-    append_batch(c, 3, 40, 7, later);
-    TU_REQUIRE(later[2] + 40 < first[0] + 4096, "the appended records lie within a window's reach of the first");
-    for (int i = 0; i < 3; i++) {
-        rc = clog_read(c, later[i], &rd, &r, err, sizeof err);
-        char want[40];
-        payload(want, sizeof want, 7 + (uint64_t)i);
-        TU_CHECK(rc == 0 && r.len == sizeof want && memcmp(r.data, want, sizeof want) == 0,
-                 "record %d appended after the window was read: %d %s", i, rc, err);
-    }
-    rc = clog_read(c, first[1], &rd, &r, err, sizeof err);
-    TU_CHECK(rc == 0 && r.offset == first[1], "the window's own record still reads: %d %s", rc, err);
-    clog_reader_free(&rd);
-    clog_close(c);
-}
-
 static void test_bad_inputs(void)
 {
     clog_t *c = open_log(0, NULL);
@@ -1190,7 +1163,6 @@ static const tu_test_t clog_tests[] = {
     { "abandon after a failed sync", test_abandon },
     { "the segments below an offset: the log's own, no spares, as the directory lists them", test_segments_below },
     { "a failed sync sticks until the abandon: no fdatasync retried, the durable end kept", test_failed_sync_sticks },
-    { "a window read before an append reads the appended records afresh", test_window_read_across_append },
     { "bad inputs", test_bad_inputs },
     { "a refused write keeps its errno", test_write_errno },
     { "a spare pre-written by the pre-writer thread is the one the switch takes", test_prepare_steps },
