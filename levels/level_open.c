@@ -35,7 +35,7 @@ static int level_cq_settle(store_t *s, int l, char *err, size_t errlen)
             rc = err_set(err, errlen, "the consume queue of level %d in %s: %s", l, s->path, why);
             break;
         }
-        slot_t sl = { 0 }; /* not set when gone: the compiler may read it beside gone in one test */
+        slot_t sl;
         int gone = 0;
         if (store_log_slot_get(s, e.log_offset, UINT32_MAX, &sl, &gone, why, sizeof why) != 0) {
             break; /* a record or slot that cannot be read: the due move meets it (a damaged level), not the open */

@@ -850,7 +850,7 @@ void store_log_cq_head(store_t *s, uint32_t queue, uint64_t head);
  * head checks and store_check: 0 with *sl, or -1 with err. ordinal: the
  * message's (its journey's), or UINT32_MAX to read it from its record — then
  * with gone not NULL, a record no longer in the log (its segment recycled)
- * is 0 with *gone = 1 and no slot read. */
+ * is 0 with *gone = 1 and *sl zeroed (no slot read). */
 int store_log_slot_get(store_t *s, uint64_t id, uint32_t ordinal, slot_t *sl, int *gone, char *err, size_t errlen);
 
 /* The where-slot at ordinal of the segment at base, through run: 0 and *sl,

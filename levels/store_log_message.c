@@ -296,6 +296,7 @@ int store_log_slot_get(store_t *s, uint64_t id, uint32_t ordinal, slot_t *sl, in
         clog_reader_free(&rd);
         if (rc == CLOG_NOT_RECORD && gone != NULL) {
             *gone = 1;
+            *sl = (slot_t){ 0 }; /* no slot read: zeroed, so a caller's test of gone and sl together reads no garbage */
             return 0;
         }
         if (rc != 0) {
