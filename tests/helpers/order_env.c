@@ -231,6 +231,14 @@ long long oe_scalarf(oe_env_t *env, const char *fmt, ...)
     return oe_scalar(env, sql);
 }
 
+long long oe_sleeping_connection(oe_env_t *env, const char *db)
+{
+    return oe_scalarf(env,
+                      "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = '%s' AND INFO LIKE 'DO SLEEP%%'"
+                      " AND STATE = 'User sleep'",
+                      db);
+}
+
 long long oe_wait_scalar(oe_env_t *env, long long want, int deadline_ms, const char *fmt, ...)
 {
     char sql[4096];

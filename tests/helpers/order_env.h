@@ -103,6 +103,13 @@ int oe_kill_user_connections(oe_env_t *env, const char *user);
 /* oe_scalar of a printf-formatted statement. */
 long long oe_scalarf(oe_env_t *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The id of a connection on database db that is inside a DO SLEEP (a test's
+ * side effect holding a consumer between its claim and its COMMIT), or
+ * -1/-2 as oe_scalar. By its state, not its text alone: the daemons prepare
+ * their statements at start, and PROCESSLIST shows the text while a
+ * statement is prepared too, before any claim. */
+long long oe_sleeping_connection(oe_env_t *env, const char *db);
+
 /* Poll oe_scalarf(fmt, …) every 20 ms until it equals want or deadline_ms
  * passes; returns the last value. */
 long long oe_wait_scalar(oe_env_t *env, long long want, int deadline_ms, const char *fmt, ...)

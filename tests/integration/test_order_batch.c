@@ -594,15 +594,11 @@ static void test_consumer_locked(void)
 /* ---------------------------------------------------------------- frozen consumer */
 
 /* The consumer's connection is inside its DO SLEEP: the claim is done.
- * *arg gets that connection's id. The state, not the text alone: the
- * consumer prepares every statement at start, and PROCESSLIST shows the
- * text while it is prepared too, before any claim. */
+ * *arg gets that connection's id. */
 static int in_sleep(void *arg)
 {
     long long *conn = arg;
-    *conn = oe_scalar(&env, "SELECT ID FROM information_schema.PROCESSLIST"
-                            " WHERE DB = 'frozen' AND INFO LIKE 'DO SLEEP%'"
-                            " AND STATE = 'User sleep'");
+    *conn = oe_sleeping_connection(&env, "frozen");
     return *conn > 0;
 }
 

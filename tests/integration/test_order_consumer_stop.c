@@ -68,15 +68,11 @@ static int stop_cleanup(void)
 }
 
 /* The consumer's connection is inside the DO SLEEP of order SLEEPY: its
- * claim is done, its transaction open. The state, not the text alone: the
- * consumer prepares every statement at start, and PROCESSLIST shows the
- * text while it is prepared too, before any claim. */
+ * claim is done, its transaction open. */
 static int in_sleep(void *arg)
 {
     long long *conn = arg;
-    *conn = oe_scalar(&env, "SELECT ID FROM information_schema.PROCESSLIST"
-                            " WHERE DB = 'hung' AND INFO LIKE 'DO SLEEP%'"
-                            " AND STATE = 'User sleep'");
+    *conn = oe_sleeping_connection(&env, "hung");
     return *conn > 0;
 }
 
@@ -84,9 +80,7 @@ static int in_sleep(void *arg)
 static int in_sleep_on(void *arg)
 {
     long long *conn = arg;
-    *conn = oe_scalar(&env, "SELECT ID FROM information_schema.PROCESSLIST"
-                            " WHERE DB = '" BROKER_DB "' AND INFO LIKE 'DO SLEEP%'"
-                            " AND STATE = 'User sleep'");
+    *conn = oe_sleeping_connection(&env, BROKER_DB);
     return *conn > 0;
 }
 
