@@ -292,8 +292,10 @@ void tu_check_at(int ok, int fatal, const char *file, int line, const char *fmt,
 
 /* TU_CHECK(n == 3, "PULL returned %d messages, want 3", n). The condition is
  * evaluated before the message's arguments (a separate statement), so a
- * message may print what the condition's calls wrote. TU_REQUIRE ends the
- * test when the condition is false. */
+ * message may print what the condition's calls wrote. The arguments are
+ * evaluated when the condition holds too: one that is valid only on failure
+ * (an index the condition guards) needs an `if` around the check. TU_REQUIRE
+ * ends the test when the condition is false. */
 #define TU_CHECK(cond, ...)                                      \
     do {                                                         \
         int tu_ok_ = (cond) ? 1 : 0;                             \
