@@ -225,7 +225,7 @@ int clog_seg_finish(clog_t *c, int fd, const char *tmp, uint64_t base, char *err
         unlink(tmp);
         return -1;
     }
-    clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0 });
+    clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0, 1 }); /* its zeros just written: resident */
     return 0;
 }
 
@@ -330,6 +330,25 @@ uint64_t clog_prepare_left(const clog_t *c)
     return step_needless(c) ? 0 : c->size;
 }
 
+/* The spare the next switch takes (the lowest: clog_append.c's seg_ready),
+ * when its pages may be evicted (recycled, or found by the open), handed to
+ * the pre-writer thread to read back once it is free — on that thread, not
+ * this one: at 1 MiB a chunk a cold read is ~1–5 ms, which the storage
+ * thread's jobs would wait out. The thread reads through a duplicate of the
+ * spare's descriptor, so the log's list and the spare stay the owner's. */
+static void warm_next_spare(clog_t *c)
+{
+    seg_t *next = NULL;
+    for (size_t i = 0; i < c->nsegs && next == NULL; i++) {
+        next = c->segs[i].spare ? &c->segs[i] : NULL;
+    }
+    if (next != NULL && !next->resident && clog_prewriter_warm(&c->pre, next->fd)) {
+        pthread_mutex_lock(&c->lock); /* the syncer reads the array under it */
+        next->resident = 1;
+        pthread_mutex_unlock(&c->lock);
+    }
+}
+
 int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen)
 {
     if (c->switch_failure[0] != '\0') {
@@ -343,6 +362,9 @@ int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen)
     int fd = -1;
     int state = clog_prewriter_poll(&c->pre, want, pace_ms, &fd, err, errlen);
     if (state == CLOG_PREWRITE_IDLE) {
+        if (!want && pace_ms != CLOG_PREPARE_HOLD) {
+            warm_next_spare(c);
+        }
         return 0;
     }
     int rc = -1;
@@ -419,6 +441,7 @@ int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
     s->life = life;
     s->spare = 1;
     s->abandoned = 0; /* a new life: synced as any segment once it holds batches again */
+    s->resident = 0;  /* its pages were written a segment's lifetime ago: read back before a switch takes it */
     qsort(c->segs, c->nsegs, sizeof *c->segs, clog_seg_cmp);
     pthread_mutex_unlock(&c->lock);
     return clog_sync_dir(c, err, errlen);

@@ -246,6 +246,13 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
  * log's end enters another segment. -1 also when a segment switch since the
  * last call met the pre-writer's failure (err says so; the switch wrote its
  * segment itself and nothing else changed: the next call asks again). clog_write_errno is not changed.
+ * When a spare waits and the one the next switch takes is not known to be in
+ * the page cache (a recycled segment, or a spare the open found), a call
+ * (not held) has the same thread read it through, 1 MiB a chunk at the same
+ * pace, once: a switch then appends into cached pages instead of reading each
+ * batch's last page from disk (~130 µs a batch on an evicted file). That
+ * read-back answers 0, changes no byte, fails silently (the appends read
+ * their pages themselves) and ends early when a spare is to be written.
  * clog_close stops the thread and removes its file. Owner thread. */
 int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen);
 

@@ -24,13 +24,15 @@
 #define RECORD_DAMAGED   2 /* clog_record_read: a record of this life that fails its CRC (err says where) */
 
 /* The pre-writer (clog_prewrite.c): a thread that writes the next spare's
- * zeros. Its fields are under mu; the file and error are the thread's while
- * WRITING, the owner's to take when READY or FAILED. */
+ * zeros, or reads a recycled spare back into the page cache. Its fields are
+ * under mu; the file and error are the thread's while WRITING, the owner's to
+ * take when READY or FAILED; warm_fd is the thread's while WARMING. */
 enum {
     CLOG_PREWRITE_IDLE,
     CLOG_PREWRITE_WRITING,
     CLOG_PREWRITE_READY,
-    CLOG_PREWRITE_FAILED
+    CLOG_PREWRITE_FAILED,
+    CLOG_PREWRITE_WARMING /* reading a spare through warm_fd; back to IDLE by the thread (nothing to take) */
 };
 typedef struct clog_prewriter {
     pthread_mutex_t mu;
@@ -40,8 +42,12 @@ typedef struct clog_prewriter {
     int started, stop, state;
     unsigned pace_ms;
     uint64_t size;
-    uint64_t done; /* WRITING: bytes of the file written so far */
-    int fd;        /* READY: the whole, synced file at path */
+    uint64_t done;          /* WRITING: bytes of the file written so far */
+    int fd;                 /* READY: the whole, synced file at path */
+    int warm_fd;            /* WARMING: the thread's own duplicate of the spare's descriptor, closed by the thread */
+    int write_wanted;       /* WARMING: a poll wants a file written: the read-back stops at its next chunk */
+    uint64_t warmed;        /* spares read back whole */
+    uint64_t warm_failures; /* read-backs a dup or a pread failed (harmless: an append reads its page itself) */
     char path[PATH_MAX];
     char error[PATH_MAX + 128]; /* FAILED: why, naming path and the byte */
 } clog_prewriter_t;
@@ -51,6 +57,9 @@ typedef struct seg {
     int fd;
     int spare;     /* 1: holds no batch of this log (pre-written, recycled, or cut) */
     int abandoned; /* 1: a sync of it failed (clog_abandon): never synced or appended to again */
+    int resident;  /* spare: 1 when this run wrote its pages (pre-written) or had them read back (warmed), 0 when
+                      they may be long evicted (recycled, or found by the open): clog_prepare_step reads the next
+                      such spare back before a switch takes it */
 } seg_t;
 
 struct clog {
@@ -150,12 +159,29 @@ int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd
  * CLOG_PREWRITE_IDLE when none was begun. Owner thread. */
 int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen);
 
+/* Have the thread read the spare whose descriptor is fd through, 1 MiB a
+ * chunk at the pace of the zeros (into a scratch buffer: no dirty page, no
+ * writeback), so that a switch that takes it appends into cached pages
+ * instead of reading each batch's last page from disk. The thread reads
+ * through its own duplicate of fd (fcntl F_DUPFD_CLOEXEC) and closes it: the
+ * owner may rename, write, take or close the spare meanwhile. 1 when it was
+ * handed over, or the duplicate failed (counted in warm_failures: not worth
+ * asking again); 0 when the thread is busy (not IDLE): ask at a later poll.
+ * A read that fails ends the read-back, counted, logged nowhere. Owner
+ * thread. */
+int clog_prewriter_warm(clog_prewriter_t *p, int fd);
+
+/* Spares read back whole, and read-backs that failed (a dup or a pread). Any
+ * thread. */
+void clog_prewriter_warm_counts(clog_prewriter_t *p, uint64_t *warmed, uint64_t *failures);
+
 /* Bytes the file being written still needs (as of its last chunk); 0 when it
  * is whole or failed, not yet taken; UINT64_MAX when none is begun. */
 uint64_t clog_prewriter_left(clog_prewriter_t *p);
 
 /* Stop the thread (at its next chunk) and join it; a file it was writing, or
- * finished and nobody took, is removed. Owner thread, once. */
+ * finished and nobody took, is removed; a read-back ends (its descriptor
+ * closed). Owner thread, once. */
 void clog_prewriter_stop(clog_prewriter_t *p);
 
 /* A write system call of the owner failed (errno says why): its errno kept

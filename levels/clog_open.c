@@ -410,7 +410,7 @@ static int seg_load(clog_t *c, uint64_t base, char *err, size_t errlen)
                 base);
         return CLOG_DAMAGED;
     }
-    clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0 });
+    clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0, 0 }); /* not resident: written by an earlier run */
     return 0;
 }
 

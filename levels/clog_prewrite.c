@@ -1,8 +1,10 @@
 /*
  * levels/clog_prewrite.c — the commit log's pre-writer: a thread that writes
  * the next spare segment's zeros and syncs them, so that the owner (the
- * broker's storage thread) only gives the finished file its header and name
- * (contracts in levels/clog_internal.h; clog_prepare_step in clog.c uses it).
+ * broker's storage thread) only gives the finished file its header and name;
+ * or, when the next spare is a recycled one, reads it back into the page
+ * cache (contracts in levels/clog_internal.h; clog_prepare_step in clog.c
+ * uses it).
  *
  * Why a thread: a segment's pre-write is its size in zeros through the page
  * cache, each chunk's writeback started, then one fdatasync. Done in steps on
@@ -12,12 +14,30 @@
  * thread the storage thread only waits for the header's fdatasync, the
  * rename and the directory's fsync when it takes the file.
  *
+ * Why a read-back: a recycled spare keeps its old data (no zeros), and in a
+ * delay queue it was written 30 min or hours ago, so its pages are likely
+ * evicted; an append whose last page is partial and not cached reads that
+ * page synchronously (ext4's write_begin): 132.6 µs an append of 14 464 bytes
+ * on this machine against 5.0 µs once the file was read through
+ * (docs/BENCH-broker.md, s52). Reading it here, paced like the zeros, puts
+ * those reads on this thread instead of the storage thread's appends. A read
+ * dirties nothing: no writeback, no sync.
+ *
  * States, under mu: IDLE (no file) → WRITING (the thread owns the file) →
  * READY (whole and synced; the owner takes fd and path) or FAILED (the file
  * removed; the owner takes the error) → IDLE when the owner has taken it.
- * Only the owner moves IDLE → WRITING (a request) and READY/FAILED → IDLE;
- * only the thread moves WRITING on. The thread touches nothing of the log but
- * its own file, so it needs no lock of the log's.
+ * And IDLE → WARMING (the thread reads a spare through warm_fd) → IDLE.
+ * Only the owner moves IDLE → WRITING or WARMING (a request) and READY/FAILED
+ * → IDLE; only the thread moves WRITING and WARMING on (WARMING leaves
+ * nothing to take). The thread touches nothing of the log but its own file
+ * and, while WARMING, its own duplicate of a spare's descriptor, which it only
+ * preads and then closes: the owner may meanwhile rename the spare, write its
+ * header, take it for a switch, append into it or close its descriptor —
+ * none of that changes what a pread through another descriptor of the same
+ * file does, and a segment's file is never truncated or removed while the
+ * log runs — so it needs no lock of the log's. A poll that wants a file
+ * while WARMING ends the read-back at its next chunk (write_wanted): the
+ * next spare's zeros matter more than pages read ahead.
  *
  * Pacing: pace_ms between 1 MiB chunks (0: back to back; CLOG_PREPARE_HOLD:
  * no chunk until another pace is set, for a disk near full). The owner sets it
@@ -26,12 +46,14 @@
  */
 #define _GNU_SOURCE
 #include "levels/clog_internal.h"
+#include "base/alloc.h"
 #include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,19 +78,50 @@ int clog_zeros_write(int fd, uint64_t from, uint64_t to, int start_writeback, ui
     return 0;
 }
 
+/* Is the thread's job to end at its next chunk? A stop; while warming, also
+ * a file wanted (a spare to write matters more than pages read ahead). With
+ * mu held. */
+static int job_cut(const clog_prewriter_t *p)
+{
+    return p->stop || (p->state == CLOG_PREWRITE_WARMING && p->write_wanted);
+}
+
 /* Wait, with mu held, until `ms` have passed or something changed (a new
- * pace, a stop). */
+ * pace, a stop, a cut read-back). */
 static void pace_wait(clog_prewriter_t *p, unsigned ms)
 {
     uint64_t at = clock_mono_ms() + ms;
     struct timespec until = { (time_t)(at / 1000), (long)(at % 1000) * 1000000L };
     unsigned pace = p->pace_ms;
-    while (!p->stop && p->pace_ms == pace && pthread_cond_timedwait(&p->wake, &p->mu, &until) != ETIMEDOUT) {
+    while (!job_cut(p) && p->pace_ms == pace && pthread_cond_timedwait(&p->wake, &p->mu, &until) != ETIMEDOUT) {
     }
 }
 
+/* Before the chunk at `at` of either job (called without mu): its gap kept
+ * (none before the first chunk), a hold waited out. 1 when the job is to end
+ * here instead (job_cut). */
+static int chunk_wait(clog_prewriter_t *p, uint64_t at)
+{
+    pthread_mutex_lock(&p->mu);
+    p->done = at;
+    for (int waited = at == 0; !job_cut(p);) {
+        if (p->pace_ms == CLOG_PREPARE_HOLD) {
+            pthread_cond_wait(&p->wake, &p->mu); /* held: until another pace, a stop or a cut */
+        } else if (!waited && p->pace_ms > 0) {
+            pace_wait(p, p->pace_ms); /* its gap, or until a new pace (a hold is seen above) */
+            waited = 1;
+        } else {
+            break;
+        }
+    }
+    int cut = job_cut(p);
+    pthread_mutex_unlock(&p->mu);
+    return cut;
+}
+
 /* Write the file of one request: 0 with the file whole and synced, or -1
- * with p->error (the file removed). Called without mu. */
+ * with p->error (the file removed); 1 when stopped (the file removed).
+ * Called without mu. */
 static int write_one(clog_prewriter_t *p)
 {
     int fd = open(p->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -77,21 +130,7 @@ static int write_one(clog_prewriter_t *p)
         return -1;
     }
     for (uint64_t at = 0; at < p->size; at += PREWRITE_CHUNK) {
-        pthread_mutex_lock(&p->mu);
-        p->done = at;
-        for (int waited = at == 0; !p->stop;) {
-            if (p->pace_ms == CLOG_PREPARE_HOLD) {
-                pthread_cond_wait(&p->wake, &p->mu); /* held: until another pace or a stop */
-            } else if (!waited && p->pace_ms > 0) {
-                pace_wait(p, p->pace_ms); /* its gap, or until a new pace (a hold is seen above) */
-                waited = 1;
-            } else {
-                break;
-            }
-        }
-        int stop = p->stop;
-        pthread_mutex_unlock(&p->mu);
-        if (stop) {
+        if (chunk_wait(p, at)) {
             close(fd);
             unlink(p->path);
             return 1;
@@ -115,16 +154,49 @@ static int write_one(clog_prewriter_t *p)
     return 0;
 }
 
+/* Read the spare at warm_fd through into a scratch buffer (WARMING), chunk by
+ * chunk at the pace of the zeros, and close the descriptor; counted as warmed
+ * when whole, as a failure when a pread failed or the file ended first (the
+ * appends read their pages themselves then, as without this). Called without
+ * mu; the state goes back to IDLE in the caller. */
+static void warm_one(clog_prewriter_t *p)
+{
+    char *scratch = xmalloc(PREWRITE_CHUNK);
+    int cut = 0, failed = 0;
+    for (uint64_t at = 0; at < p->size && !failed; at += PREWRITE_CHUNK) {
+        if ((cut = chunk_wait(p, at)) != 0) {
+            break;
+        }
+        size_t n = p->size - at < PREWRITE_CHUNK ? (size_t)(p->size - at) : PREWRITE_CHUNK;
+        failed = clog_pread_all(p->warm_fd, scratch, n, at) != 0;
+    }
+    free(scratch);
+    pthread_mutex_lock(&p->mu);
+    close(p->warm_fd);
+    p->warm_fd = -1;
+    p->warm_failures += (uint64_t)failed;
+    p->warmed += (uint64_t)(!failed && !cut);
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void *prewriter_main(void *arg)
 {
     clog_prewriter_t *p = arg;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->state != CLOG_PREWRITE_WRITING) {
+        while (!p->stop && p->state != CLOG_PREWRITE_WRITING && p->state != CLOG_PREWRITE_WARMING) {
             pthread_cond_wait(&p->wake, &p->mu);
         }
         if (p->stop) {
             break;
+        }
+        if (p->state == CLOG_PREWRITE_WARMING) {
+            pthread_mutex_unlock(&p->mu);
+            warm_one(p); /* warm_fd is the thread's while WARMING */
+            pthread_mutex_lock(&p->mu);
+            p->state = CLOG_PREWRITE_IDLE; /* nothing for the owner to take */
+            p->write_wanted = 0;
+            continue;
         }
         pthread_mutex_unlock(&p->mu);
         int rc = write_one(p); /* the file and the error fields are the thread's while WRITING */
@@ -139,12 +211,22 @@ static void *prewriter_main(void *arg)
     return NULL;
 }
 
+/* The thread started if it is not yet, with mu held: 0, or pthread_create's
+ * error number. */
+static int thread_start_locked(clog_prewriter_t *p)
+{
+    int rc = p->started ? 0 : pthread_create(&p->thread, NULL, prewriter_main, p);
+    p->started = p->started || rc == 0;
+    return rc;
+}
+
 void clog_prewriter_init(clog_prewriter_t *p, const char *dir, uint64_t size)
 {
     memset(p, 0, sizeof *p);
     snprintf(p->path, sizeof p->path, "%s/clog-ffffffffffffffff.seg.new", dir);
     p->size = size;
     p->fd = -1;
+    p->warm_fd = -1;
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_t a;
     pthread_condattr_init(&a);
@@ -182,7 +264,7 @@ int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen
     }
     int state = take_locked(p, fd, err, errlen);
     pthread_mutex_unlock(&p->mu);
-    return state;
+    return state == CLOG_PREWRITE_WARMING ? CLOG_PREWRITE_IDLE : state; /* a read-back is no file */
 }
 
 int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, char *err, size_t errlen)
@@ -193,13 +275,17 @@ int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd
         pthread_cond_signal(&p->wake);
     }
     int state = take_locked(p, fd, err, errlen);
+    if (state == CLOG_PREWRITE_WARMING && want && !p->write_wanted) {
+        p->write_wanted = 1; /* the read-back ends at its next chunk; a later poll begins the file */
+        pthread_cond_signal(&p->wake);
+    }
     if (state == CLOG_PREWRITE_IDLE && want) {
-        if (!p->started && pthread_create(&p->thread, NULL, prewriter_main, p) != 0) {
-            snprintf(err, errlen, "cannot start the commit log's pre-writer thread: %s", strerror(errno));
+        int rc = thread_start_locked(p);
+        if (rc != 0) {
+            snprintf(err, errlen, "cannot start the commit log's pre-writer thread: %s", strerror(rc));
             pthread_mutex_unlock(&p->mu);
             return CLOG_PREWRITE_FAILED;
         }
-        p->started = 1;
         p->state = CLOG_PREWRITE_WRITING;
         pthread_cond_signal(&p->wake);
     }
@@ -207,12 +293,43 @@ int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd
     return state == CLOG_PREWRITE_READY || state == CLOG_PREWRITE_FAILED ? state : CLOG_PREWRITE_IDLE;
 }
 
+int clog_prewriter_warm(clog_prewriter_t *p, int fd)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->state != CLOG_PREWRITE_IDLE) {
+        pthread_mutex_unlock(&p->mu);
+        return 0;
+    }
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0 || thread_start_locked(p) != 0) {
+        if (own >= 0) {
+            close(own);
+        }
+        p->warm_failures++;
+    } else {
+        p->warm_fd = own;
+        p->write_wanted = 0;
+        p->state = CLOG_PREWRITE_WARMING;
+        pthread_cond_signal(&p->wake);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return 1;
+}
+
+void clog_prewriter_warm_counts(clog_prewriter_t *p, uint64_t *warmed, uint64_t *failures)
+{
+    pthread_mutex_lock(&p->mu);
+    *warmed = p->warmed;
+    *failures = p->warm_failures;
+    pthread_mutex_unlock(&p->mu);
+}
+
 uint64_t clog_prewriter_left(clog_prewriter_t *p)
 {
     pthread_mutex_lock(&p->mu);
-    uint64_t left = p->state == CLOG_PREWRITE_IDLE      ? UINT64_MAX
-                    : p->state == CLOG_PREWRITE_WRITING ? p->size - p->done
-                                                        : 0;
+    uint64_t left = p->state == CLOG_PREWRITE_IDLE || p->state == CLOG_PREWRITE_WARMING ? UINT64_MAX /* no file */
+                    : p->state == CLOG_PREWRITE_WRITING                                 ? p->size - p->done
+                                                                                        : 0;
     pthread_mutex_unlock(&p->mu);
     return left;
 }
@@ -229,6 +346,9 @@ void clog_prewriter_stop(clog_prewriter_t *p)
     if (p->state == CLOG_PREWRITE_READY) { /* whole, never taken: not a segment */
         close(p->fd);
         unlink(p->path);
+    }
+    if (p->warm_fd >= 0) { /* a read-back handed over that the thread stopped before beginning */
+        close(p->warm_fd);
     }
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);

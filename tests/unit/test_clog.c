@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1148,6 +1149,128 @@ static void test_switch_meets_failure(void)
     sync_reopen_check(c, id, last);
 }
 
+/* Pages of the file at path in the page cache (mincore of a read-only
+ * mapping, which itself faults nothing in); their count, *pages the file's. */
+static size_t resident_pages(const char *path, size_t *pages)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    TU_REQUIRE(fd >= 0, "open %s", path);
+    struct stat st;
+    TU_REQUIRE(fstat(fd, &st) == 0 && st.st_size > 0, "fstat %s", path);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = ((size_t)st.st_size + page - 1) / page, in = 0;
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    TU_REQUIRE(map != MAP_FAILED, "mmap %s", path);
+    unsigned char *vec = malloc(n);
+    TU_REQUIRE(mincore(map, (size_t)st.st_size, vec) == 0, "mincore %s: %s", path, strerror(errno));
+    for (size_t i = 0; i < n; i++) {
+        in += vec[i] & 1;
+    }
+    free(vec);
+    munmap(map, (size_t)st.st_size);
+    close(fd);
+    *pages = n;
+    return in;
+}
+
+/* The file at path out of the page cache: synced first, so that every page
+ * is clean and dropped (no drop_caches). */
+static void evict(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    TU_REQUIRE(fd >= 0, "open %s", path);
+    TU_REQUIRE(fdatasync(fd) == 0, "fdatasync %s", path);
+    TU_REQUIRE(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0, "fadvise %s", path);
+    close(fd);
+}
+
+typedef struct warm_poll {
+    clog_t *c;
+    const char *path;
+    size_t in, pages;
+} warm_poll_t;
+
+/* A step (not held, back to back), then: is the whole file at path cached? */
+static int warm_step_resident(void *ctx)
+{
+    warm_poll_t *wp = ctx;
+    TU_CHECK(clog_prepare_step(wp->c, 0, err, sizeof err) == 0, "a step with a spare waiting: %s", err);
+    wp->in = resident_pages(wp->path, &wp->pages);
+    return wp->in == wp->pages;
+}
+
+/* Steps until the file at path is wholly in the page cache, for at most
+ * STEP_WAIT_MS (the read-back is on the pre-writer thread): 1 when it is. */
+static int steps_until_resident(clog_t *c, const char *path, size_t *in, size_t *pages)
+{
+    warm_poll_t wp = { c, path, 0, 0 };
+    int ok = tu_poll_until(warm_step_resident, &wp, STEP_WAIT_MS, 5) == 0;
+    *in = wp.in;
+    *pages = wp.pages;
+    return ok;
+}
+
+/* A recycled spare keeps its old data, no zeros, and in a delay queue its
+ * pages were written long ago: the next switch would read each batch's
+ * partial last page from disk. Recycled (4 MiB segments) and evicted
+ * (fdatasync + POSIX_FADV_DONTNEED), it has no page cached, and held steps
+ * read nothing; steps read it back whole (mincore) on the pre-writer thread;
+ * the switch takes it and the records on both sides read back. A spare the
+ * open finds (written by an earlier run) is read back too. */
+static void test_recycled_spare_read_back(void)
+{
+    uint64_t first;
+    clog_t *c = open_step_log(&first);
+    static uint64_t ids[2000];
+    int n = fill_into_second_segment(c, ids);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_keep_from(c, ids[n - 1]);
+    TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
+    char path[600];
+    seg_file(2 * STEP_SEG, path, sizeof path);
+    TU_REQUIRE(clog_is_spare(c, 2 * STEP_SEG), "the recycled segment is the spare at %" PRIu64, 2 * STEP_SEG);
+    evict(path);
+    size_t in, pages;
+    in = resident_pages(path, &pages);
+    TU_REQUIRE(in == 0, "evicted, the recycled spare has no page cached (%zu of %zu)", in, pages);
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "a held step: %s", err);
+    usleep(STEP_QUIET_MS * 1000); /* a wait that nothing happens: it can only pass wrongly */
+    in = resident_pages(path, &pages);
+    TU_CHECK(in == 0, "a held step reads nothing back (%zu of %zu pages cached)", in, pages);
+    TU_CHECK(steps_until_resident(c, path, &in, &pages), "the steps read the recycled spare back (%zu of %zu pages)",
+             in, pages);
+    TU_CHECK(step_file_size() == -1, "with a spare waiting no spare is pre-written");
+    /* the switch takes it: the records on both sides read back */
+    static char p[4000];
+    clog_batch_t b = { 0 };
+    uint64_t id = 0;
+    int k = 0;
+    while (id < 2 * STEP_SEG) {
+        payload(p, sizeof p, 5000 + (uint64_t)k);
+        TU_REQUIRE(clog_batch_add(c, &b, p, sizeof p, &id, err, sizeof err) == 0, "add: %s", err);
+        TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+        k++;
+    }
+    clog_batch_free(&b);
+    TU_CHECK(id == 2 * STEP_SEG + 32 && !clog_is_spare(c, 2 * STEP_SEG), "the switch took the read-back spare");
+    check_record(c, id, 4000, 5000 + (uint64_t)(k - 1));
+    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
+    /* a spare the open finds: the pre-writer's whole file becomes one, then it is evicted over a reopen */
+    TU_REQUIRE(step_until_done(c, 0) == 1, "a spare pre-written: %s", err);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+    seg_file(3 * STEP_SEG, path, sizeof path);
+    evict(path);
+    clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
+    TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "reopen: %s", err);
+    TU_REQUIRE(clog_is_spare(c, 3 * STEP_SEG), "the open finds the spare");
+    in = resident_pages(path, &pages);
+    TU_REQUIRE(in < pages, "evicted, the found spare is not wholly cached (%zu of %zu)", in, pages);
+    TU_CHECK(steps_until_resident(c, path, &in, &pages), "the steps read the found spare back (%zu of %zu pages)", in,
+             pages);
+    check_record(c, id, 4000, 5000 + (uint64_t)(k - 1));
+    clog_close(c);
+}
+
 static const tu_test_t clog_tests[] = {
     { "append, read, reopen", test_append_read_reopen },
     { "offsets raised to the floor", test_floor_raises_offsets },
@@ -1170,6 +1293,7 @@ static const tu_test_t clog_tests[] = {
     { "a switch with no spare finishes the pre-writer's half-written file", test_switch_finishes_prewrite },
     { "a refused pre-write changes nothing", test_prepare_step_refused },
     { "a pre-write failure a switch meets is reported", test_switch_meets_failure },
+    { "a recycled spare is read back into the page cache before the switch takes it", test_recycled_spare_read_back },
     { NULL, NULL },
 };
 
