@@ -56,6 +56,11 @@
  *             `valgrind --tool=callgrind levels-bench --only cycle
  *             --lease-write-delay 100` counts the instructions of a message's
  *             life as the broker writes it (docs/BENCH-broker.md).
+ *   clogcold  appends of 14 464 bytes into a recycled commit-log segment
+ *             (64 MiB; 16 with --quick) whose pages are cached, evicted
+ *             (POSIX_FADV_DONTNEED), or evicted and read back by the log's
+ *             pre-writer thread before the switch: us an append and the
+ *             disk bytes read (/proc/self/io).
  *   redo      the commit log's replay at open (levels/clog_redo.h): 64 MiB
  *             of log (8 with --quick) in the flood's shape, synced and never
  *             applied, reopened as after a kill -9; beside a raw pread of the
@@ -81,7 +86,8 @@
  * Message times use an injected clock (a plain variable passed as now_ms), so
  * nothing waits for real time to pass.
  *
- * Single-threaded; the open probe runs as a child process (/proc/self/exe
+ * Single-threaded but for the commit log's pre-writer thread (clogcold's
+ * read-back); the open probe runs as a child process (/proc/self/exe
  * --probe-open DIR).
  */
 #define _GNU_SOURCE /* nftw's FTW_DEPTH/FTW_PHYS */
@@ -104,6 +110,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1461,6 +1468,149 @@ static void part_clog(bench_t *b)
               "118-byte records", -1, NULL);
 }
 
+/* ---- clogcold: appends into a recycled segment whose pages were evicted ---------------- */
+
+#define CLOGCOLD_PAYLOAD 14376 /* a record of 32 + 14 376 bytes and a COMMIT of 56: 14 464 a batch (a flood's) */
+#define CLOGCOLD_BATCH   14464
+
+/* read_bytes of /proc/self/io: what this process (its threads too) read from the disk. */
+static uint64_t clogcold_read_bytes(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    unsigned long long v = 0;
+    char line[128];
+    while (f != NULL && fgets(line, sizeof line, f) != NULL && sscanf(line, "read_bytes: %llu", &v) != 1) {
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return v;
+}
+
+/* 1 when every page of the file at path is in the page cache (mincore of a read-only mapping). */
+static int clogcold_resident(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        bench_die("clogcold: %s: %s", path, strerror(errno));
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = ((size_t)st.st_size + page - 1) / page, in = 0;
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    unsigned char *vec = xmalloc(n);
+    if (map == MAP_FAILED || mincore(map, (size_t)st.st_size, vec) != 0) {
+        bench_die("clogcold: mincore %s: %s", path, strerror(errno));
+    }
+    for (size_t i = 0; i < n; i++) {
+        in += vec[i] & 1;
+    }
+    free(vec);
+    munmap(map, (size_t)st.st_size);
+    close(fd);
+    return in == n;
+}
+
+static uint64_t clogcold_append(clog_t *c, const char *payload)
+{
+    char err[512];
+    clog_batch_t cb = { 0 };
+    uint64_t id = 0;
+    if (clog_batch_add(c, &cb, payload, CLOGCOLD_PAYLOAD, &id, err, sizeof err) != 0 ||
+        clog_append(c, &cb, err, sizeof err) != 0) {
+        bench_die("clogcold: %s", err);
+    }
+    clog_batch_free(&cb);
+    return id;
+}
+
+/* One case: a log of `segment`-byte segments whose first is recycled (the spare at 2 segments), the second filled
+ * to its last batch; the spare evicted (fdatasync + POSIX_FADV_DONTNEED) unless `evict` is 0, read back by
+ * clog_prepare_step (pace 10 ms, the storage thread's in a segment's first half) when `read_back` is set; then the
+ * switch into it (not timed) and a segment of appends timed one by one. */
+static void clogcold_case(bench_t *b, uint64_t segment, int evict, int read_back, const char *name)
+{
+    char err[512], spare[PATH_MAX + 64];
+    static char payload[CLOGCOLD_PAYLOAD];
+    bench_fill(payload, sizeof payload, 7);
+    char *path = bench_case_dir(b, "clogcold-%d-%d", evict, read_back);
+    if (mkdir(path, 0700) != 0) {
+        bench_die("mkdir %s: %s", path, strerror(errno));
+    }
+    clog_options_t o = { path, segment, 0, 0, 0, 0 };
+    clog_t *c = NULL;
+    if (clog_open(&o, &c, NULL, err, sizeof err) != 0) {
+        bench_die("clogcold: %s", err);
+    }
+    uint64_t id = 0;
+    while (id < segment) {
+        id = clogcold_append(c, payload);
+    }
+    clog_keep_from(c, id);
+    if (clog_sync(c, err, sizeof err) != 0 || clog_recycle(c, 0, err, sizeof err) != 0) {
+        bench_die("clogcold: %s", err);
+    }
+    while (clog_end(c) + 2 * CLOGCOLD_BATCH < 2 * segment) {
+        clogcold_append(c, payload);
+    }
+    if (clog_sync(c, err, sizeof err) != 0) {
+        bench_die("clogcold: %s", err);
+    }
+    snprintf(spare, sizeof spare, "%s/clog-%016llx.seg", path, (unsigned long long)(2 * segment));
+    int fd = open(spare, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || fdatasync(fd) != 0 || (evict && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0)) {
+        bench_die("clogcold: evicting %s: %s", spare, strerror(errno));
+    }
+    close(fd);
+    double read_back_s = 0;
+    uint64_t read_back_bytes = clogcold_read_bytes();
+    if (read_back) {
+        double t0 = bench_now();
+        while (!clogcold_resident(spare)) {
+            if (clog_prepare_step(c, 10, err, sizeof err) < 0 || bench_now() - t0 > 60) {
+                bench_die("clogcold: the spare was not read back in 60 s: %s", err);
+            }
+            usleep(1000);
+        }
+        read_back_s = bench_now() - t0;
+    }
+    read_back_bytes = clogcold_read_bytes() - read_back_bytes;
+    while (clog_end(c) < 2 * segment) {
+        clogcold_append(c, payload); /* the switch: a header, a rename, the directory synced */
+    }
+    uint64_t read0 = clogcold_read_bytes();
+    int n = 0;
+    double t0 = bench_now();
+    while (clog_end(c) + CLOGCOLD_BATCH <= 3 * segment) {
+        clogcold_append(c, payload);
+        n++;
+    }
+    double each = (bench_now() - t0) / n;
+    uint64_t appends_read = clogcold_read_bytes() - read0;
+    clog_close(c);
+    bench_case_done(b, path);
+    char row[80], limit[64];
+    snprintf(row, sizeof row, "append of %d bytes, %s", CLOGCOLD_BATCH, name);
+    snprintf(limit, sizeof limit, "disk read %.1f MB in %d appends", (double)appends_read / 1e6, n);
+    bench_row("clogcold", row, each * 1e6, 1, "us", limit, -1, NULL);
+    if (read_back) {
+        snprintf(limit, sizeof limit, "disk read %.1f MB on its thread", (double)read_back_bytes / 1e6);
+        bench_row("clogcold", "  its read-back before the switch", read_back_s * 1e3, 0, "ms", limit, -1, NULL);
+    }
+}
+
+/* `clogcold`: what an evicted recycled spare costs the appends (levels/clog_prewrite.c, "Why a read-back"): a
+ * segment of 14 464-byte appends (64 MiB; 16 with --quick; no fdatasync among them) into the spare cached, evicted,
+ * and evicted then read back by the pre-writer thread (clog_prepare_step) before the switch; µs an append and the
+ * disk bytes the appends read (/proc/self/io read_bytes, which counts the pre-writer's reads too: they are
+ * reported apart, taken before the appends). */
+static void part_clogcold(bench_t *b)
+{
+    uint64_t segment = (b->quick ? UINT64_C(16) : UINT64_C(64)) << 20;
+    clogcold_case(b, segment, 0, 0, "spare cached");
+    clogcold_case(b, segment, 1, 0, "spare evicted");
+    clogcold_case(b, segment, 1, 1, "spare evicted, read back");
+}
+
 /* ---- cq: the consume queues and where-slots (issue 13 step 2) ---------------------------- */
 
 /* `cq`: what a consume-queue entry and a where-slot cost (levels/cq.h,
@@ -2231,6 +2381,7 @@ static const bench_part_t bench_parts[] = {
     { "spread", part_spread, "steady random-ms delays: us per delivery and per ACK" },
     { "cycle", part_cycle, "a message's whole life, steady and deterministic (for callgrind)" },
     { "clog", part_clog, "commit log append + fdatasync per 512 beside leveldb_write sync on" },
+    { "clogcold", part_clogcold, "appends into a recycled segment: cached, evicted, evicted and read back" },
     { "cq", part_cq, "consume-queue entries and where-slots per call vs a LevelDB put" },
     { "redo", part_redo, "the commit log's replay at open (64 MiB) beside a raw read of the same bytes" },
     { "lane", part_lane, "the remainder lane: push + pop at 440 000 live, its load at open vs a read" },
