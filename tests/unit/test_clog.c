@@ -1271,6 +1271,58 @@ static void test_recycled_spare_read_back(void)
     clog_close(c);
 }
 
+/* A step a minute apart, then: has the pre-writer's file its first chunk? */
+static int slow_step_began_file(void *ctx)
+{
+    TU_CHECK(clog_prepare_step(ctx, 60000, err, sizeof err) == 0, "a step: %s", err);
+    return step_file_size() == 1 << 20;
+}
+
+/* A read-back with chunks a minute apart: the close ends it without waiting
+ * out its pace; after the reopen (the spare found, read back again) the
+ * switch takes the spare, and the step that then wants a spare written cuts
+ * the read-back at its next chunk, so the spare's zeros begin at once (they
+ * would wait minutes behind it). */
+static void test_read_back_gives_way(void)
+{
+    uint64_t first;
+    clog_t *c = open_step_log(&first);
+    static uint64_t ids[2000];
+    int n = fill_into_second_segment(c, ids);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_keep_from(c, ids[n - 1]);
+    TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
+    char path[600];
+    seg_file(2 * STEP_SEG, path, sizeof path);
+    evict(path);
+    TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "a step a minute apart: %s", err);
+    uint64_t t0 = tu_now_mono_ms();
+    clog_close(c);
+    TU_CHECK(tu_now_mono_ms() - t0 < 20000, "the close ends a read-back without waiting for its pace (%" PRIu64 " ms)",
+             tu_now_mono_ms() - t0);
+    clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
+    TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "reopen: %s", err);
+    evict(path);
+    TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "the found spare's read-back, a minute apart: %s", err);
+    static char p[4000];
+    clog_batch_t b = { 0 };
+    uint64_t id = 0;
+    for (int k = 0; id < 2 * STEP_SEG; k++) {
+        payload(p, sizeof p, 7000 + (uint64_t)k);
+        TU_REQUIRE(clog_batch_add(c, &b, p, sizeof p, &id, err, sizeof err) == 0, "add: %s", err);
+        TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+    }
+    clog_batch_free(&b);
+    TU_REQUIRE(!clog_is_spare(c, 2 * STEP_SEG), "the switch took the spare being read back");
+    TU_CHECK(tu_poll_until(slow_step_began_file, c, STEP_WAIT_MS, 5) == 0,
+             "with no spare left the read-back gives way: the next spare's first chunk is written (%lld bytes)",
+             step_file_size());
+    t0 = tu_now_mono_ms();
+    clog_close(c);
+    TU_CHECK(tu_now_mono_ms() - t0 < 20000, "the close stops the pre-write (%" PRIu64 " ms)", tu_now_mono_ms() - t0);
+    TU_CHECK(step_file_size() == -1, "the close removes the half-written spare");
+}
+
 static const tu_test_t clog_tests[] = {
     { "append, read, reopen", test_append_read_reopen },
     { "offsets raised to the floor", test_floor_raises_offsets },
@@ -1294,6 +1346,7 @@ static const tu_test_t clog_tests[] = {
     { "a refused pre-write changes nothing", test_prepare_step_refused },
     { "a pre-write failure a switch meets is reported", test_switch_meets_failure },
     { "a recycled spare is read back into the page cache before the switch takes it", test_recycled_spare_read_back },
+    { "a read-back gives way to a close and to a spare to write", test_read_back_gives_way },
     { NULL, NULL },
 };
 
