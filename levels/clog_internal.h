@@ -149,7 +149,9 @@ void clog_prewriter_init(clog_prewriter_t *p, const char *dir, uint64_t size);
  * CLOG_PREWRITE_READY: *fd is a whole, synced file of zeros at p->path, now
  * the caller's. CLOG_PREWRITE_FAILED: err says why (the file is removed).
  * Otherwise CLOG_PREWRITE_IDLE, and when it was idle and want is set, a file
- * is begun. Owner thread. */
+ * is begun; when it was reading a spare back (clog_prewriter_warm) and want
+ * is set, the read-back ends at its next chunk, and a later poll begins the
+ * file. Owner thread. */
 int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, char *err, size_t errlen);
 
 /* The file being written, finished now for a segment switch that found no

@@ -42,7 +42,8 @@
  * Pacing: pace_ms between 1 MiB chunks (0: back to back; CLOG_PREPARE_HOLD:
  * no chunk until another pace is set, for a disk near full). The owner sets it
  * at each poll; a change, a request or a stop wakes the thread at once. Paced,
- * the chunks' writeback does not queue ahead of the log's own fdatasyncs.
+ * the chunks' writeback does not queue ahead of the log's own fdatasyncs; a
+ * read-back keeps the same pace, its reads sharing the disk with those syncs.
  */
 #define _GNU_SOURCE
 #include "levels/clog_internal.h"
