@@ -1172,15 +1172,29 @@ static size_t resident_pages(const char *path, size_t *pages)
     return in;
 }
 
-/* The file at path out of the page cache: synced first, so that every page
- * is clean and dropped (no drop_caches). */
-static void evict(const char *path)
+/* One try at the file at path out of the page cache: synced first, so that
+ * every page is clean and can be dropped (no drop_caches); 1 when none is
+ * left cached. */
+static int evicted(void *ctx)
 {
+    const char *path = ctx;
     int fd = open(path, O_RDWR | O_CLOEXEC);
     TU_REQUIRE(fd >= 0, "open %s", path);
     TU_REQUIRE(fdatasync(fd) == 0, "fdatasync %s", path);
     TU_REQUIRE(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0, "fadvise %s", path);
     close(fd);
+    size_t pages;
+    return resident_pages(path, &pages) == 0;
+}
+
+/* The file at path out of the page cache, tried for up to 5 s: the pages
+ * still cached, of *pages. Usually 0 at the first try; under valgrind (even
+ * --tool=none) 4 pages of a file stay cached after the same calls, so the
+ * cases require most pages gone, not all. */
+static size_t evict(const char *path, size_t *pages)
+{
+    (void)tu_poll_until(evicted, (void *)path, 5000, 10);
+    return resident_pages(path, pages);
 }
 
 typedef struct warm_poll {
@@ -1228,14 +1242,13 @@ static void test_recycled_spare_read_back(void)
     char path[600];
     seg_file(2 * STEP_SEG, path, sizeof path);
     TU_REQUIRE(clog_is_spare(c, 2 * STEP_SEG), "the recycled segment is the spare at %" PRIu64, 2 * STEP_SEG);
-    evict(path);
-    size_t in, pages;
-    in = resident_pages(path, &pages);
-    TU_REQUIRE(in == 0, "evicted, the recycled spare has no page cached (%zu of %zu)", in, pages);
+    size_t pages, evicted_in = evict(path, &pages), in;
+    TU_REQUIRE(evicted_in * 4 < pages, "evicted, most of the recycled spare is not cached (%zu of %zu)", evicted_in,
+               pages);
     TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "a held step: %s", err);
     usleep(STEP_QUIET_MS * 1000); /* a wait that nothing happens: it can only pass wrongly */
     in = resident_pages(path, &pages);
-    TU_CHECK(in == 0, "a held step reads nothing back (%zu of %zu pages cached)", in, pages);
+    TU_CHECK(in <= evicted_in, "a held step reads nothing back (%zu of %zu pages cached)", in, pages);
     TU_CHECK(steps_until_resident(c, path, &in, &pages), "the steps read the recycled spare back (%zu of %zu pages)",
              in, pages);
     TU_CHECK(step_file_size() == -1, "with a spare waiting no spare is pre-written");
@@ -1259,12 +1272,11 @@ static void test_recycled_spare_read_back(void)
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
     clog_close(c);
     seg_file(3 * STEP_SEG, path, sizeof path);
-    evict(path);
     clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
     TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "reopen: %s", err);
     TU_REQUIRE(clog_is_spare(c, 3 * STEP_SEG), "the open finds the spare");
-    in = resident_pages(path, &pages);
-    TU_REQUIRE(in < pages, "evicted, the found spare is not wholly cached (%zu of %zu)", in, pages);
+    in = evict(path, &pages); /* after the open, whose reads of the file would cache pages again */
+    TU_REQUIRE(in * 4 < pages, "evicted, most of the found spare is not cached (%zu of %zu)", in, pages);
     TU_CHECK(steps_until_resident(c, path, &in, &pages), "the steps read the found spare back (%zu of %zu pages)", in,
              pages);
     check_record(c, id, 4000, 5000 + (uint64_t)(k - 1));
@@ -1293,8 +1305,9 @@ static void test_read_back_gives_way(void)
     clog_keep_from(c, ids[n - 1]);
     TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
     char path[600];
+    size_t pages;
     seg_file(2 * STEP_SEG, path, sizeof path);
-    evict(path);
+    (void)evict(path, &pages);
     TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "a step a minute apart: %s", err);
     uint64_t t0 = tu_now_mono_ms();
     clog_close(c);
@@ -1302,7 +1315,7 @@ static void test_read_back_gives_way(void)
              tu_now_mono_ms() - t0);
     clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
     TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "reopen: %s", err);
-    evict(path);
+    (void)evict(path, &pages);
     TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "the found spare's read-back, a minute apart: %s", err);
     static char p[4000];
     clog_batch_t b = { 0 };
