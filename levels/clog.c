@@ -349,6 +349,11 @@ static void warm_next_spare(clog_t *c)
     }
 }
 
+void clog_read_back_counts(clog_t *c, uint64_t *spares, uint64_t *bytes, uint64_t *failures)
+{
+    clog_prewriter_warm_counts(&c->pre, spares, bytes, failures);
+}
+
 int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen)
 {
     if (c->switch_failure[0] != '\0') {

@@ -252,9 +252,17 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
  * pace, once: a switch then appends into cached pages instead of reading each
  * batch's last page from disk (~130 µs a batch on an evicted file). That
  * read-back answers 0, changes no byte, fails silently (the appends read
- * their pages themselves) and ends early when a spare is to be written.
- * clog_close stops the thread and removes its file. Owner thread. */
+ * their pages themselves, and clog_read_back_counts counts it), skips the
+ * chunks whose pages are all cached, and ends early when a spare is to be
+ * written. clog_close stops the thread and removes its file. Owner thread. */
 int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen);
+
+/* clog_prepare_step's read-backs since the open: spares read through whole,
+ * the bytes read for them (chunks already cached are skipped, so 0 for a
+ * spare recycled while its pages were still cached), and read-backs that
+ * failed (a descriptor not duplicated, a read error: the switch's appends
+ * then read their pages themselves). Any thread. */
+void clog_read_back_counts(clog_t *c, uint64_t *spares, uint64_t *bytes, uint64_t *failures);
 
 /* clog_prepare_step's pace that holds the pre-writer: no spare is begun, and
  * one being written waits before its next chunk until a step sets another

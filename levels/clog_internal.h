@@ -46,7 +46,8 @@ typedef struct clog_prewriter {
     int fd;                 /* READY: the whole, synced file at path */
     int warm_fd;            /* WARMING: the thread's own duplicate of the spare's descriptor, closed by the thread */
     int write_wanted;       /* WARMING: a poll wants a file written: the read-back stops at its next chunk */
-    uint64_t warmed;        /* spares read back whole */
+    uint64_t warmed;        /* spares read back whole (their cached chunks skipped) */
+    uint64_t warm_bytes;    /* bytes those read-backs read: the chunks not wholly cached */
     uint64_t warm_failures; /* read-backs a dup or a pread failed (harmless: an append reads its page itself) */
     char path[PATH_MAX];
     char error[PATH_MAX + 128]; /* FAILED: why, naming path and the byte */
@@ -173,9 +174,10 @@ int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen
  * thread. */
 int clog_prewriter_warm(clog_prewriter_t *p, int fd);
 
-/* Spares read back whole, and read-backs that failed (a dup or a pread). Any
- * thread. */
-void clog_prewriter_warm_counts(clog_prewriter_t *p, uint64_t *warmed, uint64_t *failures);
+/* Spares read back whole, the bytes read for them (chunks not wholly cached:
+ * a chunk whose pages are all in the page cache is skipped), and read-backs
+ * that failed (a dup or a pread). Any thread. */
+void clog_prewriter_warm_counts(clog_prewriter_t *p, uint64_t *warmed, uint64_t *bytes, uint64_t *failures);
 
 /* Bytes the file being written still needs (as of its last chunk); 0 when it
  * is whole or failed, not yet taken; UINT64_MAX when none is begun. */

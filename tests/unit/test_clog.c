@@ -1223,6 +1223,30 @@ static int steps_until_resident(clog_t *c, const char *path, size_t *in, size_t 
     return ok;
 }
 
+typedef struct read_back_poll {
+    clog_t *c;
+    uint64_t spares, bytes, failures;
+} read_back_poll_t;
+
+/* A step (not held, back to back), then: has a read-back been counted? */
+static int read_back_counted(void *ctx)
+{
+    read_back_poll_t *rp = ctx;
+    TU_CHECK(clog_prepare_step(rp->c, 0, err, sizeof err) == 0, "a step with a spare waiting: %s", err);
+    clog_read_back_counts(rp->c, &rp->spares, &rp->bytes, &rp->failures);
+    return rp->spares + rp->failures > 0;
+}
+
+/* Steps until clog_read_back_counts counts a read-back, for at most
+ * STEP_WAIT_MS: the counts then. */
+static read_back_poll_t steps_until_read_back(clog_t *c)
+{
+    read_back_poll_t rp = { c, 0, 0, 0 };
+    TU_CHECK(tu_poll_until(read_back_counted, &rp, STEP_WAIT_MS, 5) == 0, "a read-back is counted within %d ms",
+             STEP_WAIT_MS);
+    return rp;
+}
+
 /* A recycled spare keeps its old data, no zeros, and in a delay queue its
  * pages were written long ago: the next switch would read each batch's
  * partial last page from disk. Recycled (4 MiB segments) and evicted
@@ -1251,6 +1275,11 @@ static void test_recycled_spare_read_back(void)
     TU_CHECK(in <= evicted_in, "a held step reads nothing back (%zu of %zu pages cached)", in, pages);
     TU_CHECK(steps_until_resident(c, path, &in, &pages), "the steps read the recycled spare back (%zu of %zu pages)",
              in, pages);
+    read_back_poll_t rp = steps_until_read_back(c);
+    TU_CHECK(rp.spares == 1 && rp.failures == 0 && rp.bytes >= (uint64_t)(pages - evicted_in) * 4096 / 2,
+             "counted: 1 spare read back (%" PRIu64 "), %" PRIu64 " bytes read for %zu pages evicted, %" PRIu64
+             " failures",
+             rp.spares, rp.bytes, pages - evicted_in, rp.failures);
     TU_CHECK(step_file_size() == -1, "with a spare waiting no spare is pre-written");
     /* the switch takes it: the records on both sides read back */
     static char p[4000];
@@ -1280,6 +1309,32 @@ static void test_recycled_spare_read_back(void)
     TU_CHECK(steps_until_resident(c, path, &in, &pages), "the steps read the found spare back (%zu of %zu pages)", in,
              pages);
     check_record(c, id, 4000, 5000 + (uint64_t)(k - 1));
+    clog_close(c);
+}
+
+/* A spare recycled while its pages are still cached (a short delay, a
+ * segment recycled minutes after it was written) is read back without reading
+ * a byte: each 1 MiB chunk's pages are found cached (mincore) and skipped,
+ * and the read-back is still counted whole. */
+static void test_cached_spare_not_read_again(void)
+{
+    uint64_t first;
+    clog_t *c = open_step_log(&first);
+    static uint64_t ids[2000];
+    int n = fill_into_second_segment(c, ids);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_keep_from(c, ids[n - 1]);
+    TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
+    char path[600];
+    seg_file(2 * STEP_SEG, path, sizeof path);
+    size_t pages, in = resident_pages(path, &pages);
+    TU_REQUIRE(in == pages, "the segment just written and recycled is cached whole (%zu of %zu pages)", in, pages);
+    read_back_poll_t rp = steps_until_read_back(c);
+    TU_CHECK(rp.spares == 1 && rp.bytes == 0 && rp.failures == 0,
+             "a cached spare is counted read back (%" PRIu64 ") with nothing read (%" PRIu64 " bytes, %" PRIu64
+             " failures)",
+             rp.spares, rp.bytes, rp.failures);
+    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
     clog_close(c);
 }
 
@@ -1360,6 +1415,7 @@ static const tu_test_t clog_tests[] = {
     { "a pre-write failure a switch meets is reported", test_switch_meets_failure },
     { "a recycled spare is read back into the page cache before the switch takes it", test_recycled_spare_read_back },
     { "a read-back gives way to a close and to a spare to write", test_read_back_gives_way },
+    { "a recycled spare still cached is not read again", test_cached_spare_not_read_again },
     { NULL, NULL },
 };
 
