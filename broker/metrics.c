@@ -423,6 +423,16 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_group_commits_total", "counter", "Storage-thread iterations that ran jobs.",
                     st->batches);
     prom_metric_u64(o, "hourglass_commit_failures_total", "counter", "Commits that failed.", st->commit_failures);
+    uint64_t rb_spares, rb_bytes, rb_failures;
+    store_log_read_back_counts(s, &rb_spares, &rb_bytes, &rb_failures);
+    prom_metric_u64(o, "hourglass_log_spares_read_back_total", "counter",
+                    "Recycled commit-log segments read back into the page cache before a segment switch took them.",
+                    rb_spares);
+    prom_metric_u64(o, "hourglass_log_spare_read_back_bytes_total", "counter",
+                    "Bytes those read-backs read from the segments (pages already cached are skipped).", rb_bytes);
+    prom_metric_u64(o, "hourglass_log_spare_read_back_failures_total", "counter",
+                    "Read-backs of a recycled segment that failed (the switch's appends read their pages themselves).",
+                    rb_failures);
     prom_metric_u64(o, "hourglass_leases_unwritten", "gauge",
                     "Leases held in memory and not written yet (lease-write-delay); in the in-flight counts.",
                     store_leases_unwritten(s));

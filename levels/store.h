@@ -354,6 +354,11 @@ int store_log_checkpoint_running(const store_t *s);
  * without a log or a broken one. Owner thread. */
 uint64_t store_log_prepare_left(const store_t *s);
 
+/* The commit log's recycled spares read back into the page cache before a
+ * switch took them (levels/clog.h clog_read_back_counts): spares, bytes read,
+ * read-backs that failed. All 0 for a store without a log. Owner thread. */
+void store_log_read_back_counts(const store_t *s, uint64_t *spares, uint64_t *bytes, uint64_t *failures);
+
 /* Bytes left in the commit log's segment that its end lies in (a caller
  * paces store_log_prepare_step by it); UINT64_MAX for a store without a log. */
 uint64_t store_log_segment_room(const store_t *s);

@@ -182,6 +182,14 @@ uint64_t store_log_prepare_left(const store_t *s)
     return s->redo == NULL || s->broken ? 0 : clog_prepare_left(redo_log(s->redo));
 }
 
+void store_log_read_back_counts(const store_t *s, uint64_t *spares, uint64_t *bytes, uint64_t *failures)
+{
+    *spares = *bytes = *failures = 0;
+    if (s->redo != NULL) {
+        clog_read_back_counts(redo_log(s->redo), spares, bytes, failures);
+    }
+}
+
 uint64_t store_log_segment_room(const store_t *s)
 {
     if (s->redo == NULL) {
