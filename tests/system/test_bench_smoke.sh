@@ -22,7 +22,7 @@ for delay in 0 100; do
         failures=$((failures + 1))
         continue
     fi
-    for part in raw pipeline seek open spread clog cq; do
+    for part in raw pipeline seek open spread clog clogcold cq; do
         if ! grep -q "^$part " "$out"; then
             echo "FAIL: levels-bench --quick --lease-write-delay $delay printed no $part figures"
             failures=$((failures + 1))
