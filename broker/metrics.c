@@ -429,7 +429,8 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
                     "Recycled commit-log segments read back into the page cache before a segment switch took them.",
                     rb_spares);
     prom_metric_u64(o, "hourglass_log_spare_read_back_bytes_total", "counter",
-                    "Bytes those read-backs read from the segments (pages already cached are skipped).", rb_bytes);
+                    "Bytes those read-backs read from the segments (1 MiB chunks already cached are skipped).",
+                    rb_bytes);
     prom_metric_u64(o, "hourglass_log_spare_read_back_failures_total", "counter",
                     "Read-backs of a recycled segment that failed (the switch's appends read their pages themselves).",
                     rb_failures);

@@ -1276,9 +1276,11 @@ static void test_recycled_spare_read_back(void)
     TU_CHECK(steps_until_resident(c, path, &in, &pages), "the steps read the recycled spare back (%zu of %zu pages)",
              in, pages);
     read_back_poll_t rp = steps_until_read_back(c);
-    TU_CHECK(rp.spares == 1 && rp.failures == 0 && rp.bytes >= (uint64_t)(pages - evicted_in) * 4096 / 2,
-             "counted: 1 spare read back (%" PRIu64 "), %" PRIu64 " bytes read for %zu pages evicted, %" PRIu64
-             " failures",
+    /* at least one chunk read (most pages were evicted); the kernel's read-ahead of one chunk may bring the next in
+       before the thread gets to it (under valgrind it does), and a chunk found cached is skipped */
+    TU_CHECK(rp.spares == 1 && rp.failures == 0 && rp.bytes >= 1 << 20,
+             "counted: 1 spare read back (%" PRIu64 "), %" PRIu64
+             " bytes read (at least a chunk) for %zu pages evicted, %" PRIu64 " failures",
              rp.spares, rp.bytes, pages - evicted_in, rp.failures);
     TU_CHECK(step_file_size() == -1, "with a spare waiting no spare is pre-written");
     /* the switch takes it: the records on both sides read back */
