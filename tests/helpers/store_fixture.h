@@ -40,9 +40,12 @@
 
 /* rc must be 0; otherwise stop the test and print err. */
 #define REQUIRE_OK(rc, err) TU_REQUIRE((rc) == 0, "%s failed: %s", #rc, (err))
-#define CHECK_EQ_U64(got, want)                                                                             \
-    TU_CHECK((uint64_t)(got) == (uint64_t)(want), "%s = %" PRIu64 ", want %" PRIu64, #got, (uint64_t)(got), \
-             (uint64_t)(want))
+/* got and want are evaluated once each (got may be a call that acts: ACK, MOVE). */
+#define CHECK_EQ_U64(got, want)                                                                        \
+    do {                                                                                               \
+        uint64_t got_u64_ = (uint64_t)(got), want_u64_ = (uint64_t)(want);                             \
+        TU_CHECK(got_u64_ == want_u64_, "%s = %" PRIu64 ", want %" PRIu64, #got, got_u64_, want_u64_); \
+    } while (0)
 
 /* store_check(s) must return 0; otherwise stop the test and print its message. */
 void check_store_at(store_t *s, int line);
