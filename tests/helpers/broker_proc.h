@@ -172,6 +172,7 @@ int bp_info_field(rc_conn_t *c, const char *field, char *buf, size_t len, char *
  * testutil.h's TU_CHECK / TU_REQUIRE under the names the broker tests use:
  * a failure whose text is a printf-formatted explanation, e.g.
  *   BP_CHECK(n == 3, "PULL returned %d messages, want 3", n);
+ * the message's arguments evaluated only when the condition is false.
  * BP_REQUIRE ends the test (the suite's teardown still runs). */
 #define BP_CHECK(cond, ...)   TU_CHECK(cond, __VA_ARGS__)
 #define BP_REQUIRE(cond, ...) TU_REQUIRE(cond, __VA_ARGS__)

@@ -37,9 +37,14 @@
  *   init fails runs no tests at all and must still fail the program. Each
  *   case's line carries its wall time ("passed (12.3 s)"), so slow cases show
  *   in every log.
- *   tu_suites_main / tu_add_suite build the registry from tables of tests;
- *   tu_check_at (TU_CHECK, TU_REQUIRE) is the one formatted assertion every
- *   suite uses (broker_proc.h's BP_CHECK is the same thing).
+ *   tu_suites_main / tu_add_suite build the registry from tables of tests.
+ *   TU_CHECK / TU_REQUIRE (and broker_proc.h's BP_CHECK / BP_REQUIRE, the
+ *   same macros under other names) are the one formatted assertion every
+ *   suite uses. The macro tests the condition and calls tu_check_passed_at or
+ *   tu_check_failed_at: the message's arguments sit in the failing branch
+ *   only, so a passing check never evaluates them (an argument valid only on
+ *   failure cannot fault), while the printf attribute on tu_check_failed_at
+ *   still checks every call site's format.
  *
  * Single-threaded use is assumed (tests call these from the main thread).
  */
@@ -1080,15 +1085,16 @@ int tu_suites_main(int argc, char **argv, const tu_suite_t *suites, size_t n, vo
     return tu_cunit_main(argc, argv, add_table_suites);
 }
 
-void tu_check_at(int ok, int fatal, const char *file, int line, const char *fmt, ...)
+void tu_check_passed_at(const char *file, int line)
+{
+    CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", file, "", CU_FALSE);
+}
+
+void tu_check_failed_at(int fatal, const char *file, int line, const char *fmt, ...)
 {
     char text[8448];
     va_list ap;
 
-    if (ok) {
-        CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", file, "", CU_FALSE);
-        return;
-    }
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);

@@ -283,40 +283,41 @@ int tu_add_suite(const char *name, int (*init)(void), int (*cleanup)(void), void
 int tu_suites_main(int argc, char **argv, const tu_suite_t *suites, size_t n, void (*setup)(void),
                    void (*teardown)(void));
 
-/* One CUnit assertion whose failure message is printf-formatted: ok != 0
- * passes; otherwise the message (with file:line) goes to stderr at once and
- * into CUnit's failure list (CUnit copies it). fatal ends the test (the
- * suite's teardown still runs). Use it through the macros below. */
-void tu_check_at(int ok, int fatal, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+/* One CUnit assertion, in two halves so that a passing check never touches
+ * its message: tu_check_passed_at records a pass at file:line;
+ * tu_check_failed_at formats the printf message and writes it (with
+ * file:line) to stderr at once and into CUnit's failure list (CUnit copies
+ * it); fatal ends the test (the suite's teardown still runs). Use them
+ * through the macros below. */
+void tu_check_passed_at(const char *file, int line);
+void tu_check_failed_at(int fatal, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* TU_CHECK(n == 3, "PULL returned %d messages, want 3", n). The condition is
- * evaluated before the message's arguments (a separate statement), so a
- * message may print what the condition's calls wrote. The arguments are
- * evaluated when the condition holds too: one that is valid only on failure
- * (an index the condition guards) needs an `if` around the check. TU_REQUIRE
- * ends the test when the condition is false. */
-#define TU_CHECK(cond, ...)                                      \
-    do {                                                         \
-        int tu_ok_ = (cond) ? 1 : 0;                             \
-        tu_check_at(tu_ok_, 0, __FILE__, __LINE__, __VA_ARGS__); \
-    } while (0)
-#define TU_REQUIRE(cond, ...)                                    \
-    do {                                                         \
-        int tu_ok_ = (cond) ? 1 : 0;                             \
-        tu_check_at(tu_ok_, 1, __FILE__, __LINE__, __VA_ARGS__); \
-    } while (0)
+ * evaluated once, first. The message's arguments are evaluated only when it
+ * is false, and after it: a message may print what the condition's calls
+ * wrote, and an argument valid only on failure (an index the condition
+ * guards: TU_CHECK(i == 0 || a[i - 1] < a[i], "%d", a[i - 1])) is safe. So
+ * an argument must never carry a side effect the test needs: it runs on
+ * failure only. The compiler checks the format against the arguments at
+ * every call site all the same. TU_REQUIRE ends the test when the condition
+ * is false. */
+#define TU_CHECK(cond, ...)   TU_ASSERT_AT_(cond, 0, __LINE__, __VA_ARGS__)
+#define TU_REQUIRE(cond, ...) TU_ASSERT_AT_(cond, 1, __LINE__, __VA_ARGS__)
 
 /* The same, reported at line (a helper's caller's __LINE__). */
-#define TU_CHECK_AT(cond, line, ...)                           \
-    do {                                                       \
-        int tu_ok_ = (cond) ? 1 : 0;                           \
-        tu_check_at(tu_ok_, 0, __FILE__, (line), __VA_ARGS__); \
-    } while (0)
-#define TU_REQUIRE_AT(cond, line, ...)                         \
-    do {                                                       \
-        int tu_ok_ = (cond) ? 1 : 0;                           \
-        tu_check_at(tu_ok_, 1, __FILE__, (line), __VA_ARGS__); \
+#define TU_CHECK_AT(cond, line, ...)   TU_ASSERT_AT_(cond, 0, line, __VA_ARGS__)
+#define TU_REQUIRE_AT(cond, line, ...) TU_ASSERT_AT_(cond, 1, line, __VA_ARGS__)
+
+/* The four above: the message (__VA_ARGS__) appears only in the failing
+ * branch. */
+#define TU_ASSERT_AT_(cond, fatal, line, ...)                           \
+    do {                                                                \
+        int tu_ok_ = (cond) ? 1 : 0;                                    \
+        if (tu_ok_)                                                     \
+            tu_check_passed_at(__FILE__, (line));                       \
+        else                                                            \
+            tu_check_failed_at((fatal), __FILE__, (line), __VA_ARGS__); \
     } while (0)
 
 #endif
