@@ -1082,11 +1082,9 @@ static void test_many_segments_recycled_as_counts_fall(void)
     for (int i = 0; i < MANY_SEGMENTS; i++) { /* one delayed message a segment, in consecutive segments */
         delayed[i] = SEND(s, "t", "d", 3, 0, T0, NULL);
         COMMIT(s);
-        if (i > 0) { /* TU_REQUIRE evaluates its message's arguments whatever the condition */
-            TU_REQUIRE(delayed[i] - delayed[i] % size == delayed[i - 1] - delayed[i - 1] % size + size,
-                       "delayed message %d in segment %016" PRIx64 ", not the one after %016" PRIx64, i, delayed[i],
-                       delayed[i - 1]);
-        }
+        TU_REQUIRE(i == 0 || delayed[i] - delayed[i] % size == delayed[i - 1] - delayed[i - 1] % size + size,
+                   "delayed message %d in segment %016" PRIx64 ", not the one after %016" PRIx64, i, delayed[i],
+                   delayed[i - 1]);
         last = fill_past_segment(s, delayed[i], size);
     }
     for (int i = 0; i < 4; i++) { /* the last delayed segment wholly below the next checkpoint */
