@@ -198,9 +198,24 @@ int bt_ack_reply(rc_conn_t *c, const char *group, const resp_reply_t *r, long lo
     return rc;
 }
 
-int bt_main(int argc, char **argv, const char *suite, const tu_test_t *tests)
+static void (*bt_after)(void);
+
+static void bt_teardown_after(void)
+{
+    bt_teardown();
+    if (bt_after != NULL)
+        bt_after();
+}
+
+int bt_main_after(int argc, char **argv, const char *suite, const tu_test_t *tests, void (*after)(void))
 {
     const tu_suite_t suites[] = { { suite, tests } };
+    bt_after = after;
     bp_set_failure_counter(CU_get_number_of_failures);
-    return tu_suites_main(argc, argv, suites, 1, bt_setup, bt_teardown);
+    return tu_suites_main(argc, argv, suites, 1, bt_setup, bt_teardown_after);
+}
+
+int bt_main(int argc, char **argv, const char *suite, const tu_test_t *tests)
+{
+    return bt_main_after(argc, argv, suite, tests, NULL);
 }

@@ -91,4 +91,9 @@ int bt_ack_reply(rc_conn_t *c, const char *group, const resp_reply_t *r, long lo
  * suite. Returns the exit code (tu_cunit_main). */
 int bt_main(int argc, char **argv, const char *suite, const tu_test_t *tests);
 
+/* bt_main with after() run after each test's bt_teardown (what the suite's
+ * tests leave beside the broker: a users file's directory, say), so that a
+ * test that fails half-way leaves nothing behind either. */
+int bt_main_after(int argc, char **argv, const char *suite, const tu_test_t *tests, void (*after)(void));
+
 #endif

@@ -125,9 +125,19 @@ static void write_users(int with_viewer)
     write_users_but(with_viewer ? NULL : "grafana", NULL);
 }
 
+/* The users file's directory removed, if there is one: each test's teardown
+ * too, so that a test that fails half-way leaves nothing behind. */
+static void cleanup_users(void)
+{
+    if (users_dir[0])
+        tu_rmtree(users_dir);
+    users_dir[0] = '\0';
+}
+
 /* Start the broker with the users file, and flag value when flag is not NULL. */
 static void start_with_users_and(const char *flag, const char *value)
 {
+    cleanup_users(); /* a test that started the broker twice: the first users file's directory too */
     TU_REQUIRE(tu_mkdtemp("hg-users", users_dir, sizeof users_dir) == 0, "temp dir");
     snprintf(users_path, sizeof users_path, "%s/users", users_dir);
     write_users(1);
@@ -138,13 +148,6 @@ static void start_with_users_and(const char *flag, const char *value)
 static void start_with_users(void)
 {
     start_with_users_and(NULL, NULL);
-}
-
-static void cleanup_users(void)
-{
-    if (users_dir[0])
-        tu_rmtree(users_dir);
-    users_dir[0] = '\0';
 }
 
 /* A new connection, logged in as user (NULL: not logged in). */
@@ -1610,5 +1613,5 @@ static const tu_test_t auth_tests[] = {
 
 int main(int argc, char **argv)
 {
-    return bt_main(argc, argv, "auth", auth_tests);
+    return bt_main_after(argc, argv, "auth", auth_tests, cleanup_users);
 }
