@@ -42,21 +42,30 @@
 #define REFUSE_READ_CHUNK    16384
 #define REFUSED_AT_STOP      "ERR shutting down: the command was not run"
 
+/* 1 when name is word (lowercase ASCII) in any case, as cmd_arg_is; the
+ * first letter is compared inline before the call: looks_like_http asks
+ * for every command, and a name that is not HTTP's (SEND, ACK) differs
+ * there, so most commands cost one byte's test instead of two calls. */
+static int name_is(const resp_arg_t *name, const char *word)
+{
+    return name->len > 0 && (name->ptr[0] | 0x20) == word[0] && cmd_arg_is(name, word);
+}
+
 /* 1 when cmd can only be part of an HTTP request (see the file comment). */
 static int looks_like_http(const conn_t *c, const resp_command_t *cmd)
 {
     const resp_arg_t *name = &cmd->argv[0];
-    if (cmd_arg_is(name, "post") || cmd_arg_is(name, "host:")) {
+    if (name_is(name, "post") || name_is(name, "host:")) {
         return 1;
     }
     if (c->ncommands > 0 || !cmd->is_inline) {
         return 0;
     }
-    if (cmd_arg_is(name, "get")) {
+    if (name_is(name, "get")) {
         return cmd->argc >= 2 && cmd->argv[1].len > 0 && cmd->argv[1].ptr[0] == '/';
     }
-    return cmd_arg_is(name, "put") || cmd_arg_is(name, "head") || cmd_arg_is(name, "delete") ||
-           cmd_arg_is(name, "options") || cmd_arg_is(name, "connect");
+    return name_is(name, "put") || name_is(name, "head") || name_is(name, "delete") || name_is(name, "options") ||
+           name_is(name, "connect");
 }
 
 static void conn_execute(conn_t *c, const resp_command_t *cmd)
