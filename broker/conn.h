@@ -88,7 +88,11 @@ typedef struct conn {
     char lib_name[64], lib_ver[64];
     const char *last_cmd; /* the command table's name of the last command dispatched (static), or NULL */
     uint64_t ncommands;   /* commands executed (the HTTP guard looks at the first) */
-    uint64_t created_mono, last_active_mono;
+    uint64_t created_mono;
+    /* the last activity, for idle-timeout and CLIENT LIST's idle: stamped at the first command of a read pass and
+       after its last (conn_request.c), and when the output has been written out (conn_accept.c's write_cb); never
+       before the activity it stands for, so idle-timeout is never early */
+    uint64_t last_active_mono;
     /* reply FIFO */
     reply_slot_t *slots_head, *slots_tail;
     size_t nslots;

@@ -162,10 +162,15 @@ static void read_cb(struct bufferevent *bev, void *arg)
     conn_process_input(arg);
 }
 
+/* Called when the output has been written out whole (its low watermark is
+ * 0): a write pass, not a reply. A reply written counts as activity for
+ * idle-timeout (as Redis), stamped here once a pass; while replies wait in
+ * the output, event_cb sees them there. */
 static void write_cb(struct bufferevent *bev, void *arg)
 {
     (void)bev;
     conn_t *c = arg;
+    c->last_active_mono = clock_mono_ms();
     if (!c->draining && !c->closing && evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) {
         conn_process_input(c); /* parsing may have waited for the replies to go (max-inflight-bytes) */
     }

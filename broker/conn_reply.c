@@ -24,7 +24,6 @@
 #include <event2/buffer.h>
 
 #include "base/alloc.h"
-#include "base/clock.h"
 #include "broker/commands.h"
 #include "broker/conn_internal.h"
 #include "broker/redact.h"
@@ -217,7 +216,6 @@ void conn_flush(conn_t *c)
         if (sl->holds) {
             c->auth_held = 0;
         }
-        c->last_active_mono = clock_mono_ms();
         if (sl->job) {
             conn_write_reply(c, sl->job->reply.raw.data, sl->job->reply.raw.len, sl->job);
         } else {

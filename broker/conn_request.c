@@ -8,7 +8,9 @@
  * an AUTH is being verified, CONN_MAX_PENDING replies are outstanding or
  * max-inflight-bytes are held for it; nothing is parsed once it drains.
  * header-timeout counts from the first byte of a command the parser holds
- * (cmd_started_mono, read by the sweep).
+ * (cmd_started_mono, read by the sweep). The clock is read per pass, not per
+ * command: at its first command and once at its end (for the commands run
+ * after the first, and for a command left unfinished).
  * At a stop, once the storage thread finished, what was received but never
  * parsed (what the socket still holds too, decrypted on TLS) is parsed only
  * to be refused (conn_refuse_unread).
@@ -68,7 +70,11 @@ static int looks_like_http(const conn_t *c, const resp_command_t *cmd)
            name_is(name, "connect");
 }
 
-static void conn_execute(conn_t *c, const resp_command_t *cmd)
+/* Execute one parsed command; first: the first command c runs in this pass
+ * of conn_process_input, which stamps c's activity (last_active_mono) here
+ * and once more at the end of a pass that ran more (one clock read a pass,
+ * not one a command: a pipeline of 128 SENDs is one pass). */
+static void conn_execute(conn_t *c, const resp_command_t *cmd, int first)
 {
     conn_set_t *s = c->set;
     if (looks_like_http(c, cmd)) {
@@ -79,7 +85,9 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
     }
     c->ncommands++;
     s->commands++;
-    c->last_active_mono = clock_mono_ms();
+    if (first) {
+        c->last_active_mono = clock_mono_ms(); /* CLIENT LIST in this pass shows it idle 0 s, as before */
+    }
     resp_buf_clear(&s->scratch);
     s->scratch.proto = c->proto;
     cmd_call_t call = { .conn = c, .srv = s->srv, .argc = cmd->argc, .argv = cmd->argv, .out = &s->scratch };
@@ -132,6 +140,7 @@ void conn_process_input(conn_t *c)
 {
     conn_set_t *s = c->set;
     struct evbuffer *in = bufferevent_get_input(c->bev);
+    const uint64_t ran_before = c->ncommands;
     while (!c->closing && !c->draining && !c->blocked && !c->auth_held && c->nslots < CONN_MAX_PENDING &&
            conn_held(c) < (size_t)s->cfg->max_inflight_bytes && s->reading) {
         if (evbuffer_get_length(in) == 0) {
@@ -159,7 +168,7 @@ void conn_process_input(conn_t *c)
         evbuffer_drain(in, consumed);
         if (st == RESP_OK) {
             c->cmd_started_mono = 0;
-            conn_execute(c, &cmd);
+            conn_execute(c, &cmd, c->ncommands == ran_before);
         } else if (st != RESP_NEED_MORE) {
             s->protocol_errors++;
             log_info("client id=%llu addr=%s: %s; closing after the reply", (unsigned long long)c->id, c->addr,
@@ -168,11 +177,21 @@ void conn_process_input(conn_t *c)
             break;
         }
     }
-    /* header-timeout counts from the first byte of a command the parser holds */
+    /* header-timeout counts from the first byte of a command the parser holds; idle-timeout from the last
+     * command run (a pass of several: stamped again after them, never before one of them ran) */
+    int ran_several = c->ncommands - ran_before > 1;
+    int command_started = resp_parser_in_command(&c->parser) && c->cmd_started_mono == 0;
     if (!resp_parser_in_command(&c->parser)) {
         c->cmd_started_mono = 0;
-    } else if (c->cmd_started_mono == 0) {
-        c->cmd_started_mono = clock_mono_ms();
+    }
+    if (ran_several || command_started) {
+        uint64_t now = clock_mono_ms();
+        if (ran_several) {
+            c->last_active_mono = now;
+        }
+        if (command_started) {
+            c->cmd_started_mono = now;
+        }
     }
 }
 

@@ -17,7 +17,9 @@
  *    an over-size payload is refused and keeps the connection; max-clients;
  *    idle-timeout closes idle clients but not blocked PULLs, and a consumer
  *    long-polling with BLOCK = idle-timeout keeps every reply and its
- *    connection; HELLO 3;
+ *    connection; a reply written is activity (idle-timeout counts from it,
+ *    not from the request); CLIENT INFO after a pause, pipelined behind
+ *    another command, shows its client idle 0 s; HELLO 3;
  *  - a pipeline deeper than the broker's in-flight window is answered in order;
  *  - an HTTP request (a browser's form POST carrying commands in its body) is
  *    closed unanswered and unexecuted, with a warning naming the address;
@@ -577,6 +579,72 @@ static void test_idle_timeout(void)
     bystander_ok("idle-timeout");
 }
 
+/* idle-timeout counts from the last reply written, not from the request it
+ * answers: a PULL BLOCK 1500 under a 1 s idle-timeout is exempt while it
+ * waits (blocked), and its reply at 1.5 s leaves the client idle from then
+ * on, so 900 ms after that reply (2.4 s after its request, the idle time
+ * checked at 2 s) the connection still serves a PING; it closes once it has
+ * been idle a whole idle-timeout. */
+static void test_idle_timeout_counts_from_the_reply(void)
+{
+    static const char *const flags[] = { "--idle-timeout", "1s", NULL };
+    bt_start(flags);
+    char e[1024], d[300];
+    rc_conn_t c;
+    BP_REQUIRE(bp_connect(&bt_broker, &c, e, sizeof e) == 0, "%s", e);
+    resp_reply_t *r = rc_cmd(&c, "PULL", "g", "quiet", "BLOCK", "1500", NULL);
+    uint64_t replied = tu_now_mono_ms();
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 0, "PULL BLOCK 1500: %s",
+               r == NULL ? c.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    BP_REQUIRE(rc_wait_closed(&c, 900) == 0,
+               "closed %" PRIu64 " ms after the reply to a PULL BLOCK 1500, within the 1 s idle-timeout",
+               tu_now_mono_ms() - replied);
+    r = rc_cmd(&c, "PING", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING 900 ms after the last reply (idle-timeout 1 s): %s",
+             r == NULL ? c.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    uint64_t pinged = tu_now_mono_ms();
+    BP_CHECK(rc_wait_closed(&c, 10000) == 1, "the client was not closed once idle");
+    BP_CHECK(tu_now_mono_ms() - pinged >= 900, "closed %" PRIu64 " ms after its last PONG, idle-timeout 1 s",
+             tu_now_mono_ms() - pinged);
+    rc_close(&c);
+    rc_close(&bt_conn); /* idle meanwhile, closed too */
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
+    bystander_ok("idle-timeout from the reply");
+}
+
+/* A client idle over a second, then sending PING and CLIENT INFO in one
+ * write (one read pass: the broker reads the clock once for both), is shown
+ * idle 0 s: the command stamps its activity before CLIENT INFO reads it. */
+static void test_client_info_idle_after_a_pause(void)
+{
+    bt_start(NULL);
+    char e[1024], d[300];
+    rc_conn_t c;
+    BP_REQUIRE(bp_connect(&bt_broker, &c, e, sizeof e) == 0, "%s", e);
+    resp_reply_t *r = rc_cmd(&c, "PING", NULL);
+    BP_REQUIRE(r != NULL && rc_str_eq(r, "PONG"), "PING: %s", r == NULL ? c.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    uint64_t pause_end = tu_now_mono_ms() + 1500;
+    while (tu_now_mono_ms() < pause_end) {
+        BP_REQUIRE(rc_wait_closed(&c, (int)(pause_end - tu_now_mono_ms()) + 1) == 0, "closed during the pause");
+    }
+    rc_appendl(&c, "PING", NULL);
+    rc_appendl(&c, "CLIENT", "INFO", NULL);
+    BP_REQUIRE(rc_flush(&c, 0) == 0, "%s", c.err);
+    r = rc_read(&c, 0);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING: %s", r == NULL ? c.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    r = rc_read(&c, 0);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_BULK && memmem(r->str, r->len, " idle=0 ", 8) != NULL,
+             "CLIENT INFO right after a command, 1.5 s after the one before: %s",
+             r == NULL ? c.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    rc_close(&c);
+    bystander_ok("CLIENT INFO after a pause");
+}
+
 static void test_hello3(void)
 {
     bt_start(NULL);
@@ -833,6 +901,8 @@ static const tu_test_t hostile_tests[] = {
     { "unknown command, arity, payload limit, inline, QUIT", test_command_errors },
     { "max-clients", test_max_clients },
     { "idle-timeout closes idle clients, not blocked ones", test_idle_timeout },
+    { "idle-timeout counts from the last reply written", test_idle_timeout_counts_from_the_reply },
+    { "CLIENT INFO after a pause shows its client idle 0 s", test_client_info_idle_after_a_pause },
     { "HELLO 3 (RESP3) and back", test_hello3 },
     { "5000 pipelined commands answered in order", test_deep_pipeline },
     { "an HTTP request is closed unexecuted (cross-protocol guard)", test_http_cross_protocol },
