@@ -268,7 +268,7 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
          * psub, multi, qbuf, qbuf-free, argv-mem, obl, oll, omem, tot-mem as
          * integers and fail when one is missing; lib-name and lib-ver as Redis 7.2),
          * then ours (replies; tls: yes for a connection from tls-port). */
-        size_t qbuf = evbuffer_get_length(bufferevent_get_input(c->bev));
+        size_t qbuf = evbuffer_get_length(bufferevent_get_input(c->bev)) - c->input_parsed; /* CLIENT LIST's own */
         struct sockaddr_storage local; /* the broker's end: asked here, CLIENT LIST is rare and accept is not */
         socklen_t local_len = sizeof local;
         char laddr[64] = "?";

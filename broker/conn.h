@@ -88,6 +88,8 @@ typedef struct conn {
     char lib_name[64], lib_ver[64];
     const char *last_cmd; /* the command table's name of the last command dispatched (static), or NULL */
     uint64_t ncommands;   /* commands executed (the HTTP guard looks at the first) */
+    size_t input_parsed;  /* bytes at the input's head the parser has read, drained once a pass (conn_request.c's
+                             conn_input_settle; 0 outside conn_process_input) */
     uint64_t created_mono;
     /* the last activity, for idle-timeout and CLIENT LIST's idle: stamped at the first command of a read pass and
        after its last (conn_request.c), and when the output has been written out (conn_accept.c's write_cb); never

@@ -213,6 +213,7 @@ void conn_maybe_finish(conn_t *c)
         return;
     }
     struct evbuffer *in = bufferevent_get_input(c->bev);
+    conn_input_settle(c);                          /* QUIT or the HTTP guard in a pass: what it parsed is not unread */
     c->linger_input = evbuffer_get_length(in) > 0; /* unread request bytes: the client may be writing still */
     evbuffer_drain(in, evbuffer_get_length(in));
     if (!c->linger_input && conn_linger_done(c)) {

@@ -151,8 +151,13 @@ void conn_flush(conn_t *c);
  * time cannot push back as they would a read timeout). */
 void conn_handshake_expired(conn_t *c);
 
-/* conn_request.c: parse and execute what c's input holds, while c may. */
+/* conn_request.c: parse and execute what c's input holds, while c may. The
+ * bytes parsed stay in the input until the pass ends (c->input_parsed: one
+ * drain a pass, not one a command: each drain re-arms the bufferevent's read
+ * event); code a command runs that reads or discards c's input calls
+ * conn_input_settle first, which drains them now. */
 void conn_process_input(conn_t *c);
+void conn_input_settle(conn_t *c);
 
 /* conn_sweep.c: the sweep event's callback (arg = the set). */
 void conn_sweep_cb(evutil_socket_t fd, short what, void *arg);

@@ -136,6 +136,14 @@ static size_t conn_held(const conn_t *c)
     return c->inflight_bytes + evbuffer_get_length(bufferevent_get_output(c->bev));
 }
 
+void conn_input_settle(conn_t *c)
+{
+    if (c->input_parsed > 0) {
+        evbuffer_drain(bufferevent_get_input(c->bev), c->input_parsed);
+        c->input_parsed = 0;
+    }
+}
+
 void conn_process_input(conn_t *c)
 {
     conn_set_t *s = c->set;
@@ -143,12 +151,17 @@ void conn_process_input(conn_t *c)
     const uint64_t ran_before = c->ncommands;
     while (!c->closing && !c->draining && !c->blocked && !c->auth_held && c->nslots < CONN_MAX_PENDING &&
            conn_held(c) < (size_t)s->cfg->max_inflight_bytes && s->reading) {
-        if (evbuffer_get_length(in) == 0) {
+        if (evbuffer_get_length(in) <= c->input_parsed) {
             break;
         }
+        /* Peeked afresh for every command: a command run may have settled or discarded the input. */
         struct evbuffer_iovec v;
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
             break;
+        }
+        if (c->input_parsed > 0 && c->input_parsed >= v.iov_len) {
+            conn_input_settle(c); /* the first segment is parsed whole: on to the next */
+            continue;
         }
         if (!c->sniffed) {
             c->sniffed = 1;
@@ -158,14 +171,16 @@ void conn_process_input(conn_t *c)
                          "connect to tls-port%s)",
                          (unsigned long long)c->id, c->addr, s->cfg->tls_port ? "" : ", which is off");
                 evbuffer_drain(in, evbuffer_get_length(in));
+                c->input_parsed = 0;
                 conn_start_draining(c);
                 break;
             }
         }
         size_t consumed = 0;
         resp_command_t cmd;
-        resp_status_t st = resp_parser_feed(&c->parser, v.iov_base, v.iov_len, &consumed, &cmd);
-        evbuffer_drain(in, consumed);
+        resp_status_t st = resp_parser_feed(&c->parser, (const char *)v.iov_base + c->input_parsed,
+                                            v.iov_len - c->input_parsed, &consumed, &cmd);
+        c->input_parsed += consumed;
         if (st == RESP_OK) {
             c->cmd_started_mono = 0;
             conn_execute(c, &cmd, c->ncommands == ran_before);
@@ -173,10 +188,12 @@ void conn_process_input(conn_t *c)
             s->protocol_errors++;
             log_info("client id=%llu addr=%s: %s; closing after the reply", (unsigned long long)c->id, c->addr,
                      resp_parser_error(&c->parser));
+            conn_input_settle(c);
             conn_error_and_drain(c, "ERR %s", resp_parser_error(&c->parser));
             break;
         }
     }
+    conn_input_settle(c);
     /* header-timeout counts from the first byte of a command the parser holds; idle-timeout from the last
      * command run (a pass of several: stamped again after them, never before one of them ran) */
     int ran_several = c->ncommands - ran_before > 1;
@@ -254,6 +271,7 @@ size_t conn_refuse_unread(conn_t *c)
     if (c->closing || c->draining) {
         return 0; /* it parses nothing more already (QUIT, a protocol error): its input is discarded */
     }
+    conn_input_settle(c); /* 0 outside a pass (a stop comes from the writer): the read begins after what was parsed */
     size_t before = evbuffer_get_length(in);
     size_t limit = before + s->refuse_budget < REFUSE_MAX_BYTES ? before + s->refuse_budget : REFUSE_MAX_BYTES;
     size_t taken = conn_read_unread(c, limit);

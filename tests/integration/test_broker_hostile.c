@@ -19,10 +19,11 @@
  *    long-polling with BLOCK = idle-timeout keeps every reply and its
  *    connection; a reply written is activity (idle-timeout counts from it,
  *    not from the request); CLIENT INFO after a pause, pipelined behind
- *    another command, shows its client idle 0 s; HELLO 3;
+ *    another command, shows its client idle 0 s with qbuf 0; HELLO 3;
  *  - a pipeline deeper than the broker's in-flight window is answered in order;
  *  - an HTTP request (a browser's form POST carrying commands in its body) is
- *    closed unanswered and unexecuted, with a warning naming the address;
+ *    closed unanswered and unexecuted, with a warning naming the address; a
+ *    request line alone, leaving nothing unread, is closed at once;
  *  - message ids of other than 16 hex digits are refused; HELLO SETNAME checks
  *    names exactly as CLIENT SETNAME does;
  *  - each bad argument (unknown, repeated or contradicting options, a value
@@ -615,8 +616,9 @@ static void test_idle_timeout_counts_from_the_reply(void)
 }
 
 /* A client idle over a second, then sending PING and CLIENT INFO in one
- * write (one read pass: the broker reads the clock once for both), is shown
- * idle 0 s: the command stamps its activity before CLIENT INFO reads it. */
+ * write (one read pass: the broker reads the clock once for both and drains
+ * its input once, after both), is shown idle 0 s, its first command having
+ * stamped its activity, and qbuf 0: nothing unparsed is left. */
 static void test_client_info_idle_after_a_pause(void)
 {
     bt_start(NULL);
@@ -640,6 +642,9 @@ static void test_client_info_idle_after_a_pause(void)
     BP_CHECK(r != NULL && r->type == RESP_REPLY_BULK && memmem(r->str, r->len, " idle=0 ", 8) != NULL,
              "CLIENT INFO right after a command, 1.5 s after the one before: %s",
              r == NULL ? c.err : rc_describe(r, d, sizeof d));
+    /* the bytes of the PING and of the CLIENT INFO itself were parsed in that pass: not in its input */
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_BULK && memmem(r->str, r->len, " qbuf=0 ", 8) != NULL,
+             "CLIENT INFO as the last command of a pipeline: %s", r == NULL ? c.err : rc_describe(r, d, sizeof d));
     resp_reply_free(r);
     rc_close(&c);
     bystander_ok("CLIENT INFO after a pause");
@@ -719,6 +724,48 @@ static void test_deep_pipeline(void)
         }
     }
     resp_reply_free(r);
+}
+
+/* 1 when CLIENT LIST (asked on the bystander) shows a client with this " addr=… " field, -1 on an error. */
+static int client_listed(const char *addr_field)
+{
+    resp_reply_t *r = rc_cmd(&bt_conn, "CLIENT", "LIST", NULL);
+    int listed =
+        r == NULL || r->type != RESP_REPLY_BULK ? -1 : memmem(r->str, r->len, addr_field, strlen(addr_field)) != NULL;
+    resp_reply_free(r);
+    return listed;
+}
+
+/* An HTTP request line alone (no reply before it, nothing after it) leaves
+ * nothing unread: its connection is closed at once, not lingered until its
+ * client's EOF or 1 s (the bytes the broker parsed in that read are not
+ * counted as unread). The bystander's CLIENT LIST shows it gone. */
+static void test_http_alone_closed_at_once(void)
+{
+    bt_start(NULL);
+    int fd = tu_tcp_connect(bt_broker.port);
+    BP_REQUIRE(fd >= 0, "connect: %s", strerror(errno));
+    struct sockaddr_in me;
+    socklen_t len = sizeof me;
+    BP_REQUIRE(getsockname(fd, (struct sockaddr *)&me, &len) == 0, "getsockname: %s", strerror(errno));
+    char addr[64];
+    snprintf(addr, sizeof addr, " addr=127.0.0.1:%d ", ntohs(me.sin_port));
+    uint64_t end = tu_now_mono_ms() + 10000;
+    while (client_listed(addr) == 0 && tu_now_mono_ms() < end) {
+    }
+    BP_REQUIRE(client_listed(addr) == 1, "the client%sis not in CLIENT LIST", addr);
+    static const char req[] = "POST / HTTP/1.1\r\n";
+    BP_REQUIRE(send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof req - 1), "send: %s", strerror(errno));
+    uint64_t sent = tu_now_mono_ms();
+    end = sent + 10000;
+    while (client_listed(addr) == 1 && tu_now_mono_ms() < end) {
+    }
+    uint64_t took = tu_now_mono_ms() - sent;
+    BP_CHECK(client_listed(addr) == 0, "the HTTP client is still connected 10 s after its request");
+    BP_CHECK(took < 700, "the HTTP client was closed %" PRIu64 " ms after its request, lingering with nothing unread",
+             took);
+    close(fd);
+    bystander_ok("an HTTP request alone");
 }
 
 /* Poll the broker's log for text (generous deadline: the log is written by another process). */
@@ -906,6 +953,7 @@ static const tu_test_t hostile_tests[] = {
     { "HELLO 3 (RESP3) and back", test_hello3 },
     { "5000 pipelined commands answered in order", test_deep_pipeline },
     { "an HTTP request is closed unexecuted (cross-protocol guard)", test_http_cross_protocol },
+    { "an HTTP request alone is closed at once, not lingered", test_http_alone_closed_at_once },
     { "message ids are exactly 16 hex digits", test_id_exactly_16 },
     { "HELLO SETNAME and CLIENT SETNAME: one name rule", test_setname_rule },
     { "bad arguments: one error naming the problem and the value", test_argument_errors },
