@@ -79,7 +79,7 @@ void conn_free(conn_t *c)
         reply_slot_t *n = sl->next;
         job_free(sl->job);
         free(sl->data);
-        free(sl);
+        conn_slot_release(c->set, sl);
         sl = n;
     }
     resp_parser_free(&c->parser);

@@ -81,6 +81,9 @@ struct conn_set {
     map_t hs_by_addr;         /* authfail_key -> handshakes in progress from it (a count, as a pointer) */
     uint64_t hs_in_progress, hs_refused;
     resp_buf_t scratch; /* immediate replies */
+    /* written reply slots kept for reuse (conn_reply.c: at most SPARE_SLOTS_MAX), linked by next */
+    reply_slot_t *spare_slots;
+    size_t nspare_slots;
     /* counters */
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
     uint64_t client_memory, memory_kills, header_kills;
@@ -138,8 +141,14 @@ void conn_start_draining(conn_t *c);
 void conn_error_and_drain(conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* conn_reply.c */
-/* A new slot at the tail of c's reply FIFO (seq: a storage job's, else 0). */
+/* A new slot at the tail of c's reply FIFO (seq: a storage job's, else 0),
+ * zeroed: a spare of the set's, or a new one. */
 reply_slot_t *conn_slot_append(conn_t *c, uint64_t seq);
+/* A slot off a FIFO, its job and data already freed or handed on: kept as a
+ * spare of s's, or freed when s keeps enough. */
+void conn_slot_release(conn_set_t *s, reply_slot_t *sl);
+/* Free s's spare slots (conn_set_free). */
+void conn_spare_slots_free(conn_set_t *s);
 /* A reply computed now: straight out when nothing is ahead of it, else into the FIFO. */
 void conn_reply(conn_t *c, const char *data, size_t len);
 /* Write filled slots from the head. */
