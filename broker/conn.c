@@ -118,7 +118,7 @@ void conn_set_free(conn_set_t *s)
         conn_close(c);
     }
     conn_free_dead(s);
-    conn_spare_slots_free(s);
+    conn_spare_slots_trim(s, 0);
     event_free(s->reaper);
     event_free(s->sweep);
     idmap_free(&s->by_id);

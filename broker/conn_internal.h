@@ -81,7 +81,8 @@ struct conn_set {
     map_t hs_by_addr;         /* authfail_key -> handshakes in progress from it (a count, as a pointer) */
     uint64_t hs_in_progress, hs_refused;
     resp_buf_t scratch; /* immediate replies */
-    /* written reply slots kept for reuse (conn_reply.c: at most SPARE_SLOTS_MAX), linked by next */
+    /* written reply slots kept for reuse (conn_reply.c), linked by next; no more than the slots that were in
+       use at once, trimmed by the sweep */
     reply_slot_t *spare_slots;
     size_t nspare_slots;
     /* counters */
@@ -145,10 +146,10 @@ void conn_error_and_drain(conn_t *c, const char *fmt, ...) __attribute__((format
  * zeroed: a spare of the set's, or a new one. */
 reply_slot_t *conn_slot_append(conn_t *c, uint64_t seq);
 /* A slot off a FIFO, its job and data already freed or handed on: kept as a
- * spare of s's, or freed when s keeps enough. */
+ * spare of s's. */
 void conn_slot_release(conn_set_t *s, reply_slot_t *sl);
-/* Free s's spare slots (conn_set_free). */
-void conn_spare_slots_free(conn_set_t *s);
+/* Free s's spare slots but keep of them (the sweep; 0: conn_set_free). */
+void conn_spare_slots_trim(conn_set_t *s, size_t keep);
 /* A reply computed now: straight out when nothing is ahead of it, else into the FIFO. */
 void conn_reply(conn_t *c, const char *data, size_t len);
 /* Write filled slots from the head. */

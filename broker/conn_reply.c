@@ -2,8 +2,8 @@
  * broker/conn_reply.c — the reply FIFO of a client connection: replies
  * computed in the loop, storage replies as they complete (conn_job_done),
  * and writing them to the socket in request order. A written slot goes to
- * the set's spares (up to SPARE_SLOTS_MAX) for the next request's, instead
- * of a malloc and a free for every request.
+ * the set's spares for the next request's, instead of a malloc and a free
+ * for every request; the sweep trims the spares a burst left (conn_sweep.c).
  *
  * Invariants: reply order equals request order — a request answered by a
  * storage job takes a slot; a reply computed now goes straight out only
@@ -31,9 +31,8 @@
 #include "broker/redact.h"
 #include "common/log.h"
 
-#define CONN_SWEEP_NOW_BYTES     (1u << 20)       /* a reply this large runs the memory sweep at once */
-#define REPLY_BY_REFERENCE_BYTES (64u << 10)      /* storage replies this large are not copied (conn_write_reply) */
-#define SPARE_SLOTS_MAX          CONN_MAX_PENDING /* written slots the set keeps for reuse: one connection's window */
+#define CONN_SWEEP_NOW_BYTES     (1u << 20)  /* a reply this large runs the memory sweep at once */
+#define REPLY_BY_REFERENCE_BYTES (64u << 10) /* storage replies this large are not copied (conn_write_reply) */
 
 /* Called by the output buffer once a reply added by reference is written (or the connection freed). */
 static void job_reply_written(const void *data, size_t len, void *arg)
@@ -192,23 +191,19 @@ reply_slot_t *conn_slot_append(conn_t *c, uint64_t seq)
 
 void conn_slot_release(conn_set_t *s, reply_slot_t *sl)
 {
-    if (s->nspare_slots >= SPARE_SLOTS_MAX) {
-        free(sl);
-        return;
-    }
     sl->next = s->spare_slots;
     s->spare_slots = sl;
     s->nspare_slots++;
 }
 
-void conn_spare_slots_free(conn_set_t *s)
+void conn_spare_slots_trim(conn_set_t *s, size_t keep)
 {
-    while (s->spare_slots != NULL) {
-        reply_slot_t *n = s->spare_slots->next;
-        free(s->spare_slots);
-        s->spare_slots = n;
+    while (s->nspare_slots > keep) {
+        reply_slot_t *sl = s->spare_slots;
+        s->spare_slots = sl->next;
+        s->nspare_slots--;
+        free(sl);
     }
-    s->nspare_slots = 0;
 }
 
 /* A reply computed now: straight out when nothing is ahead of it, else into the FIFO. */

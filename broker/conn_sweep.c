@@ -7,7 +7,7 @@
  * header-timeout and, while all clients together hold more than
  * max-client-memory, the one that holds most; it tells the writer what the
  * clients hold (writer_note_client_memory) and trims the set's scratch
- * buffer.
+ * buffer and its spare reply slots.
  *
  * Invariants: what a client holds is conn_memory (below); the total is
  * recomputed at each sweep, never kept incrementally. A deadline is never
@@ -27,7 +27,8 @@
 #include "broker/conn_internal.h"
 #include "common/log.h"
 
-#define SCRATCH_KEEP_BYTES (64u << 10) /* the immediate-reply buffer keeps this much between bursts */
+#define SCRATCH_KEEP_BYTES (64u << 10)      /* the immediate-reply buffer keeps this much between bursts */
+#define SPARE_SLOTS_KEEP   CONN_MAX_PENDING /* spare reply slots kept between bursts: one connection's window */
 
 /* Bytes the broker holds for c: unparsed input, the parser's buffers,
  * requests and replies in its FIFO (a listing at its reply estimate: the
@@ -121,4 +122,5 @@ void conn_sweep_cb(evutil_socket_t fd, short what, void *arg)
         writer_note_client_memory(s->writer, total, s->woken_delivered);
     }
     buf_trim(&s->scratch.raw, SCRATCH_KEEP_BYTES); /* give a burst's memory back (CLIENT LIST of 10^4 clients) */
+    conn_spare_slots_trim(s, SPARE_SLOTS_KEEP);    /* and the reply slots of a burst of pipelines */
 }
