@@ -167,14 +167,14 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    "pending_writes:%d\r\nbroken:%d\r\ngroup_commits:%llu\r\ncommits:%llu\r\n"
                    "commit_failures:%llu\r\nreopens:%llu\r\njobs:%llu\r\nmax_batch:%llu\r\n"
                    "avg_batch:%.2f\r\nlast_commit_us:%llu\r\ncommit_p99_ms:%.3f\r\nmaintenance_work:%llu\r\n"
-                   "memory_trims:%llu\r\n",
+                   "memory_trims:%llu\r\nlog_spare_segments:%llu\r\n",
                    (mask & INFO_PATHS) ? so->path : INFO_HIDDEN, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION,
                    store_pending(s), store_broken(s), (unsigned long long)st->batches, (unsigned long long)st->commits,
                    (unsigned long long)st->commit_failures, (unsigned long long)st->reopens,
                    (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
                    st->batches ? (double)st->jobs / (double)st->batches : 0.0, (unsigned long long)st->last_commit_us,
                    prom_hist_quantile(&st->commit_seconds, 0.99) * 1000.0, (unsigned long long)st->maintain_work,
-                   (unsigned long long)st->memory_trims);
+                   (unsigned long long)st->memory_trims, (unsigned long long)store_log_spare_segments(s));
         if (st->syncer != NULL) {
             prom_hist_t fs;
             uint64_t last_us;

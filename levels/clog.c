@@ -456,3 +456,12 @@ void clog_keep_from(clog_t *c, uint64_t from)
 {
     atomic_store(&c->keep_from, from);
 }
+
+size_t clog_spare_count(const clog_t *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->nsegs; i++) {
+        n += c->segs[i].spare;
+    }
+    return n;
+}

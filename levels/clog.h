@@ -287,6 +287,14 @@ uint64_t clog_prepare_left(const clog_t *c);
  * first, lowest first, so none stays behind. Owner thread. */
 int clog_is_spare(const clog_t *c, uint64_t base);
 
+/* How many spares wait (clog_is_spare): segments pre-written or recycled
+ * and not yet taken by a segment switch, wherever they lie. The file the
+ * pre-writer thread is still writing is not one until the owner takes it
+ * (clog_prepare_step). A switch that finds none pre-writes its segment
+ * itself, so while this is above 0 no zeros are written for the next
+ * segment. Owner thread. */
+size_t clog_spare_count(const clog_t *c);
+
 /* 1 when the log has a file at base (a segment, or a spare): a where-slot
  * file of a base the log has no file at is left from a segment recycled or
  * removed (redo_slots_sweep). Owner thread. */

@@ -359,6 +359,11 @@ uint64_t store_log_prepare_left(const store_t *s);
  * read-backs that failed. All 0 for a store without a log. Owner thread. */
 void store_log_read_back_counts(const store_t *s, uint64_t *spares, uint64_t *bytes, uint64_t *failures);
 
+/* The commit log's spare segments (clog_spare_count): pre-written or
+ * recycled files waiting for a segment switch, which takes one instead of
+ * writing a new segment's zeros. 0 for a store without a log. Owner thread. */
+uint64_t store_log_spare_segments(const store_t *s);
+
 /* Bytes left in the commit log's segment that its end lies in (a caller
  * paces store_log_prepare_step by it); UINT64_MAX for a store without a log. */
 uint64_t store_log_segment_room(const store_t *s);

@@ -190,6 +190,11 @@ void store_log_read_back_counts(const store_t *s, uint64_t *spares, uint64_t *by
     }
 }
 
+uint64_t store_log_spare_segments(const store_t *s)
+{
+    return s->redo == NULL ? 0 : (uint64_t)clog_spare_count(redo_log(s->redo));
+}
+
 uint64_t store_log_segment_room(const store_t *s)
 {
     if (s->redo == NULL) {

@@ -705,7 +705,9 @@ static void test_segments_below(void)
         append_batch(c, 1, 1000, (uint64_t)i, &id);
     }
     TU_REQUIRE(id / SEG == 2, "three segments used (the last record at %" PRIu64 ")", id);
+    TU_CHECK(clog_spare_count(c) == 0, "no spare before clog_prepare (%zu)", clog_spare_count(c));
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0 && clog_prepare(c, 2, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(clog_spare_count(c) == 2, "the two spares pre-written are counted (%zu)", clog_spare_count(c));
     uint64_t out[8];
     TU_CHECK(check_below(c, 0) == 0 && check_below(c, SEG - 1) == 0 && check_below(c, SEG) == 1 &&
                  check_below(c, 2 * SEG + 1) == 2,
@@ -720,6 +722,7 @@ static void test_segments_below(void)
     TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
     TU_CHECK(check_below(c, UINT64_MAX) == 2 && clog_segments_below(c, 0, UINT64_MAX, out, 8) == 2 && out[0] == SEG,
              "a recycled segment is a spare: no longer listed");
+    TU_CHECK(clog_spare_count(c) == 3, "a recycled segment is counted as a spare (%zu)", clog_spare_count(c));
 
     uint64_t from, to;
     append_batch(c, 1, 1000, 200, &id); /* never synced: abandoned */
@@ -727,6 +730,8 @@ static void test_segments_below(void)
     append_batch(c, 1, 1000, 201, &id); /* the fresh segment, a spare taken */
     TU_REQUIRE(id == 3 * SEG + CLOG_SEGMENT_HEADER && clog_sync(c, err, sizeof err) == 0,
                "the batch after the abandon starts the next segment (%" PRIu64 "): %s", id, err);
+    TU_CHECK(clog_spare_count(c) == 2, "the spare the segment switch took is no longer counted (%zu)",
+             clog_spare_count(c));
     TU_CHECK(check_below(c, UINT64_MAX) == 3 && clog_segments_below(c, 0, 3 * SEG, out, 8) == 2 && out[1] == 2 * SEG,
              "the abandoned segment holds batches: listed");
     clog_close(c);
