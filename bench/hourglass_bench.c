@@ -28,6 +28,10 @@
  *             fsync always and no; with --baseline-broker PATH plain SEND and
  *             DEDUP SEND of new keys on another build too (an older broker):
  *             % against plain SEND on this build.
+ *   mixed     8 producers (SEND DELAY 5s) and 2 consumers at once, the flood;
+ *             with --zadd-port, --ceiling-port, --floor-port the same against
+ *             Redis, Redis without persistence, hourglass-floor, taking turns;
+ *             --mixed-warm-log SECS starts each hourglass run on a warmed log.
  *   capacity  (--capacity, long) 10^7 messages pending at LEVEL 18: broker RSS
  *             (VmRSS / VmHWM from /proc/PID/status) after the fill; kill -9;
  *             restart to the first answered PING and LEVELS; LEVELS depth.
@@ -54,6 +58,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <ftw.h>
 
 #include "tests/helpers/broker_proc.h"
@@ -82,6 +87,7 @@ typedef struct options {
     const char *pull_count;       /* PULL COUNT of the consumers */
     const char *sustain_rates;    /* the sustain part's producer rates, msg/s, comma-separated */
     int mixed_runs;               /* the mixed part's flood runs, each server's interleaved with the other's */
+    int mixed_warm_secs;          /* --mixed-warm-log SECS: each hourglass run's log warmed first (0: not) */
     const char *broker_flags[16]; /* --broker-flag: added to every broker started */
     int nbroker_flags;
 } options_t;
@@ -745,9 +751,10 @@ static void part_steady(int random_ms)
 
 /* ---- send and deliver at once ---------------------------------------------------- */
 
-#define MIXED_DELAY_MS 5000
-#define MIXED_LATE_CAP 4000000 /* lateness samples kept per consumer */
-#define MIXED_RUNS_MAX 15      /* --mixed-runs */
+#define MIXED_DELAY_MS      5000
+#define MIXED_LATE_CAP      4000000 /* lateness samples kept per consumer */
+#define MIXED_RUNS_MAX      15      /* --mixed-runs */
+#define MIXED_WARM_SECS_MAX 300     /* --mixed-warm-log */
 
 typedef struct mixed_producer {
     int port, index;
@@ -1131,6 +1138,97 @@ static void print_flood_row(const char *who, const char *what, const char *unit,
            v[n - 1], n);
 }
 
+/* ---- the flood on a warmed log (--mixed-warm-log) ----------------------------------- */
+
+#define WARM_DRAIN_MS   120000 /* the warm-up's messages consumed and its segments recycled: generous */
+#define WARM_SETTLED_MS 5000   /* the spares' count unchanged this long, checkpoints running: recycled */
+#define WARM_POLL_US    100000
+
+/* The commit log's segment files in the broker's data directory
+ * (clog-<base>.seg): the log only adds or renames them, so a file more after
+ * a run is a segment whose zeros were written during it. */
+static long log_segment_files(const bp_broker_t *b)
+{
+    DIR *d = opendir(b->data_dir);
+    if (d == NULL)
+        tu_die(PROGRAM, "%s: %s", b->data_dir, strerror(errno));
+    long n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        n += strncmp(e->d_name, "clog-", 5) == 0 && len > 9 && strcmp(e->d_name + len - 4, ".seg") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* An INFO field of the broker as a number (dies when it has none). */
+static long long info_number(int port, const char *key)
+{
+    char buf[64];
+    info_value(port, key, buf, sizeof buf);
+    if (buf[0] == '\0')
+        tu_die(PROGRAM, "the broker on port %d: INFO has no '%s'", port, key);
+    return atoll(buf);
+}
+
+/* The steady state of a broker that ran the flood before: the same flood for
+ * opt.mixed_warm_secs; then its consumers go on until nothing is delayed or
+ * ready, and the log's recycling turns the consumed segments into spares
+ * (INFO log_spare_segments) until every segment file but the one in use is a
+ * spare or the count has not moved for WARM_SETTLED_MS. Recycling follows a
+ * checkpoint, and a checkpoint follows applied writes: an idle broker takes
+ * none, so one SEND a poll (no delay, to the flood's topic, consumed with the
+ * rest) keeps them coming, as any traffic would. Nothing of this is in the
+ * measured figures. Returns the spares waiting when it ends. */
+static long long warm_log(const bp_broker_t *b)
+{
+    printf("  warming the log: the same flood for %d s, then drained and its segments recycled (not measured)\n",
+           opt.mixed_warm_secs);
+    fflush(stdout);
+    uint64_t t0 = tu_now_mono_us();
+    mixed_result_t w = run_mixed(b->port, CMD_SEND, opt.mixed_warm_secs, 0);
+    uint64_t t1 = tu_now_mono_us(), drained = 0, changed = t1, end = t1 + (uint64_t)WARM_DRAIN_MS * 1000;
+    consumers_t g;
+    consumers_start(&g, b->port, w.sent + WARM_DRAIN_MS * 1000 / WARM_POLL_US); /* more than is left: stopped below */
+    rc_conn_t c;
+    if (rc_connect(&c, "127.0.0.1", b->port, 30000) != 0)
+        tu_die(PROGRAM, "warming the log: connect: %s", c.err);
+    long long spares = -1, files = 0;
+    while (tu_now_mono_us() < end) {
+        resp_reply_t *r = rc_cmd(&c, "SEND", "lat", "warm", NULL);
+        if (r == NULL || r->type != RESP_REPLY_BULK)
+            tu_die(PROGRAM, "warming the log: SEND: %s", r == NULL ? c.err : "not an id");
+        resp_reply_free(r);
+        sleep_us(WARM_POLL_US);
+        long long now = info_number(b->port, "log_spare_segments");
+        files = log_segment_files(b);
+        if (now != spares)
+            spares = now, changed = tu_now_mono_us();
+        if (drained == 0 && info_number(b->port, "delayed_messages") + info_number(b->port, "ready") == 0)
+            drained = tu_now_mono_us();
+        if (drained != 0 && (spares >= files - 1 || tu_now_mono_us() - changed >= (uint64_t)WARM_SETTLED_MS * 1000))
+            break;
+    }
+    rc_close(&c);
+    __atomic_store_n(&g.stop, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < CONSUMERS; i++) {
+        pthread_join(g.th[i], NULL);
+        free(g.cs[i].late_us);
+        if (g.cs[i].err[0]) {
+            fprintf(stderr, "hourglass-bench: warm-up consumer %d: %s\n", i, g.cs[i].err);
+            broken = 1;
+        }
+    }
+    if (drained == 0)
+        tu_die(PROGRAM, "warming the log: messages still delayed or ready after %d s", WARM_DRAIN_MS / 1000);
+    printf("  warm-up: %ld sent in %.1f s (%ld delivered meanwhile), the rest consumed in %.1f s, the last spare "
+           "%.1f s after the flood: %lld segment files, %lld spare\n",
+           w.sent, (double)(t1 - t0) / 1e6, w.delivered, (double)(drained - t1) / 1e6, (double)(changed - t1) / 1e6,
+           files, spares);
+    fflush(stdout);
+    return spares;
+}
+
 /* Producers and consumers together, as in production: opt.clients producer
  * connections (pipeline opt.pipeline, 64-byte payloads, DELAY 5s) for
  * mixed_secs while 2 consumers PULL COUNT 100 + ACK; with --zadd-port the
@@ -1147,7 +1245,9 @@ static void print_flood_row(const char *who, const char *what, const char *unit,
  * single-loop design must do here, so a bound on its rate with these clients
  * and cores (bench/floor_server.c). Each hourglass run also prints its log's
  * fsyncs: count and p99 (INFO), and how many took over 5 ms and the share of
- * the fsync time they held (/metrics, read before and after the run). */
+ * the fsync time they held (/metrics, read before and after the run), and its
+ * log's segment files. With --mixed-warm-log the broker's log is warmed first
+ * (warm_log): the run starts on recycled spares, as after this load ran before. */
 static void part_mixed(void)
 {
     int secs = opt.quick ? 8 : 15, runs = opt.quick ? 1 : opt.mixed_runs;
@@ -1162,19 +1262,29 @@ static void part_mixed(void)
         printf(" run %d of %d\n", run + 1, runs);
         bp_broker_t b;
         start_broker(&b, NULL);
+        long long spares = opt.mixed_warm_secs > 0 ? warm_log(&b) : -1;
+        long files0 = log_segment_files(&b);
         double cpu0 = tu_proc_cpu_secs(b.pid);
         fsync_hist_t fsync0 = fsync_hist(b.metrics_port);
         mixed_result_t h = run_mixed(b.port, CMD_SEND, secs, 0);
         fsync_hist_t fsync1 = fsync_hist(b.metrics_port);
         double cpu1 = tu_proc_cpu_secs(b.pid);
-        print_mixed("hourglass SEND DELAY 5s, PULL COUNT + ACK:", &h);
+        print_mixed(spares >= 0 ? "hourglass on a warmed log:" : "hourglass SEND DELAY 5s, PULL COUNT + ACK:", &h);
+        long files1 = log_segment_files(&b);
+        if (spares >= 0)
+            printf("  log warmed: %lld spare segments when the flood began, %ld segment files; %ld new during the "
+                   "flood (each a new segment's zeros)\n",
+                   spares, files0, files1 - files0);
+        else
+            printf("  log cold: %ld segment files after the flood, all made since the broker started\n", files1);
         char fsyncs[32], fsync_p99[32];
         info_value(b.port, "fsyncs", fsyncs, sizeof fsyncs);
         info_value(b.port, "fsync_p99_ms", fsync_p99, sizeof fsync_p99);
         /* every SEND reply waits for an fdatasync of the log: with 8 x 128 SENDs in flight, the producers'
          * rate is at most 1024 per fsync */
-        printf("  broker CPU %.0f%% of one core; %s fsyncs of its log, p99 %s ms\n",
-               100.0 * (cpu1 - cpu0) / (double)secs, fsyncs, fsync_p99);
+        printf("  broker CPU %.0f%% of one core; %s fsyncs of its log, p99 %s ms%s\n",
+               100.0 * (cpu1 - cpu0) / (double)secs, fsyncs, fsync_p99,
+               spares >= 0 ? " (INFO: the warm-up's included)" : "");
         print_fsync_tail(&fsync0, &fsync1);
         bp_destroy(&b);
         h_rate[run] = h.rate, h_overlap[run] = h.overlap_rate, h_delivered[run] = (double)h.delivered;
@@ -1426,7 +1536,7 @@ static void usage(FILE *f)
                "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
                "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
                "                       [--pull-count N] [--broker-flag ARG]... [--baseline-broker PATH]\n"
-               "                       [--sustain-rates R,R,...] [--mixed-runs N]\n"
+               "                       [--sustain-rates R,R,...] [--mixed-runs N] [--mixed-warm-log SECS]\n"
                "Prints figures; fails only when something is broken. Default broker: $HG_BROKER or\n"
                "the build dir's hourglass-broker. --capacity adds the long 10^7-message part.\n"
                "--broker-flag ARG adds ARG to every broker command line (repeat it: --broker-flag --fsync\n"
@@ -1436,7 +1546,12 @@ static void usage(FILE *f)
                "(1..15, default 3; 1 with --quick), hourglass and Redis taking turns; it prints each run,\n"
                "then the medians and ranges. --ceiling-port: a redis-server without persistence that takes\n"
                "a turn in each flood run, as the ceiling of one RESP thread on this workload. --floor-port:\n"
-               "hourglass-floor (append + fdatasync per loop pass, nothing else) takes a turn too.\n");
+               "hourglass-floor (append + fdatasync per loop pass, nothing else) takes a turn too.\n"
+               "--mixed-warm-log SECS: before each hourglass run of the mixed part, the same flood for SECS\n"
+               "(1..300), its messages all consumed and its log segments recycled into spares, not measured:\n"
+               "the run then starts on the log of a broker that ran the load before, whose segment switches\n"
+               "take recycled spares instead of writing a new segment's zeros; it prints the spares at the\n"
+               "start and the segment files made during the flood.\n");
 }
 
 /* 1 when the part runs: named in --only (a comma-separated list), or, without
@@ -1509,6 +1624,13 @@ int main(int argc, char **argv)
             if (*v == '\0' || *end != '\0' || r < 1 || r > MIXED_RUNS_MAX)
                 tu_die(PROGRAM, "--mixed-runs: '%s' is not a number of runs from 1 to %d", v, MIXED_RUNS_MAX);
             opt.mixed_runs = (int)r, i++;
+        } else if (strcmp(a, "--mixed-warm-log") == 0) {
+            char *end = NULL;
+            long w = strtol(v, &end, 10);
+            if (*v == '\0' || *end != '\0' || w < 1 || w > MIXED_WARM_SECS_MAX)
+                tu_die(PROGRAM, "--mixed-warm-log: '%s' is not a number of seconds from 1 to %d", v,
+                       MIXED_WARM_SECS_MAX);
+            opt.mixed_warm_secs = (int)w, i++;
         } else if (strcmp(a, "--sustain-rates") == 0) {
             opt.sustain_rates = v, i++;
         } else if (strcmp(a, "--broker-flag") == 0) {

@@ -6,7 +6,9 @@
 # pipeline, a depth read back wrong after open) makes it exit non-zero. Figures are printed,
 # never judged: a slow machine passes. `fsync-bench --quick --seconds 1` prints its four cases
 # (append and overwrite, alone and beside big files) and leaves nothing behind. hourglass-floor
-# serves a quick mixed run of hourglass-bench and refuses bad commands by name.
+# serves a quick mixed run of hourglass-bench and refuses bad commands by name; that run's broker
+# starts on a warmed log (--mixed-warm-log 2: the flood's segments recycled into spares, INFO
+# log_spare_segments).
 set -uo pipefail
 builddir=${HG_BUILDDIR:-$PWD}
 bench=$builddir/levels-bench
@@ -74,8 +76,8 @@ else
     if ! hg_wait_for 30 "hourglass-floor to answer PING" floor_up; then
         echo "FAIL: hourglass-floor did not start: $(cat "$tmp/floor/floor.err")"
         failures=$((failures + 1))
-    elif ! "$hbench" --only mixed --quick --floor-port "$fport" >"$tmp/floor.out" 2>&1; then
-        echo "FAIL: hourglass-bench --only mixed --quick --floor-port exited non-zero; its output:"
+    elif ! "$hbench" --only mixed --quick --floor-port "$fport" --mixed-warm-log 2 >"$tmp/floor.out" 2>&1; then
+        echo "FAIL: hourglass-bench --only mixed --quick --floor-port --mixed-warm-log 2 exited non-zero; its output:"
         cat "$tmp/floor.out"
         failures=$((failures + 1))
     elif ! grep -qE '^RESULT .*mixed_floor_overlap_rps=[1-9]' "$tmp/floor.out" ||
@@ -85,6 +87,14 @@ else
         failures=$((failures + 1))
     else
         echo "ok   hourglass-floor beside hourglass-bench --only mixed --quick: $(grep -m1 '^  floor: append' "$tmp/floor.out" | tr -s ' ')"
+    fi
+    # a recycled segment at least beside the pre-writer's one spare
+    if ! grep -qE '^  log warmed: ([2-9]|[1-9][0-9]+) spare segments when the flood began' "$tmp/floor.out"; then
+        echo "FAIL: hourglass-bench --mixed-warm-log 2 did not start its flood on recycled spares:"
+        cat "$tmp/floor.out"
+        failures=$((failures + 1))
+    else
+        echo "ok   hourglass-bench --mixed-warm-log 2: $(grep -m1 '^  log warmed' "$tmp/floor.out" | tr -s ' ')"
     fi
     declare -A refusals=(
         ["SEND t p DELAY 5x"]='unknown unit "x"'
