@@ -1140,9 +1140,10 @@ static void print_flood_row(const char *who, const char *what, const char *unit,
 
 /* ---- the flood on a warmed log (--mixed-warm-log) ----------------------------------- */
 
-#define WARM_DRAIN_MS   120000 /* the warm-up's messages consumed and its segments recycled: generous */
-#define WARM_SETTLED_MS 5000   /* the spares' count unchanged this long, checkpoints running: recycled */
-#define WARM_POLL_US    100000
+#define WARM_DRAIN_MS 120000 /* the warm-up's messages consumed and its segments recycled: generous */
+#define WARM_SETTLED_MS \
+    10000 /* the spares' count unchanged this long, checkpoints running: recycled (a sanitizer build is slower) */
+#define WARM_POLL_US 100000
 
 /* The commit log's segment files in the broker's data directory
  * (clog-<base>.seg): the log only adds or renames them, so a file more after
