@@ -14,6 +14,7 @@
  *  - a connection closed after a protocol error lingers at most 1 s however
  *    its client keeps writing without reading its replies;
  *  - unknown commands and wrong arity are errors that keep the connection;
+ *    every command is found by its name in any case, and only by it;
  *    an over-size payload is refused and keeps the connection; max-clients;
  *    idle-timeout closes idle clients but not blocked PULLs, and a consumer
  *    long-polling with BLOCK = idle-timeout keeps every reply and its
@@ -38,6 +39,7 @@
 #include "config.h"
 #endif
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -45,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -314,6 +317,67 @@ static void expect_error_keeps_conn(rc_conn_t *c, int argc, const char *const *a
     BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING after %s: %s", argv[0],
              r == NULL ? c->err : rc_describe(r, d, sizeof d));
     resp_reply_free(r);
+}
+
+/* 1 when name[0..len) is, ignoring case, one of the count names of list. */
+static int among_names(const resp_reply_t *list, const char *name, size_t len)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        if (list->elements[i].len == len && strncasecmp(list->elements[i].str, name, len) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Every row of the command table is found by its name in any case (COMMAND
+ * INFO looks names up as dispatch does), and only by its name: a name one
+ * byte longer or shorter, or with a byte changed, is no command unless it is
+ * another row's. */
+static void test_command_lookup(void)
+{
+    bt_start(NULL);
+    char d[300];
+    resp_reply_t *list = rc_cmd(&bt_conn, "COMMAND", "LIST", NULL);
+    BP_REQUIRE(list != NULL && list->type == RESP_REPLY_ARRAY && list->count >= 30, "COMMAND LIST: %s",
+               list == NULL ? bt_conn.err : rc_describe(list, d, sizeof d));
+    for (size_t i = 0; i < list->count; i++) {
+        const char *row = list->elements[i].str;
+        size_t len = list->elements[i].len;
+        char variants[5][64];
+        BP_REQUIRE(len >= 1 && len + 2 < sizeof variants[0], "a command name of %zu bytes", len);
+        size_t variant_lens[5] = { len, len, len + 1, len - 1, len };
+        for (size_t v = 0; v < 5; v++) {
+            memcpy(variants[v], row, len + 1);
+        }
+        for (size_t b = 0; b < len; b++) { /* 0: upper case, 1: every other byte upper case */
+            variants[0][b] = (char)toupper((unsigned char)row[b]);
+            variants[1][b] = b % 2 ? (char)toupper((unsigned char)row[b]) : row[b];
+        }
+        variants[2][len] = 'x'; /* one byte more */
+        variants[2][len + 1] = '\0';
+        variants[3][len - 1] = '\0';                        /* one byte less */
+        variants[4][len - 1] = (char)(row[len - 1] ^ 0x40); /* the last byte changed */
+        for (size_t v = 0; v < 5; v++) {
+            const char *name = variants[v];
+            int known = among_names(list, name, variant_lens[v]);
+            resp_reply_t *r = rc_cmd(&bt_conn, "COMMAND", "INFO", name, NULL);
+            BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1, "COMMAND INFO %s: %s", name,
+                       r == NULL ? bt_conn.err : rc_describe(r, d, sizeof d));
+            const resp_reply_t *e = &r->elements[0];
+            if (known) {
+                BP_CHECK(e->type == RESP_REPLY_ARRAY && e->count >= 1 && e->elements[0].len == variant_lens[v] &&
+                             strncasecmp(e->elements[0].str, name, variant_lens[v]) == 0,
+                         "COMMAND INFO %s: %s, want its entry", name, rc_describe(e, d, sizeof d));
+            } else {
+                BP_CHECK(e->type == RESP_REPLY_NIL, "COMMAND INFO %s: %s, want a null (no such command)", name,
+                         rc_describe(e, d, sizeof d));
+            }
+            resp_reply_free(r);
+        }
+    }
+    resp_reply_free(list);
+    bystander_ok("command lookups");
 }
 
 static void test_command_errors(void)
@@ -946,6 +1010,7 @@ static const tu_test_t hostile_tests[] = {
     { "a client that stops reading is disconnected", test_slow_reader_disconnected },
     { "a closing connection lingers at most 1 s however its client writes", test_linger_bounded_for_a_writer },
     { "unknown command, arity, payload limit, inline, QUIT", test_command_errors },
+    { "every command found by its name in any case, and only by it", test_command_lookup },
     { "max-clients", test_max_clients },
     { "idle-timeout closes idle clients, not blocked ones", test_idle_timeout },
     { "idle-timeout counts from the last reply written", test_idle_timeout_counts_from_the_reply },
