@@ -2,9 +2,11 @@
  * proto/request.c — the server's request parser (contract: request.h).
  *
  * A state machine (states below), fed whatever the socket delivered. A
- * length header that arrived whole is read at once (header_line_whole: a
- * memchr for its CR and one parse); one split across reads, or malformed, is
- * read a byte at a time, which is also what names the error. Every byte it keeps is copied into one arena (p->data): a
+ * length header that arrived whole is read at once (header_line_whole: one
+ * pass to its CR), and so is an argument that arrived whole, header, bytes
+ * and CRLF (take_whole_arguments: one copy, no state per byte); what is
+ * split across reads, or malformed, is read a byte at a time, which is also
+ * what names the error. Every byte it keeps is copied into one arena (p->data): a
  * multibulk command's arguments are stored back to back, each followed by a
  * NUL; an inline line is collected whole and then split in place into the
  * same layout (the split only ever shrinks text, so the write cursor never
@@ -169,7 +171,7 @@ static void data_reserve(resp_parser_t *p, size_t extra, size_t cap_hint)
 
 /* Record one finished argument of len bytes (its bytes and NUL are already
  * in the arena). */
-static void argv_push(resp_parser_t *p, size_t len)
+static inline void argv_push(resp_parser_t *p, size_t len)
 {
     if (p->argc == p->argv_cap) {
         size_t cap = p->argv_cap ? p->argv_cap * 2 : RESP_PARSER_FIRST_ARGS;
@@ -333,36 +335,32 @@ static resp_status_t process_inline(resp_parser_t *p, resp_command_t *cmd)
  * Return 0 otherwise (the line is split across reads, too long, or holds a
  * byte no length can contain): the byte-at-a-time path then reads it and
  * reports what it finds, so both paths accept and refuse the same lines. */
-static int header_line_whole(const char *buf, size_t avail, size_t *taken, int *ok, long long *v)
+static inline int header_line_whole(const char *buf, size_t avail, size_t *taken, int *ok, long long *v)
 {
     size_t scan = avail < RESP_MAX_NUMBER_LEN + 1 ? avail : RESP_MAX_NUMBER_LEN + 1;
-    const char *cr = memchr(buf, '\r', scan);
-    size_t digits;
+    unsigned long long plain = 0; /* the value of the leading digits (read when at most 18) */
+    size_t digits = 0, end;
 
-    if (cr == NULL)
-        return 0;
-    digits = (size_t)(cr - buf);
-    if (digits + 1 >= avail || cr[1] != '\n')
-        return 0;
-    unsigned long long plain = 0; /* the value, while every byte is a digit */
-    int all_digits = 1;
-    for (size_t i = 0; i < digits; i++) {
-        if (buf[i] >= '0' && buf[i] <= '9')
-            plain = plain * 10 + (unsigned)(buf[i] - '0');
-        else if (buf[i] == '-')
-            all_digits = 0;
-        else
-            return 0;
+    /* one pass up to the CR, which is also where the digits end: a header is
+     * a byte or two, shorter than a memchr call */
+    while (digits < scan && (unsigned)(buf[digits] - '0') <= 9) {
+        plain = plain * 10 + (unsigned)(buf[digits] - '0');
+        digits++;
     }
+    end = digits; /* past a '-' too: what resp_parse_ll judges */
+    while (end < scan && ((unsigned)(buf[end] - '0') <= 9 || buf[end] == '-'))
+        end++;
+    if (end == scan || buf[end] != '\r' || end + 1 >= avail || buf[end + 1] != '\n')
+        return 0;
     /* up to 18 digits, no sign, no leading zero: the common case, which
      * cannot overflow; anything else goes through the full parse */
-    if (all_digits && digits >= 1 && digits <= 18 && (buf[0] != '0' || digits == 1)) {
+    if (end == digits && digits >= 1 && digits <= 18 && (buf[0] != '0' || digits == 1)) {
         *ok = 1;
         *v = (long long)plain;
     } else {
-        *ok = resp_parse_ll(buf, digits, v) == 0;
+        *ok = resp_parse_ll(buf, end, v) == 0;
     }
-    *taken = digits + 2;
+    *taken = end + 2;
     return 1;
 }
 
@@ -415,6 +413,45 @@ static resp_status_t on_bulk_len(resp_parser_t *p, int ok, long long v)
         p->state = ST_BULK_DATA;
     }
     return RESP_OK;
+}
+
+/* The fast path for arguments: from the '$' of the next argument, take each
+ * one that lies whole in buf[0..avail) — "$<len>\r\n", its bytes and their
+ * CRLF — in one step, up to the command's last; returns the bytes taken.
+ * It stops, taking nothing of it, at an argument that is split across reads
+ * or that would be refused (a bad header, a length over max-bulk or
+ * max-query, no CRLF after the data): the state machine then reads that one
+ * byte by byte and names its error, so both paths accept and refuse the
+ * same bytes, count the same query_len and grow the arena alike. */
+static size_t take_whole_arguments(resp_parser_t *p, const char *buf, size_t avail)
+{
+    size_t pos = 0;
+
+    while (p->argc < p->want_args && avail - pos >= 4 && buf[pos] == '$') {
+        size_t taken, head, n;
+        int ok;
+        long long v;
+
+        if (!header_line_whole(buf + pos + 1, avail - pos - 1, &taken, &ok, &v) || !ok || v < 0)
+            break;
+        head = 1 + taken;
+        /* v <= LLONG_MAX and query_len is small: no overflow in 64 bits */
+        if ((unsigned long long)v > p->limits.max_bulk ||
+            (unsigned long long)p->query_len + head + (unsigned long long)v + 2 > p->limits.max_query)
+            break;
+        n = (size_t)v;
+        if (avail - pos - head < n + 2 || buf[pos + head + n] != '\r' || buf[pos + head + n + 1] != '\n')
+            break;
+        if (p->data_cap - p->data_len < n + 1)
+            data_reserve(p, n + 1, p->data_len + n + 1);
+        memcpy(p->data + p->data_len, buf + pos + head, n);
+        p->data_len += n;
+        p->data[p->data_len++] = '\0';
+        argv_push(p, n);
+        p->query_len += head + n + 2;
+        pos += head + n + 2;
+    }
+    return pos;
 }
 
 resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len, size_t *consumed, resp_command_t *cmd)
@@ -514,6 +551,13 @@ resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len, si
         }
 
         case ST_BULK_DOLLAR: {
+            pos += take_whole_arguments(p, buf + pos, len - pos);
+            if (p->argc == p->want_args) {
+                *consumed = pos;
+                return finish_command(p, cmd, 0);
+            }
+            if (pos == len)
+                break;
             unsigned char c = (unsigned char)buf[pos++];
             p->query_len++;
             if (c != '$') {

@@ -480,6 +480,71 @@ static void test_request_bad_bulk_length(void)
     run_bad_cases(cases, sizeof cases / sizeof cases[0], NULL);
 }
 
+/* Bytes the parser consumed from data[0..len) up to its error, fed in chunks
+ * of chunk bytes (0: whole). */
+static size_t consumed_to_error(const char *data, size_t len, size_t chunk, const resp_limits_t *limits)
+{
+    resp_parser_t p;
+    size_t off = 0;
+
+    resp_parser_init(&p, limits);
+    if (chunk == 0)
+        chunk = len;
+    while (off < len) {
+        size_t used = 0, n = len - off < chunk ? len - off : chunk;
+        resp_command_t cmd;
+        resp_status_t st = resp_parser_feed(&p, data + off, n, &used, &cmd);
+        off += used;
+        if (st < 0)
+            break;
+    }
+    resp_parser_free(&p);
+    return off;
+}
+
+/* Arguments that arrived whole take the fast path (take_whole_arguments);
+ * one it would refuse — at the first argument or a later one — is left to
+ * the byte-at-a-time path, which names the error: fed whole or a byte at a
+ * time, the same status, message and bytes consumed. */
+static void test_request_whole_arguments_refused_alike(void)
+{
+    const resp_limits_t lim = { .max_bulk = 10, .max_query = 40 };
+    const struct bad_case cases[] = {
+        BAD("*2\r\n$1\r\na\r\n$11\r\n01234567890\r\n", RESP_ERR_LIMIT,
+            "Protocol error: bulk length 11 exceeds the limit of 10 bytes (max-bulk)"),
+        BAD("*1\r\n$11\r\n01234567890\r\n", RESP_ERR_LIMIT,
+            "Protocol error: bulk length 11 exceeds the limit of 10 bytes (max-bulk)"),
+        BAD("*3\r\n$10\r\n0123456789\r\n$10\r\n0123456789\r\n$1\r\nx\r\n", RESP_ERR_LIMIT,
+            "Protocol error: command of at least 45 bytes exceeds the limit of 40 bytes (max-query)"),
+        BAD("*2\r\n$1\r\na\r\n$3\r\nabcd\r\n", RESP_ERR_PROTOCOL, "Protocol error: bulk data not followed by CRLF"),
+        BAD("*2\r\n$1\r\na\r\n$3\r\nabc\n\r", RESP_ERR_PROTOCOL, "Protocol error: bulk data not followed by CRLF"),
+        BAD("*2\r\n$1\r\na\r\n$3\r\nabc\rX\r\n", RESP_ERR_PROTOCOL, "Protocol error: bulk data not followed by CRLF"),
+        BAD("*2\r\n$1\r\na\r\n$01\r\nb\r\n", RESP_ERR_PROTOCOL, "Protocol error: invalid bulk length"),
+        BAD("*2\r\n$1\r\na\r\n$-1\r\n\r\n", RESP_ERR_PROTOCOL, "Protocol error: invalid bulk length"),
+        BAD("*2\r\n$1\r\na\r\n$1-\r\nb\r\n", RESP_ERR_PROTOCOL, "Protocol error: invalid bulk length"),
+        BAD("*2\r\n$1\r\na\r\n:1\r\n", RESP_ERR_PROTOCOL, "Protocol error: expected '$', got ':'"),
+        BAD("*1\r\n$1\r\na\r\n*2\r\n$0\r\n\r\n$2\r\nb\r\n", RESP_ERR_PROTOCOL,
+            "Protocol error: bulk data not followed by CRLF"),
+    };
+    run_bad_cases(cases, sizeof cases / sizeof cases[0], &lim);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CU_ASSERT_EQUAL(consumed_to_error(cases[i].in, cases[i].len, 0, &lim),
+                        consumed_to_error(cases[i].in, cases[i].len, 1, &lim));
+
+    /* and what the fast path takes counts as the byte-at-a-time path counts */
+    static const char ok[] = "*3\r\n$0\r\n\r\n$10\r\n0123456789\r\n$3\r\na\0c\r\n";
+    resp_parser_t p;
+    resp_command_t cmd;
+    resp_parser_init(&p, &lim);
+    CU_ASSERT_EQUAL_FATAL(FEED_ONE(&p, ok, &cmd), RESP_OK);
+    CU_ASSERT_EQUAL(cmd.wire_len, sizeof ok - 1);
+    CU_ASSERT_EQUAL_FATAL(cmd.argc, 3);
+    CHECK_ARG(cmd, 0, "");
+    CHECK_ARG(cmd, 1, "0123456789");
+    CHECK_ARG(cmd, 2, "a\0c");
+    resp_parser_free(&p);
+}
+
 static void test_request_limit_args(void)
 {
     resp_limits_t lim = { .max_args = 4 };
@@ -1396,6 +1461,7 @@ static int add_suites(void)
         T(test_request_empty_multibulk_skipped),
         T(test_request_bad_multibulk_length),
         T(test_request_bad_bulk_length),
+        T(test_request_whole_arguments_refused_alike),
         T(test_request_limit_args),
         T(test_request_limit_bulk),
         T(test_request_limit_inline),
