@@ -10,7 +10,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/alloc.h"
 #include "base/buf.h"
@@ -23,8 +22,18 @@
 
 int cmd_arg_is(const resp_arg_t *a, const char *word)
 {
-    size_t n = strlen(word);
-    return a->len == n && strncasecmp(a->ptr, word, n) == 0;
+    /* strncasecmp's answer in the C locale (a letter matches its other case,
+     * any other byte only itself), in one pass that stops at the first byte
+     * that differs: no strlen and no libc call per option word tried */
+    size_t i = 0;
+    for (; i < a->len; i++) {
+        char want = word[i], got = a->ptr[i];
+        char folded = (char)(want | 0x20);
+        if (want == '\0' || (got != want && !(folded >= 'a' && folded <= 'z' && (char)(got | 0x20) == folded))) {
+            return 0;
+        }
+    }
+    return word[i] == '\0';
 }
 
 int cmd_parse_u64(const resp_arg_t *a, uint64_t *out)

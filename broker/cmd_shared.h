@@ -74,7 +74,8 @@ cmd_proc_t cmd_command; /* cmd_table.c */
 
 /* ---- argument helpers ---------------------------------------------------- */
 
-/* 1 when a equals word, ignoring case. */
+/* 1 when a equals word, ignoring the case of ASCII letters (as strncasecmp in the
+ * C locale: any other byte matches only itself). */
 int cmd_arg_is(const resp_arg_t *a, const char *word);
 
 /* Strict decimal, no sign, no blanks: 0 and *out, or -1. No reply. */

@@ -29,7 +29,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/log.h"
 
@@ -261,13 +260,11 @@ static int lookup_name_is(size_t row, const char *name, size_t len, uint64_t wor
     if (n->len != len || ((word ^ n->word) & ~n->fold_bits) != 0) {
         return 0;
     }
-    for (size_t i = 8; i < len; i++) { /* a name longer than a word (none yet) */
-        char want = commands[row].name[i], got = name[i];
-        if (got != want && !(want >= 'a' && want <= 'z' && (got | 0x20) == want)) {
-            return 0;
-        }
+    if (len <= 8) {
+        return 1;
     }
-    return 1;
+    resp_arg_t rest = { name + 8, len - 8 }; /* a name longer than a word (none yet) */
+    return cmd_arg_is(&rest, commands[row].name + 8);
 }
 
 static const cmd_def_t *cmd_lookup(const char *name, size_t len)

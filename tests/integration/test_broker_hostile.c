@@ -14,7 +14,8 @@
  *  - a connection closed after a protocol error lingers at most 1 s however
  *    its client keeps writing without reading its replies;
  *  - unknown commands and wrong arity are errors that keep the connection;
- *    every command is found by its name in any case, and only by it;
+ *    every command and subcommand is found by its name in any case, and
+ *    only by it;
  *    an over-size payload is refused and keeps the connection; max-clients;
  *    idle-timeout closes idle clients but not blocked PULLs, and a consumer
  *    long-polling with BLOCK = idle-timeout keeps every reply and its
@@ -377,6 +378,27 @@ static void test_command_lookup(void)
         }
     }
     resp_reply_free(list);
+
+    /* a subcommand by its name in any case (cmd_arg_is), and only by it; a NUL
+     * byte is a byte like any other, never the end of a name */
+    static const struct {
+        const char *name;
+        size_t len;
+        int known;
+    } subs[] = {
+        { "GROUP|LIST", 10, 1 },   { "group|LiSt", 10, 1 }, { "group|lis", 9, 0 },    { "group|listx", 11, 0 },
+        { "group|list\0", 11, 0 }, { "ping\0", 5, 0 },      { "dlq|REQUEUE", 11, 1 }, { "dlq|requeu", 10, 0 },
+    };
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        const char *argv[] = { "COMMAND", "INFO", subs[i].name };
+        const size_t lens[] = { 7, 4, subs[i].len };
+        resp_reply_t *r = rc_cmdv(&bt_conn, 3, argv, lens);
+        BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1, "COMMAND INFO %s: %s", subs[i].name,
+                   r == NULL ? bt_conn.err : rc_describe(r, d, sizeof d));
+        BP_CHECK((r->elements[0].type == RESP_REPLY_ARRAY) == subs[i].known, "COMMAND INFO %s (%zu bytes): %s",
+                 subs[i].name, subs[i].len, rc_describe(&r->elements[0], d, sizeof d));
+        resp_reply_free(r);
+    }
     bystander_ok("command lookups");
 }
 
