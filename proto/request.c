@@ -347,9 +347,11 @@ static inline int header_line_whole(const char *buf, size_t avail, size_t *taken
         plain = plain * 10 + (unsigned)(buf[digits] - '0');
         digits++;
     }
-    end = digits; /* past a '-' too: what resp_parse_ll judges */
-    while (end < scan && ((unsigned)(buf[end] - '0') <= 9 || buf[end] == '-'))
-        end++;
+    end = digits;
+    if (end == scan || buf[end] != '\r') { /* past a '-' too: what resp_parse_ll judges */
+        while (end < scan && ((unsigned)(buf[end] - '0') <= 9 || buf[end] == '-'))
+            end++;
+    }
     if (end == scan || buf[end] != '\r' || end + 1 >= avail || buf[end + 1] != '\n')
         return 0;
     /* up to 18 digits, no sign, no leading zero: the common case, which
