@@ -25,8 +25,6 @@
  */
 #include "broker/cmd_shared.h"
 
-#include <endian.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -181,105 +179,15 @@ static const cmd_def_t commands[] = {
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
-/* The lookup index over commands[]: each row's slot by a hash of its name's
- * length and first and last letters, open addressing (the next free slot on
- * a collision), and each row's name as a word to compare with. Derived from
- * the table on the first lookup (loop thread), so the table stays the one
- * list of commands; a lookup costs one hash and, usually, one compare of two
- * words instead of a strlen and a strncasecmp per row until the name matches. */
-#define LOOKUP_SLOTS 64 /* a power of two, at least twice the rows: short probes */
-_Static_assert(LOOKUP_SLOTS >= 2 * NCOMMANDS && NCOMMANDS < 255, "the lookup index holds every row");
-
-typedef struct lookup_name {
-    uint64_t word;      /* the name's first 8 bytes, lower case, zero-padded */
-    uint64_t fold_bits; /* 0x20 in each byte of word that is a letter: case is ignored there */
-    size_t len;
-} lookup_name_t;
-
-static unsigned char lookup_slot_row[LOOKUP_SLOTS]; /* row + 1, 0: empty */
-static lookup_name_t lookup_names[NCOMMANDS];
-static int lookup_built;
-
-/* A name's home slot; len >= 1. Letters hash alike in either case. */
-static size_t lookup_hash(const char *name, size_t len)
-{
-    unsigned first = (unsigned char)name[0] | 0x20, last = (unsigned char)name[len - 1] | 0x20;
-    return (len * 5 + first + last * 3) & (LOOKUP_SLOTS - 1);
-}
-
-/* Bytes name[0..n) (n <= 8) as a little-endian word. */
-static uint64_t lookup_load(const char *name, size_t n)
-{
-    uint64_t word = 0;
-    memcpy(&word, name, n); /* a constant n: one load */
-    return le64toh(word);
-}
-
-/* The first (up to) 8 bytes of name[0..len), len >= 1, as a little-endian
- * word: two loads that overlap (a byte read twice lands in the same place
- * both times), not a loop over the bytes. */
-static uint64_t lookup_word(const char *name, size_t len)
-{
-    if (len >= 8) {
-        return lookup_load(name, 8);
-    }
-    if (len >= 4) {
-        return lookup_load(name, 4) | lookup_load(name + len - 4, 4) << (8 * (len - 4));
-    }
-    return lookup_load(name, 1) | lookup_load(name + len / 2, 1) << (8 * (len / 2)) |
-           lookup_load(name + len - 1, 1) << (8 * (len - 1));
-}
-
-static void lookup_build(void)
-{
-    for (size_t i = 0; i < NCOMMANDS; i++) {
-        const char *name = commands[i].name;
-        lookup_name_t *n = &lookup_names[i];
-        n->len = strlen(name);
-        n->word = lookup_word(name, n->len);
-        for (size_t b = 0; b < n->len && b < 8; b++) {
-            if (name[b] >= 'a' && name[b] <= 'z') {
-                n->fold_bits |= (uint64_t)0x20 << (8 * b);
-            }
-        }
-        size_t slot = lookup_hash(name, n->len);
-        while (lookup_slot_row[slot] != 0) {
-            slot = (slot + 1) & (LOOKUP_SLOTS - 1);
-        }
-        lookup_slot_row[slot] = (unsigned char)(i + 1);
-    }
-    lookup_built = 1;
-}
-
-/* 1 when name[0..len) (whose first bytes are word) is the row's lower-case
- * name in any case, as strncasecmp compares them: a letter matches its upper
- * case, any other byte only itself. */
-static int lookup_name_is(size_t row, const char *name, size_t len, uint64_t word)
-{
-    const lookup_name_t *n = &lookup_names[row];
-    if (n->len != len || ((word ^ n->word) & ~n->fold_bits) != 0) {
-        return 0;
-    }
-    if (len <= 8) {
-        return 1;
-    }
-    resp_arg_t rest = { name + 8, len - 8 }; /* a name longer than a word (none yet) */
-    return cmd_arg_is(&rest, commands[row].name + 8);
-}
-
+/* The row named name[0..len) in any case (cmd_arg_is), or NULL. A scan: the
+ * hot commands (SEND, PULL, ACK) are the table's first rows, and a row whose
+ * name differs costs a compare that stops at its first differing byte. */
 static const cmd_def_t *cmd_lookup(const char *name, size_t len)
 {
-    if (!lookup_built) {
-        lookup_build();
-    }
-    if (len == 0) {
-        return NULL;
-    }
-    uint64_t word = lookup_word(name, len);
-    for (size_t slot = lookup_hash(name, len); lookup_slot_row[slot] != 0; slot = (slot + 1) & (LOOKUP_SLOTS - 1)) {
-        size_t row = lookup_slot_row[slot] - 1u;
-        if (lookup_name_is(row, name, len, word)) {
-            return &commands[row];
+    const resp_arg_t a = { name, len };
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        if (cmd_arg_is(&a, commands[i].name)) {
+            return &commands[i];
         }
     }
     return NULL;
