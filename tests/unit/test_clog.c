@@ -1252,6 +1252,24 @@ static read_back_poll_t steps_until_read_back(clog_t *c)
     return rp;
 }
 
+/* A step log (open_step_log) filled into its second segment, synced, and
+ * its first segment recycled: the spare at 2 * STEP_SEG, whose file is
+ * path. *last is the id of the last of the *n records appended (the record
+ * of payload 100 + *n - 1). */
+static clog_t *log_with_recycled_spare(char *path, size_t pathlen, uint64_t *last, int *n)
+{
+    uint64_t first;
+    clog_t *c = open_step_log(&first);
+    static uint64_t ids[2000];
+    *n = fill_into_second_segment(c, ids);
+    *last = ids[*n - 1];
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_keep_from(c, *last);
+    TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
+    seg_file(2 * STEP_SEG, path, pathlen);
+    return c;
+}
+
 /* A recycled spare keeps its old data, no zeros, and in a delay queue its
  * pages were written long ago: the next switch would read each batch's
  * partial last page from disk. Recycled (4 MiB segments) and evicted
@@ -1261,15 +1279,10 @@ static read_back_poll_t steps_until_read_back(clog_t *c)
  * open finds (written by an earlier run) is read back too. */
 static void test_recycled_spare_read_back(void)
 {
-    uint64_t first;
-    clog_t *c = open_step_log(&first);
-    static uint64_t ids[2000];
-    int n = fill_into_second_segment(c, ids);
-    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
-    clog_keep_from(c, ids[n - 1]);
-    TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
     char path[600];
-    seg_file(2 * STEP_SEG, path, sizeof path);
+    uint64_t last;
+    int n;
+    clog_t *c = log_with_recycled_spare(path, sizeof path, &last, &n);
     TU_REQUIRE(clog_is_spare(c, 2 * STEP_SEG), "the recycled segment is the spare at %" PRIu64, 2 * STEP_SEG);
     size_t pages, evicted_in = evict(path, &pages), in;
     TU_REQUIRE(evicted_in * 4 < pages, "evicted, most of the recycled spare is not cached (%zu of %zu)", evicted_in,
@@ -1302,7 +1315,7 @@ static void test_recycled_spare_read_back(void)
     clog_batch_free(&b);
     TU_CHECK(id == 2 * STEP_SEG + 32 && !clog_is_spare(c, 2 * STEP_SEG), "the switch took the read-back spare");
     check_record(c, id, 4000, 5000 + (uint64_t)(k - 1));
-    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
+    check_record(c, last, 4000, 100 + (uint64_t)(n - 1));
     /* a spare the open finds: the pre-writer's whole file becomes one, then it is evicted over a reopen */
     TU_REQUIRE(step_until_done(c, 0) == 1, "a spare pre-written: %s", err);
     TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
@@ -1325,15 +1338,10 @@ static void test_recycled_spare_read_back(void)
  * and the read-back is still counted whole. */
 static void test_cached_spare_not_read_again(void)
 {
-    uint64_t first;
-    clog_t *c = open_step_log(&first);
-    static uint64_t ids[2000];
-    int n = fill_into_second_segment(c, ids);
-    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
-    clog_keep_from(c, ids[n - 1]);
-    TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
     char path[600];
-    seg_file(2 * STEP_SEG, path, sizeof path);
+    uint64_t last;
+    int n;
+    clog_t *c = log_with_recycled_spare(path, sizeof path, &last, &n);
     size_t pages, in = resident_pages(path, &pages);
     TU_REQUIRE(in == pages, "the segment just written and recycled is cached whole (%zu of %zu pages)", in, pages);
     read_back_poll_t rp = steps_until_read_back(c);
@@ -1341,7 +1349,7 @@ static void test_cached_spare_not_read_again(void)
              "a cached spare is counted read back (%" PRIu64 ") with nothing read (%" PRIu64 " bytes, %" PRIu64
              " failures)",
              rp.spares, rp.bytes, rp.failures);
-    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
+    check_record(c, last, 4000, 100 + (uint64_t)(n - 1));
     clog_close(c);
 }
 
@@ -1359,16 +1367,11 @@ static int slow_step_began_file(void *ctx)
  * would wait minutes behind it). */
 static void test_read_back_gives_way(void)
 {
-    uint64_t first;
-    clog_t *c = open_step_log(&first);
-    static uint64_t ids[2000];
-    int n = fill_into_second_segment(c, ids);
-    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
-    clog_keep_from(c, ids[n - 1]);
-    TU_REQUIRE(clog_recycle(c, 0, err, sizeof err) == 0, "recycle: %s", err);
     char path[600];
+    uint64_t last;
+    int n;
+    clog_t *c = log_with_recycled_spare(path, sizeof path, &last, &n);
     size_t pages;
-    seg_file(2 * STEP_SEG, path, sizeof path);
     (void)evict(path, &pages);
     TU_CHECK(clog_prepare_step(c, 60000, err, sizeof err) == 0, "a step a minute apart: %s", err);
     uint64_t t0 = tu_now_mono_ms();
