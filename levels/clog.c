@@ -331,21 +331,34 @@ uint64_t clog_prepare_left(const clog_t *c)
 }
 
 /* The spare the next switch takes (the lowest: clog_append.c's seg_ready),
- * when its pages may be evicted (recycled, or found by the open), handed to
- * the pre-writer thread to read back once it is free — on that thread, not
- * this one: at 1 MiB a chunk a cold read is ~1–5 ms, which the storage
- * thread's jobs would wait out. The thread reads through a duplicate of the
- * spare's descriptor, so the log's list and the spare stay the owner's. */
+ * handed to the pre-writer thread to read back once it is free — on that
+ * thread, not this one: at 1 MiB a chunk a cold read is ~1–5 ms, which the
+ * storage thread's jobs would wait out. The thread reads through a duplicate
+ * of the spare's descriptor, so the log's list and the spare stay the owner's.
+ * Asked when its pages may be evicted (recycled, or found by the open), and
+ * once more when the log's end enters its segment's second half: on a quiet
+ * log a spare read back right after the last switch waits many minutes for
+ * the next, and may leave the page cache again meanwhile (the thread skips
+ * the chunks still cached, so a spare still whole costs a few system calls). */
 static void warm_next_spare(clog_t *c)
 {
     seg_t *next = NULL;
     for (size_t i = 0; i < c->nsegs && next == NULL; i++) {
         next = c->segs[i].spare ? &c->segs[i] : NULL;
     }
-    if (next != NULL && !next->resident && clog_prewriter_warm(&c->pre, next->fd)) {
-        pthread_mutex_lock(&c->lock); /* the syncer reads the array under it */
-        next->resident = 1;
-        pthread_mutex_unlock(&c->lock);
+    if (next == NULL) {
+        return;
+    }
+    uint64_t seg = seg_base_of(c, c->end);
+    if (!next->resident) {
+        if (clog_prewriter_warm(&c->pre, next->fd)) {
+            pthread_mutex_lock(&c->lock); /* the syncer reads the array under it */
+            next->resident = 1;
+            pthread_mutex_unlock(&c->lock);
+            c->spare_rechecked_seg = c->end - seg >= c->size / 2 ? seg : UINT64_MAX; /* read just now */
+        }
+    } else if (c->spare_rechecked_seg != seg && c->end - seg >= c->size / 2 && clog_prewriter_warm(&c->pre, next->fd)) {
+        c->spare_rechecked_seg = seg;
     }
 }
 

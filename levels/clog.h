@@ -249,17 +249,20 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen);
  * When a spare waits and the one the next switch takes is not known to be in
  * the page cache (a recycled segment, or a spare the open found), a call
  * (not held) has the same thread read it through, 1 MiB a chunk at the same
- * pace, once: a switch then appends into cached pages instead of reading each
- * batch's last page from disk (~130 µs a batch on an evicted file). That
+ * pace: a switch then appends into cached pages instead of reading each
+ * batch's last page from disk (~130 µs a batch on an evicted file). Any
+ * next spare is read back once more when the log's end enters its segment's
+ * second half (a quiet log's spare may leave the cache while it waits). That
  * read-back answers 0, changes no byte, fails silently (the appends read
  * their pages themselves, and clog_read_back_counts counts it), skips the
  * chunks whose pages are all cached, and ends early when a spare is to be
  * written. clog_close stops the thread and removes its file. Owner thread. */
 int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen);
 
-/* clog_prepare_step's read-backs since the open: spares read through whole,
- * the bytes read for them (chunks already cached are skipped, so 0 for a
- * spare recycled while its pages were still cached), and read-backs that
+/* clog_prepare_step's read-backs since the open: read-backs run through
+ * whole (a recycled spare's, and each segment's second-half one), the bytes
+ * read for them (chunks already cached are skipped, so 0 for a spare whose
+ * pages were all still cached), and read-backs that
  * failed (a descriptor not duplicated, a read error: the switch's appends
  * then read their pages themselves). Any thread. */
 void clog_read_back_counts(clog_t *c, uint64_t *spares, uint64_t *bytes, uint64_t *failures);

@@ -77,9 +77,11 @@ struct clog {
     _Atomic uint64_t keep_from; /* clog_recycle refuses a segment not wholly below this (UINT64_MAX: no bound,
                                    clog_keep_from never called); set by any thread, read by the owner */
     _Atomic uint64_t written, durable;
-    int write_errno;           /* clog_write_errno: the owner's last failed write system call (owner thread only) */
-    clog_prewriter_t pre;      /* clog_prepare_step's: the thread writing the next spare */
-    uint64_t step_refused_seg; /* a step failed while the log's end was in this segment: none until it leaves */
+    int write_errno;              /* clog_write_errno: the owner's last failed write system call (owner thread only) */
+    clog_prewriter_t pre;         /* clog_prepare_step's: the thread writing the next spare */
+    uint64_t step_refused_seg;    /* a step failed while the log's end was in this segment: none until it leaves */
+    uint64_t spare_rechecked_seg; /* the log end's segment in whose second half clog_prepare_step read the next
+                                     spare back again (what was evicted since its first read-back): once a segment */
     char switch_failure[PATH_MAX + 256]; /* the pre-writer's failure a segment switch met (it wrote its segment
                                             itself): reported by the next clog_prepare_step; "" none */
     /* A failed fdatasync stays failed until clog_abandon (fsyncgate: a second fdatasync through the same

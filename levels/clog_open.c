@@ -438,6 +438,7 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
     atomic_store(&c->keep_from, UINT64_MAX);
     clog_prewriter_init(&c->pre, c->dir, c->size);
     c->step_refused_seg = UINT64_MAX;
+    c->spare_rechecked_seg = UINT64_MAX;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->sync_lock, NULL);
     int rc = 0;

@@ -1353,6 +1353,72 @@ static void test_cached_spare_not_read_again(void)
     clog_close(c);
 }
 
+/* Appends of 4000-byte records (payloads from seed on) until the log's end
+ * reaches at. */
+static void append_until(clog_t *c, uint64_t at, uint64_t seed)
+{
+    static char p[4000];
+    clog_batch_t b = { 0 };
+    uint64_t id = 0;
+    while (clog_end(c) < at) {
+        payload(p, sizeof p, seed++);
+        TU_REQUIRE(clog_batch_add(c, &b, p, sizeof p, &id, err, sizeof err) == 0, "add: %s", err);
+        TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+    }
+    clog_batch_free(&b);
+}
+
+/* On a quiet log a spare read back right after a switch waits long for the
+ * next one and may leave the page cache again: it is read back once more
+ * when the log's end enters its segment's second half, and only once there.
+ * The recycled spare read back, then evicted: steps in the first half read
+ * nothing; past the half they read it back (a second read-back counted);
+ * evicted again in the same half, steps leave it. */
+static void test_waiting_spare_read_back_again(void)
+{
+    char path[600];
+    uint64_t last;
+    int n;
+    clog_t *c = log_with_recycled_spare(path, sizeof path, &last, &n);
+    size_t pages, in;
+    TU_REQUIRE(clog_end(c) < STEP_SEG + STEP_SEG / 2, "the log's end in its segment's first half (%" PRIu64 ")",
+               clog_end(c));
+    TU_CHECK(steps_until_resident(c, path, &in, &pages), "the recycled spare read back (%zu of %zu pages)", in, pages);
+    read_back_poll_t rp = steps_until_read_back(c);
+    TU_CHECK(rp.spares == 1, "one read-back counted (%" PRIu64 ")", rp.spares);
+    size_t evicted_in = evict(path, &pages);
+    TU_REQUIRE(evicted_in * 4 < pages, "evicted again (%zu of %zu pages cached)", evicted_in, pages);
+    for (int i = 0; i < 10; i++) {
+        TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "a step: %s", err);
+        usleep(STEP_QUIET_MS * 100); /* a wait that nothing happens: it can only pass wrongly */
+    }
+    in = resident_pages(path, &pages);
+    TU_CHECK(in <= evicted_in, "steps in the first half read nothing back (%zu of %zu pages cached)", in, pages);
+    append_until(c, STEP_SEG + STEP_SEG / 2, 9000);
+    TU_REQUIRE(clog_end(c) < 2 * STEP_SEG && clog_is_spare(c, 2 * STEP_SEG), "in the second half, no switch yet");
+    TU_CHECK(steps_until_resident(c, path, &in, &pages), "past the half the spare is read back again (%zu of %zu)", in,
+             pages);
+    uint64_t spares, bytes, failures;
+    for (uint64_t t0 = tu_now_mono_ms(); clog_read_back_counts(c, &spares, &bytes, &failures), spares < 2;) {
+        TU_REQUIRE(tu_now_mono_ms() - t0 < STEP_WAIT_MS, "the second read-back counted (%" PRIu64 ")", spares);
+        TU_REQUIRE(clog_prepare_step(c, 0, err, sizeof err) == 0, "a step: %s", err);
+        usleep(5000);
+    }
+    evicted_in = evict(path, &pages);
+    TU_REQUIRE(evicted_in * 4 < pages, "evicted a third time (%zu of %zu pages cached)", evicted_in, pages);
+    for (int i = 0; i < 10; i++) {
+        TU_CHECK(clog_prepare_step(c, 0, err, sizeof err) == 0, "a step: %s", err);
+        usleep(STEP_QUIET_MS * 100);
+    }
+    in = resident_pages(path, &pages);
+    TU_CHECK(in <= evicted_in, "once a segment: no third read-back in the same half (%zu of %zu pages cached)", in,
+             pages);
+    clog_read_back_counts(c, &spares, &bytes, &failures);
+    TU_CHECK(spares == 2 && failures == 0, "two read-backs (%" PRIu64 "), no failure (%" PRIu64 ")", spares, failures);
+    check_record(c, last, 4000, 100 + (uint64_t)(n - 1));
+    clog_close(c);
+}
+
 /* A step a minute apart, then: has the pre-writer's file its first chunk? */
 static int slow_step_began_file(void *ctx)
 {
@@ -1426,6 +1492,7 @@ static const tu_test_t clog_tests[] = {
     { "a recycled spare is read back into the page cache before the switch takes it", test_recycled_spare_read_back },
     { "a read-back gives way to a close and to a spare to write", test_read_back_gives_way },
     { "a recycled spare still cached is not read again", test_cached_spare_not_read_again },
+    { "a waiting spare is read back again in the segment's second half", test_waiting_spare_read_back_again },
     { NULL, NULL },
 };
 
