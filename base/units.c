@@ -19,25 +19,30 @@
 
 typedef struct unit {
     const char *name;
+    size_t len; /* strlen(name), kept so a lookup compares lengths without a strlen per row */
     uint64_t mult;
 } unit_t;
+#define UNIT(name, mult)             \
+    {                                \
+        name, sizeof(name) - 1, mult \
+    }
 
 /* Largest first: formatting picks the first that divides exactly. */
 static const unit_t duration_units[] = {
-    { "d", UINT64_C(86400000) },
-    { "h", UINT64_C(3600000) },
-    { "m", UINT64_C(60000) },
-    { "s", UINT64_C(1000) },
-    { "ms", 1 },
+    UNIT("d", UINT64_C(86400000)),
+    UNIT("h", UINT64_C(3600000)),
+    UNIT("m", UINT64_C(60000)),
+    UNIT("s", UINT64_C(1000)),
+    UNIT("ms", 1),
 };
 static const unit_t size_units[] = {
-    { "g", UINT64_C(1) << 30 },
-    { "gb", UINT64_C(1) << 30 },
-    { "m", UINT64_C(1) << 20 },
-    { "mb", UINT64_C(1) << 20 },
-    { "k", UINT64_C(1) << 10 },
-    { "kb", UINT64_C(1) << 10 },
-    { "b", 1 },
+    UNIT("g", UINT64_C(1) << 30),
+    UNIT("gb", UINT64_C(1) << 30),
+    UNIT("m", UINT64_C(1) << 20),
+    UNIT("mb", UINT64_C(1) << 20),
+    UNIT("k", UINT64_C(1) << 10),
+    UNIT("kb", UINT64_C(1) << 10),
+    UNIT("b", 1),
 };
 #define NUNITS(a)           (sizeof(a) / sizeof((a)[0]))
 #define DURATION_HINT       "use ms, s, m, h or d"
@@ -131,12 +136,20 @@ static int read_number(const char *s, size_t len, size_t *i, uint64_t cap, const
     return 0;
 }
 
+/* The unit named name[0..len), or NULL. The callers pass letters only (they stop at the first
+ * non-letter), and the table's names are lower case, so with nocase a letter is folded by setting its
+ * 0x20 bit. The length is compared first and the name byte by byte in place: no strlen and no libc call
+ * per row (this runs for every DELAY, LEASE and BLOCK a client sends). */
 static const unit_t *unit_lookup(const unit_t *units, size_t nunits, const char *name, size_t len, int nocase)
 {
+    const char fold = nocase ? 0x20 : 0;
     for (size_t i = 0; i < nunits; i++) {
-        if (strlen(units[i].name) != len)
+        if (units[i].len != len)
             continue;
-        if (nocase ? strncasecmp(units[i].name, name, len) == 0 : memcmp(units[i].name, name, len) == 0)
+        size_t same = 0;
+        while (same < len && (char)(name[same] | fold) == units[i].name[same])
+            same++;
+        if (same == len)
             return &units[i];
     }
     return NULL;
@@ -178,7 +191,7 @@ int units_parse_duration(const char *text, size_t len, unsigned flags, uint64_t 
     const unit_t *unit = NULL;
     if (unit_len == 0) {
         if (i == len && !n.has_fraction && (n.whole == 0 || (flags & UNITS_BARE_MS))) {
-            static const unit_t ms = { "ms", 1 };
+            static const unit_t ms = UNIT("ms", 1);
             unit = &ms;
         } else if (i == len) {
             return err_set(err, errlen, "missing unit in duration \"%.*s\" (" DURATION_HINT ")", w, s);
@@ -243,7 +256,7 @@ int units_parse_size(const char *text, size_t len, uint64_t max, uint64_t *bytes
     size_t unit_start = i;
     while (i < len && is_letter(s[i]))
         i++;
-    static const unit_t bytes = { "", 1 };
+    static const unit_t bytes = UNIT("", 1);
     const unit_t *unit = &bytes;
     if (i > unit_start) {
         unit = unit_lookup(size_units, NUNITS(size_units), s + unit_start, i - unit_start, 1);
@@ -273,9 +286,8 @@ int units_parse_size(const char *text, size_t len, uint64_t max, uint64_t *bytes
 
 int units_format_size(uint64_t bytes, char *buf, size_t buflen)
 {
-    static const unit_t shown[] = { { "gb", UINT64_C(1) << 30 },
-                                    { "mb", UINT64_C(1) << 20 },
-                                    { "kb", UINT64_C(1) << 10 } };
+    static const unit_t shown[] = { UNIT("gb", UINT64_C(1) << 30), UNIT("mb", UINT64_C(1) << 20),
+                                    UNIT("kb", UINT64_C(1) << 10) };
     for (size_t i = 0; bytes != 0 && i < NUNITS(shown); i++) {
         if (bytes % shown[i].mult == 0)
             return snprintf(buf, buflen, "%" PRIu64 "%s", bytes / shown[i].mult, shown[i].name);

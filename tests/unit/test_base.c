@@ -452,6 +452,77 @@ static void test_duration_bare_ms(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "empty duration"));
 }
 
+/* Every unit name of both tables, in every case the grammar allows, and near misses beside each
+ * (a byte changed, the case of one letter changed, a letter more), each with the whole error text:
+ * the unit lookup compares names in place, and this pins what it accepts and what it says. */
+static void test_unit_names(void)
+{
+    static const struct {
+        int is_duration; /* else a size, read with no maximum */
+        const char *text;
+        uint64_t want; /* when error is NULL */
+        const char *error;
+    } cases[] = {
+        { 1, "3d", 3 * DAY, NULL },
+        { 1, "3h", 3 * HOUR, NULL },
+        { 1, "3m", 3 * MIN, NULL },
+        { 1, "3s", 3 * SEC, NULL },
+        { 1, "3ms", 3, NULL },
+        { 1, "3D", 0, "unknown unit \"D\" in duration \"3D\" (use ms, s, m, h or d)" },
+        { 1, "3H", 0, "unknown unit \"H\" in duration \"3H\" (use ms, s, m, h or d)" },
+        { 1, "3mS", 0, "unknown unit \"mS\" in duration \"3mS\" (use ms, s, m, h or d)" },
+        { 1, "3Ms", 0, "unknown unit \"Ms\" in duration \"3Ms\" (use ms, s, m, h or d)" },
+        { 1, "3md", 0, "unknown unit \"md\" in duration \"3md\" (use ms, s, m, h or d)" },
+        { 1, "3ns", 0, "unknown unit \"ns\" in duration \"3ns\" (use ms, s, m, h or d)" },
+        { 1, "3sm", 0, "unknown unit \"sm\" in duration \"3sm\" (use ms, s, m, h or d)" },
+        { 1, "3dd", 0, "unknown unit \"dd\" in duration \"3dd\" (use ms, s, m, h or d)" },
+        { 1, "3hs", 0, "unknown unit \"hs\" in duration \"3hs\" (use ms, s, m, h or d)" },
+        { 1, "3b", 0, "unknown unit \"b\" in duration \"3b\" (use ms, s, m, h or d)" },
+        { 1, "3msx", 0, "unknown unit \"msx\" in duration \"3msx\" (use ms, s, m, h or d)" },
+        { 1, "3ms.", 0, "unexpected \".\" after \"3ms\" in duration \"3ms.\"" },
+        { 0, "3bb", 0, "size \"3bb\" has an unknown unit \"bb\" (use b, k, m or g, e.g. 64k)" },
+        { 0, "3bk", 0, "size \"3bk\" has an unknown unit \"bk\" (use b, k, m or g, e.g. 64k)" },
+        { 0, "3kg", 0, "size \"3kg\" has an unknown unit \"kg\" (use b, k, m or g, e.g. 64k)" },
+        { 0, "3gk", 0, "size \"3gk\" has an unknown unit \"gk\" (use b, k, m or g, e.g. 64k)" },
+        { 0, "3MM", 0, "size \"3MM\" has an unknown unit \"MM\" (use b, k, m or g, e.g. 64k)" },
+        { 0, "3xb", 0, "size \"3xb\" has an unknown unit \"xb\" (use b, k, m or g, e.g. 64k)" },
+        { 0, "3s", 0, "size \"3s\" has an unknown unit \"s\" (use b, k, m or g, e.g. 64k)" },
+        { 0, "3kbb", 0, "size \"3kbb\" has an unknown unit \"kbb\" (use b, k, m or g, e.g. 64k)" },
+        { 0, "3kb.", 0, "unexpected \".\" in size \"3kb.\" (use b, k, m or g, e.g. 64k)" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *text = cases[i].text;
+        char err[256] = "";
+        uint64_t got = 12345;
+        int rc = cases[i].is_duration ? units_parse_duration_str(text, 0, &got, err, sizeof err)
+                                      : units_parse_size(text, strlen(text), UINT64_MAX, &got, err, sizeof err);
+        if (cases[i].error == NULL)
+            TU_CHECK(rc == 0 && got == cases[i].want, "\"%s\": rc %d, got %" PRIu64 ", want %" PRIu64 " (%s)", text, rc,
+                     got, cases[i].want, err);
+        else
+            TU_CHECK(rc == -1 && strcmp(err, cases[i].error) == 0, "\"%s\": rc %d, \"%s\", want \"%s\"", text, rc, err,
+                     cases[i].error);
+    }
+
+    /* every size unit in every mix of upper and lower case */
+    static const struct {
+        const char *name;
+        unsigned shift;
+    } size_names[] = { { "b", 0 }, { "k", 10 }, { "kb", 10 }, { "m", 20 }, { "mb", 20 }, { "g", 30 }, { "gb", 30 } };
+    for (size_t i = 0; i < sizeof size_names / sizeof size_names[0]; i++) {
+        size_t len = strlen(size_names[i].name);
+        for (unsigned upper = 0; upper < 1u << len; upper++) {
+            char text[8] = "3";
+            for (size_t k = 0; k < len; k++)
+                text[1 + k] = (char)(size_names[i].name[k] - (upper & (1u << k) ? 'a' - 'A' : 0));
+            uint64_t got = 12345;
+            int rc = units_parse_size(text, len + 1, UINT64_MAX, &got, NULL, 0);
+            TU_CHECK(rc == 0 && got == UINT64_C(3) << size_names[i].shift, "\"%s\": rc %d, got %" PRIu64, text, rc,
+                     got);
+        }
+    }
+}
+
 static void expect_size(const char *text, uint64_t max, uint64_t want, int line)
 {
     char err[256] = "";
@@ -855,6 +926,7 @@ static const tu_test_t units_tests[] = {
     { "fractions", test_duration_fractions },
     { "bare milliseconds", test_duration_bare_ms },
     { "sizes", test_size },
+    { "unit names and near misses", test_unit_names },
     { NULL, NULL },
 };
 
