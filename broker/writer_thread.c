@@ -65,7 +65,8 @@
 #define MAINTAIN_PERIOD_MS 60000 /* maintenance check when nothing else happens (retention) */
 #define COLLECT_PERIOD_MS  10    /* while busy: store_collect at most this often */
 #define COLLECT_BEHIND_MS  5     /* ...and this often, busy or not, while its steps come back full */
-#define COLLECT_BUDGET_MAX 1024  /* ...doubled per full step up to this (~1.5 ms), so a backlog drains */
+#define COLLECT_STEP_US    1500  /* ...a full step doubled while it took under half this, halved past it */
+#define COLLECT_BUDGET_MAX 65536 /* ...and never past this many entries */
 #define COLLECT_GRACE_MS   1000  /* a consumed topic-log entry stays readable at least this long (store_collect) */
 #define TRIM_FIRST_GAP_MS  2000  /* idle after work: memory given back again this long after the first time... */
 #define TRIM_LAST_GAP_MS   32000 /* ...then after twice as long, up to this (LevelDB frees its compactions' late) */
@@ -328,17 +329,27 @@ void *writer_main(void *arg)
             int work = 0;
             char err[512];
             int budget = w->collect_budget;
+            uint64_t began_us = clock_mono_us();
             if (store_collect(w->store, sched_now(w->sched), COLLECT_GRACE_MS, budget, &work, err, sizeof err) != 0) {
                 log_warn("maintenance: %s", err);
                 work = 0;
             }
+            uint64_t took_us = clock_mono_us() - began_us;
             w->stats.maintain_work += (uint64_t)work;
             /* Its deletes ride with the next commit. Behind, it comes back
-             * soon with a larger step, but never spins the loop: every extra
+             * soon with a step sized by time, not by a count: what an entry
+             * costs changed with the store's layout (a LevelDB delete once,
+             * a consume-queue head now), and the step's bound is what the
+             * delivery tail feels. It never spins the loop: every extra
              * iteration is one more write that can wait behind the fsync. */
             w->collect_behind = work >= budget; /* a step of GROUP DEL may pass it by a few */
-            w->collect_budget = w->collect_behind ? (budget * 2 < COLLECT_BUDGET_MAX ? budget * 2 : COLLECT_BUDGET_MAX)
-                                                  : COLLECT_BUDGET_MIN;
+            if (!w->collect_behind) {
+                w->collect_budget = COLLECT_BUDGET_MIN;
+            } else if (took_us > COLLECT_STEP_US) {
+                w->collect_budget = budget / 2 > COLLECT_BUDGET_MIN ? budget / 2 : COLLECT_BUDGET_MIN;
+            } else if (took_us * 2 < COLLECT_STEP_US) {
+                w->collect_budget = budget * 2 < COLLECT_BUDGET_MAX ? budget * 2 : COLLECT_BUDGET_MAX;
+            }
             w->next_collect_mono = now_mono + (w->collect_behind ? COLLECT_BEHIND_MS : COLLECT_PERIOD_MS);
         } else if (w->store != NULL && !w->disk_full && !busy) {
             int due = w->maintain_needed ? now_mono >= w->last_job_mono + MAINTAIN_IDLE_MS
