@@ -71,6 +71,16 @@ seg_t *clog_seg_find(clog_t *c, uint64_t base)
     return i < c->nsegs && c->segs[i].base == base ? &c->segs[i] : NULL;
 }
 
+seg_t *clog_next_spare(const clog_t *c)
+{
+    for (size_t i = 0; i < c->nsegs; i++) {
+        if (c->segs[i].spare) {
+            return &c->segs[i];
+        }
+    }
+    return NULL;
+}
+
 int clog_seg_cmp(const void *a, const void *b)
 {
     uint64_t x = ((const seg_t *)a)->base, y = ((const seg_t *)b)->base;
@@ -286,13 +296,19 @@ static uint64_t past_every_segment(const clog_t *c)
     return b;
 }
 
+size_t clog_spare_count(const clog_t *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->nsegs; i++) {
+        n += c->segs[i].spare;
+    }
+    return n;
+}
+
 int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
 {
     c->write_errno = 0;
-    unsigned have = 0;
-    for (size_t i = 0; i < c->nsegs; i++) {
-        have += c->segs[i].spare; /* wherever it lies: a switch takes any spare */
-    }
+    size_t have = clog_spare_count(c); /* wherever they lie: a switch takes any spare */
     while (have < spares) {
         uint64_t b = seg_base_of(c, c->end);
         while (clog_seg_find(c, b) != NULL) {
@@ -310,15 +326,7 @@ int clog_prepare(clog_t *c, unsigned spares, char *err, size_t errlen)
  * Then no spare is asked for. */
 static int step_needless(const clog_t *c)
 {
-    if (seg_base_of(c, c->end) == c->step_refused_seg) {
-        return 1;
-    }
-    for (size_t i = 0; i < c->nsegs; i++) {
-        if (c->segs[i].spare) { /* any spare: the next switch takes it, wherever it lies */
-            return 1;
-        }
-    }
-    return 0;
+    return seg_base_of(c, c->end) == c->step_refused_seg || clog_next_spare(c) != NULL;
 }
 
 uint64_t clog_prepare_left(const clog_t *c)
@@ -342,24 +350,19 @@ uint64_t clog_prepare_left(const clog_t *c)
  * the chunks still cached, so a spare still whole costs a few system calls). */
 static void warm_next_spare(clog_t *c)
 {
-    seg_t *next = NULL;
-    for (size_t i = 0; i < c->nsegs && next == NULL; i++) {
-        next = c->segs[i].spare ? &c->segs[i] : NULL;
-    }
-    if (next == NULL) {
+    seg_t *next = clog_next_spare(c);
+    uint64_t seg = seg_base_of(c, c->end);
+    int second_half = c->end - seg >= c->size / 2;
+    if (next == NULL || (next->resident && (!second_half || c->spare_rechecked_seg == seg)) ||
+        !clog_prewriter_warm(&c->pre, next->fd)) {
         return;
     }
-    uint64_t seg = seg_base_of(c, c->end);
     if (!next->resident) {
-        if (clog_prewriter_warm(&c->pre, next->fd)) {
-            pthread_mutex_lock(&c->lock); /* the syncer reads the array under it */
-            next->resident = 1;
-            pthread_mutex_unlock(&c->lock);
-            c->spare_rechecked_seg = c->end - seg >= c->size / 2 ? seg : UINT64_MAX; /* read just now */
-        }
-    } else if (c->spare_rechecked_seg != seg && c->end - seg >= c->size / 2 && clog_prewriter_warm(&c->pre, next->fd)) {
-        c->spare_rechecked_seg = seg;
+        pthread_mutex_lock(&c->lock); /* the syncer reads the array under it */
+        next->resident = 1;
+        pthread_mutex_unlock(&c->lock);
     }
+    c->spare_rechecked_seg = second_half ? seg : UINT64_MAX; /* read in this half: none again before the next */
 }
 
 void clog_read_back_counts(clog_t *c, uint64_t *spares, uint64_t *bytes, uint64_t *failures)
@@ -468,13 +471,4 @@ int clog_recycle(clog_t *c, uint64_t base, char *err, size_t errlen)
 void clog_keep_from(clog_t *c, uint64_t from)
 {
     atomic_store(&c->keep_from, from);
-}
-
-size_t clog_spare_count(const clog_t *c)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < c->nsegs; i++) {
-        n += c->segs[i].spare;
-    }
-    return n;
 }

@@ -139,15 +139,7 @@ static seg_t *seg_ready(clog_t *c, uint64_t base, char *err, size_t errlen)
     if (s != NULL) {
         return s;
     }
-    /* Any spare will do, the lowest first: spares left below the log's end (a reopen at a later clock starts the
-       log past every file) are taken before those past it, so none is left behind for good. */
-    seg_t *spare = NULL;
-    for (size_t i = 0; i < c->nsegs; i++) {
-        if (c->segs[i].spare) {
-            spare = &c->segs[i];
-            break;
-        }
-    }
+    seg_t *spare = clog_next_spare(c); /* any spare will do, the lowest first */
     if (spare == NULL) {
         if (seg_from_prewriter(c, base) != 0 && clog_seg_create(c, base, err, errlen) != 0) {
             return NULL;

@@ -125,6 +125,11 @@ void clog_seg_path(const clog_t *c, uint64_t base, char *p, size_t n);
 /* The segment whose base is base, or NULL (owner thread, or under c->lock). */
 seg_t *clog_seg_find(clog_t *c, uint64_t base);
 
+/* The spare a segment switch takes: the lowest (spares left below the log's
+ * end, after a reopen at a later clock, go before those past it, so none is
+ * left behind for good), or NULL when none waits. Owner thread. */
+seg_t *clog_next_spare(const clog_t *c);
+
 /* qsort's order of segments: by base. */
 int clog_seg_cmp(const void *a, const void *b);
 

@@ -354,8 +354,8 @@ int store_log_checkpoint_running(const store_t *s);
  * without a log or a broken one. Owner thread. */
 uint64_t store_log_prepare_left(const store_t *s);
 
-/* The commit log's recycled spares read back into the page cache before a
- * switch took them (levels/clog.h clog_read_back_counts): spares, bytes read,
+/* The commit log's read-backs of its next spare into the page cache
+ * (levels/clog.h clog_read_back_counts): read-backs run through, bytes read,
  * read-backs that failed. All 0 for a store without a log. Owner thread. */
 void store_log_read_back_counts(const store_t *s, uint64_t *spares, uint64_t *bytes, uint64_t *failures);
 
