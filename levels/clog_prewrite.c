@@ -184,8 +184,8 @@ static int chunk_cached(const char *map, uint64_t at, size_t n)
 static void warm_one(clog_prewriter_t *p)
 {
     char *scratch = xmalloc(PREWRITE_CHUNK);
-    void *mapped = mmap(NULL, (size_t)p->size, PROT_READ, MAP_SHARED, p->warm_fd, 0);
-    const char *map = mapped == MAP_FAILED ? NULL : mapped;
+    char *map = mmap(NULL, (size_t)p->size, PROT_READ, MAP_SHARED, p->warm_fd, 0);
+    map = map == MAP_FAILED ? NULL : map; /* no mapping: every chunk is read */
     int cut = 0, failed = 0;
     uint64_t read = 0;
     for (uint64_t at = 0; at < p->size && !failed; at += PREWRITE_CHUNK) {
@@ -200,7 +200,7 @@ static void warm_one(clog_prewriter_t *p)
         read += n;
     }
     if (map != NULL) {
-        munmap(mapped, (size_t)p->size);
+        munmap(map, (size_t)p->size);
     }
     free(scratch);
     pthread_mutex_lock(&p->mu);
