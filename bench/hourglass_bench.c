@@ -1162,13 +1162,13 @@ static long log_segment_files(const bp_broker_t *b)
     return n;
 }
 
-/* An INFO field of the broker as a number (dies when it has none). */
-static long long info_number(int port, const char *key)
+/* An INFO field of the broker c is connected to, as a number (dies when it
+ * has none). */
+static long long info_number(rc_conn_t *c, const char *key)
 {
-    char buf[64];
-    info_value(port, key, buf, sizeof buf);
-    if (buf[0] == '\0')
-        tu_die(PROGRAM, "the broker on port %d: INFO has no '%s'", port, key);
+    char buf[64], err[256];
+    if (bp_info_field(c, key, buf, sizeof buf, err, sizeof err) != 0)
+        tu_die(PROGRAM, "INFO %s: %s", key, err);
     return atoll(buf);
 }
 
@@ -1201,11 +1201,11 @@ static long long warm_log(const bp_broker_t *b)
             tu_die(PROGRAM, "warming the log: SEND: %s", r == NULL ? c.err : "not an id");
         resp_reply_free(r);
         sleep_us(WARM_POLL_US);
-        long long now = info_number(b->port, "log_spare_segments");
+        long long now = info_number(&c, "log_spare_segments");
         files = log_segment_files(b);
         if (now != spares)
             spares = now, changed = tu_now_mono_us();
-        if (drained == 0 && info_number(b->port, "delayed_messages") + info_number(b->port, "ready") == 0)
+        if (drained == 0 && info_number(&c, "delayed_messages") + info_number(&c, "ready") == 0)
             drained = tu_now_mono_us();
         if (drained != 0 && (spares >= files - 1 || tu_now_mono_us() - changed >= (uint64_t)WARM_SETTLED_MS * 1000))
             break;

@@ -170,8 +170,7 @@ void conn_process_input(conn_t *c)
                 log_warn("client id=%llu addr=%s: a TLS handshake on the plaintext port; closing (TLS clients "
                          "connect to tls-port%s)",
                          (unsigned long long)c->id, c->addr, s->cfg->tls_port ? "" : ", which is off");
-                evbuffer_drain(in, evbuffer_get_length(in));
-                c->input_parsed = 0;
+                evbuffer_drain(in, evbuffer_get_length(in)); /* the first bytes: nothing parsed yet */
                 conn_start_draining(c);
                 break;
             }

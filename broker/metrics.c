@@ -433,8 +433,7 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
                     "Bytes those read-backs read from the segments (1 MiB chunks already cached are skipped).",
                     rb_bytes);
     prom_metric_u64(o, "hourglass_log_spare_read_back_failures_total", "counter",
-                    "Read-backs of a recycled segment that failed (the switch's appends read their pages themselves).",
-                    rb_failures);
+                    "Those read-backs that failed (the switch's appends read their pages themselves).", rb_failures);
     prom_metric_u64(o, "hourglass_leases_unwritten", "gauge",
                     "Leases held in memory and not written yet (lease-write-delay); in the in-flight counts.",
                     store_leases_unwritten(s));
