@@ -5,6 +5,18 @@
  * switch takes a spare, or the pre-writer's file), synced with fdatasync,
  * and a failed sync's segment abandoned. Owner thread, but clog_sync, which
  * the syncer may call at the same time.
+ *
+ * A batch is written out with zeros to the end of its last page (not past
+ * the segment): a write that covers a page only in part makes the kernel
+ * read that page from disk first when it is not cached (ext4's write_begin),
+ * synchronously, on the storage thread: 61.8 µs an append into an evicted
+ * spare against 6.9 cached (docs/BENCH-broker.md, s52). Padded, every page
+ * an append touches is either covered whole or begun by the append before
+ * it (cached since), so a spare whose pages are not cached yet — recycled,
+ * its zeros written with O_DIRECT, or read back only in part — costs no read.
+ * The zeros land past the log's end, where a pre-written segment has zeros
+ * and a recycled one a dead life's bytes: the open's end rule sees either as
+ * the end.
  */
 #define _GNU_SOURCE
 #include "levels/clog_internal.h"
@@ -116,11 +128,11 @@ int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t
  * appends, so it is kept. */
 static int seg_from_prewriter(clog_t *c, uint64_t base)
 {
-    int write_errno = c->write_errno, fd = -1;
+    int write_errno = c->write_errno, fd = -1, cached = 1;
     char why[PATH_MAX + 128];
-    int state = clog_prewriter_finish(&c->pre, &fd, why, sizeof why), rc = -1;
+    int state = clog_prewriter_finish(&c->pre, &fd, &cached, why, sizeof why), rc = -1;
     if (state == CLOG_PREWRITE_READY) {
-        rc = clog_seg_finish(c, fd, c->pre.path, base, why, sizeof why); /* closes fd on failure */
+        rc = clog_seg_finish(c, fd, c->pre.path, base, cached, why, sizeof why); /* closes fd on failure */
     }
     if (state != CLOG_PREWRITE_IDLE && rc != 0) {
         snprintf(c->switch_failure, sizeof c->switch_failure,
@@ -213,7 +225,14 @@ int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen)
     be32_put(cp + 16, b->records);
     be32_put(cp + 20, crc);
     record_put(b, CLOG_COMMIT, cp, sizeof cp, b->first + b->len, s->life);
-    if (clog_pwrite_all(s->fd, b->buf, b->len, b->first - base) != 0) {
+    uint64_t end = b->first - base + b->len, page_end = (end + c->page - 1) / c->page * c->page;
+    size_t pad = (size_t)((page_end < c->size ? page_end : c->size) - end);
+    if (b->len + pad > b->cap) {
+        b->cap = b->len + pad;
+        b->buf = xrealloc(b->buf, b->cap);
+    }
+    memset(b->buf + b->len, 0, pad);
+    if (clog_pwrite_all(s->fd, b->buf, b->len + pad, b->first - base) != 0) {
         char path[PATH_MAX];
         clog_seg_path(c, base, path, sizeof path);
         return clog_write_failed(c, err, errlen, "%s: offset %" PRIu64 ": cannot append %zu bytes", path, b->first,

@@ -432,6 +432,7 @@ int clog_open(const clog_options_t *o, clog_t **out, clog_open_report_t *rep, ch
     clog_t *c = xcalloc(1, sizeof *c);
     c->dir = xstrdup(o->dir);
     c->size = o->segment_bytes;
+    c->page = (uint64_t)sysconf(_SC_PAGESIZE);
     c->must_reach = o->must_reach;
     c->chain_from = o->chain_from;
     c->clean_end = o->clean_end;

@@ -2,26 +2,35 @@
  * levels/clog_prewrite.c — the commit log's pre-writer: a thread that writes
  * the next spare segment's zeros and syncs them, so that the owner (the
  * broker's storage thread) only gives the finished file its header and name;
- * or, when the next spare is a recycled one, reads it back into the page
- * cache (contracts in levels/clog_internal.h; clog_prepare_step in clog.c
- * uses it).
+ * or, when the next spare is not in the page cache (recycled, found by the
+ * open, or its zeros written with O_DIRECT), reads it back into it
+ * (contracts in levels/clog_internal.h; clog_prepare_step in clog.c uses
+ * it).
  *
- * Why a thread: a segment's pre-write is its size in zeros through the page
- * cache, each chunk's writeback started, then one fdatasync. Done in steps on
- * the storage thread it was 42 % of that thread's samples at the flood's peak
- * (perf, 16 MiB segments, 8 producers and 2 consumers: the bench's mixed
- * part), time in which no SEND, move or PULL of the store ran. On its own
- * thread the storage thread only waits for the header's fdatasync, the
- * rename and the directory's fsync when it takes the file.
+ * Why a thread: a segment's pre-write is its size in zeros, then one
+ * fdatasync. Done in steps on the storage thread it was 42 % of that thread's
+ * samples at the flood's peak (perf, 16 MiB segments, 8 producers and 2
+ * consumers: the bench's mixed part), time in which no SEND, move or PULL of
+ * the store ran. On its own thread the storage thread only waits for the
+ * header's fdatasync, the rename and the directory's fsync when it takes the
+ * file.
+ *
+ * Why O_DIRECT: through the page cache the zeros were the first touch of
+ * every page of the segment, on a virtual machine ~10 µs a page (the host
+ * backs it then): 37 % of a core in the flood, beside a storage thread that
+ * needs a whole one of the two. Written with O_DIRECT the device reads them
+ * from one buffer; the file is then not cached, and is read back like a
+ * recycled spare (below), which fills the pages by the device's DMA.
  *
  * Why a read-back: a recycled spare keeps its old data (no zeros), and in a
  * delay queue it was written 30 min or hours ago, so its pages are likely
- * evicted; an append whose last page is partial and not cached reads that
- * page synchronously (ext4's write_begin): 132.6 µs an append of 14 464 bytes
- * on this machine against 5.0 µs once the file was read through
- * (docs/BENCH-broker.md, s52). Reading it here, paced like the zeros, puts
- * those reads on this thread instead of the storage thread's appends. A read
- * dirties nothing: no writeback, no sync.
+ * evicted; a spare whose zeros bypassed the page cache was never in it. An
+ * append into pages not cached fills them on the storage thread (it no
+ * longer reads them: clog_append writes a batch out to its page's end; before
+ * that each append read its last page synchronously, 132.6 µs against 5.0
+ * once the file was read through: docs/BENCH-broker.md, s52). Reading the
+ * spare here, paced like the zeros, does that on this thread. A read dirties
+ * nothing: no writeback, no sync.
  *
  * States, under mu: IDLE (no file) → WRITING (the thread owns the file) →
  * READY (whole and synced; the owner takes fd and path) or FAILED (the file
@@ -60,12 +69,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* 4096: the alignment O_DIRECT asks of a buffer on any block device this
+ * runs on (logical blocks of 512 or 4096 bytes). */
+const char clog_zeros[PREWRITE_CHUNK] __attribute__((aligned(4096)));
+
 int clog_zeros_write(int fd, uint64_t from, uint64_t to, int start_writeback, uint64_t *failed_at)
 {
-    static const char zeros[PREWRITE_CHUNK];
     for (uint64_t at = from; at < to; at += PREWRITE_CHUNK) {
         size_t n = to - at < PREWRITE_CHUNK ? (size_t)(to - at) : PREWRITE_CHUNK;
-        if (clog_pwrite_all(fd, zeros, n, at) != 0) {
+        if (clog_pwrite_all(fd, clog_zeros, n, at) != 0) {
             *failed_at = at;
             return -1;
         }
@@ -121,9 +133,35 @@ static int chunk_wait(clog_prewriter_t *p, uint64_t at)
     return cut;
 }
 
+/* One chunk [at, to) of zeros through *direct (an O_DIRECT descriptor of
+ * the file) while there is one, else through fd and the page cache. A
+ * direct write the filesystem or device refuses as such (EINVAL: O_DIRECT
+ * not supported, or an alignment it wants) closes *direct, and the chunk and
+ * the rest go through the page cache: 0, or -1 with errno and *failed_at. */
+static int zeros_chunk(int fd, int *direct, uint64_t at, uint64_t to, uint64_t *failed_at)
+{
+    if (*direct >= 0) {
+        if (clog_pwrite_all(*direct, clog_zeros, (size_t)(to - at), at) == 0) {
+            return 0;
+        }
+        if (errno != EINVAL) {
+            *failed_at = at;
+            return -1;
+        }
+        close(*direct);
+        *direct = -1;
+    }
+    return clog_zeros_write(fd, at, to, 1, failed_at);
+}
+
 /* Write the file of one request: 0 with the file whole and synced, or -1
  * with p->error (the file removed); 1 when stopped (the file removed).
- * Called without mu. */
+ * The zeros go through a second descriptor opened with O_DIRECT where the
+ * filesystem takes it: written by the device from one buffer, no page of
+ * the page cache filled by this thread's CPU (docs/BENCH-broker.md, s54: on
+ * a virtual machine each new page-cache page costs its first touch, ~10 µs,
+ * which made the zeros 36 % of a core in the flood); p->cached says which
+ * way they went. Called without mu. */
 static int write_one(clog_prewriter_t *p)
 {
     int fd = open(p->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -131,14 +169,22 @@ static int write_one(clog_prewriter_t *p)
         snprintf(p->error, sizeof p->error, "cannot create %s: %s", p->path, strerror(errno));
         return -1;
     }
+    int direct = open(p->path, O_WRONLY | O_DIRECT | O_CLOEXEC); /* -1 (EINVAL) where O_DIRECT is not taken */
+    p->cached = direct < 0;
     for (uint64_t at = 0; at < p->size; at += PREWRITE_CHUNK) {
         if (chunk_wait(p, at)) {
+            if (direct >= 0) {
+                close(direct);
+            }
             close(fd);
             unlink(p->path);
             return 1;
         }
         uint64_t to = at + PREWRITE_CHUNK < p->size ? at + PREWRITE_CHUNK : p->size, failed_at = 0;
-        if (clog_zeros_write(fd, at, to, 1, &failed_at) != 0) {
+        if (zeros_chunk(fd, &direct, at, to, &failed_at) != 0) {
+            if (direct >= 0) {
+                close(direct);
+            }
             snprintf(p->error, sizeof p->error, "cannot pre-write %s at byte %" PRIu64 ": %s", p->path, failed_at,
                      strerror(errno));
             close(fd);
@@ -146,7 +192,10 @@ static int write_one(clog_prewriter_t *p)
             return -1;
         }
     }
-    if (fdatasync(fd) != 0) {
+    if (direct >= 0) {
+        close(direct);
+    }
+    if (fdatasync(fd) != 0) { /* the file's size and extents; the direct writes' data is on the device already */
         snprintf(p->error, sizeof p->error, "cannot sync the pre-written %s: %s", p->path, strerror(errno));
         close(fd);
         unlink(p->path);
@@ -269,13 +318,14 @@ void clog_prewriter_init(clog_prewriter_t *p, const char *dir, uint64_t size)
     pthread_condattr_destroy(&a);
 }
 
-/* Take what the thread finished (READY: *fd; FAILED: err), with mu held:
- * the state it had. */
-static int take_locked(clog_prewriter_t *p, int *fd, char *err, size_t errlen)
+/* Take what the thread finished (READY: *fd, *cached; FAILED: err), with mu
+ * held: the state it had. */
+static int take_locked(clog_prewriter_t *p, int *fd, int *cached, char *err, size_t errlen)
 {
     int state = p->state;
     if (state == CLOG_PREWRITE_READY) {
         *fd = p->fd;
+        *cached = p->cached;
         p->fd = -1;
         p->state = CLOG_PREWRITE_IDLE;
     } else if (state == CLOG_PREWRITE_FAILED) {
@@ -285,7 +335,7 @@ static int take_locked(clog_prewriter_t *p, int *fd, char *err, size_t errlen)
     return state;
 }
 
-int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen)
+int clog_prewriter_finish(clog_prewriter_t *p, int *fd, int *cached, char *err, size_t errlen)
 {
     pthread_mutex_lock(&p->mu);
     if (p->state == CLOG_PREWRITE_WRITING) {
@@ -295,19 +345,19 @@ int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen
             pthread_cond_wait(&p->finished, &p->mu);
         }
     }
-    int state = take_locked(p, fd, err, errlen);
+    int state = take_locked(p, fd, cached, err, errlen);
     pthread_mutex_unlock(&p->mu);
     return state == CLOG_PREWRITE_WARMING ? CLOG_PREWRITE_IDLE : state; /* a read-back is no file */
 }
 
-int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, char *err, size_t errlen)
+int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, int *cached, char *err, size_t errlen)
 {
     pthread_mutex_lock(&p->mu);
     if (p->pace_ms != pace_ms) {
         p->pace_ms = pace_ms;
         pthread_cond_signal(&p->wake);
     }
-    int state = take_locked(p, fd, err, errlen);
+    int state = take_locked(p, fd, cached, err, errlen);
     if (state == CLOG_PREWRITE_WARMING && want && !p->write_wanted) {
         p->write_wanted = 1; /* the read-back ends at its next chunk; a later poll begins the file */
         pthread_cond_signal(&p->wake);

@@ -1467,6 +1467,148 @@ static void test_read_back_gives_way(void)
     TU_CHECK(step_file_size() == -1, "the close removes the half-written spare");
 }
 
+/* Does the test directory take O_DIRECT (open, and a 4096-byte write of an
+ * aligned buffer)? The pre-writer writes its zeros that way where it does. */
+static int dir_takes_direct_io(void)
+{
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/direct-probe", dir);
+    static char block[4096] __attribute__((aligned(4096)));
+    int fd = open(probe, O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+    int ok = fd >= 0 && pwrite(fd, block, sizeof block, 0) == (ssize_t)sizeof block;
+    if (fd >= 0) {
+        close(fd);
+    }
+    unlink(probe);
+    return ok;
+}
+
+/* The pre-writer's zeros bypass the page cache where the filesystem takes
+ * O_DIRECT (no page of the new spare cached but its header's), and the spare
+ * is then read back before a switch takes it, as a recycled one; where it
+ * does not, they go through the page cache (the spare cached whole, nothing
+ * to read back). Either way the file is its header and zeros, and the switch
+ * takes it. */
+static void test_prewrite_direct_zeros(void)
+{
+    int direct = dir_takes_direct_io();
+    uint64_t first;
+    clog_t *c = open_step_log(&first);
+    char path[600];
+    seg_file(STEP_SEG, path, sizeof path);
+    TU_REQUIRE(step_until_done(c, 0) == 1, "a step takes the finished spare: %s", err);
+    size_t pages, in = resident_pages(path, &pages);
+    if (direct) {
+        TU_CHECK(in * 8 < pages, "O_DIRECT taken: the zeros left the page cache alone (%zu of %zu pages cached)", in,
+                 pages);
+    } else {
+        TU_CHECK(in == pages, "no O_DIRECT: the zeros went through the page cache (%zu of %zu pages cached)", in,
+                 pages);
+    }
+    if (direct) {
+        TU_CHECK(steps_until_resident(c, path, &in, &pages), "the steps read the spare back (%zu of %zu pages)", in,
+                 pages);
+        read_back_poll_t rp = steps_until_read_back(c);
+        TU_CHECK(rp.spares == 1 && rp.failures == 0 && rp.bytes >= 1 << 20,
+                 "counted: 1 spare read back (%" PRIu64 "), %" PRIu64 " bytes, %" PRIu64 " failures", rp.spares,
+                 rp.bytes, rp.failures);
+    }
+    static char whole[STEP_SEG];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    TU_REQUIRE(fd >= 0 && pread(fd, whole, sizeof whole, 0) == (ssize_t)sizeof whole, "read %s", path);
+    close(fd);
+    size_t nonzero = 0;
+    for (size_t i = CLOG_SEGMENT_HEADER; i < sizeof whole; i++) {
+        nonzero += whole[i] != 0;
+    }
+    TU_CHECK(memcmp(whole, "HGCLOGS1", 8) == 0 && nonzero == 0,
+             "read back, the spare is a header and zeros (%zu nonzero bytes)", nonzero);
+    static uint64_t ids[2000];
+    int n = fill_into_second_segment(c, ids);
+    TU_CHECK(!clog_is_spare(c, STEP_SEG), "the switch took the spare");
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+    clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
+    TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "reopen: %s", err);
+    check_record(c, first, 1000, 1);
+    check_record(c, ids[n - 1], 4000, 100 + (uint64_t)(n - 1));
+    clog_close(c);
+}
+
+/* read_bytes of /proc/self/io: what this process (all its threads) read from
+ * the disk. */
+static uint64_t process_read_bytes(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    TU_REQUIRE(f != NULL, "open /proc/self/io: %s", strerror(errno));
+    char line[128];
+    unsigned long long v = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        found = sscanf(line, "read_bytes: %llu", &v) == 1;
+    }
+    fclose(f);
+    TU_REQUIRE(found, "read_bytes in /proc/self/io");
+    return v;
+}
+
+/* Appends into a spare none of whose pages is cached (recycled and evicted,
+ * the read-back held) read nothing from disk: each batch is written out to
+ * its last page's end with zeros, so no write covers an uncached page in
+ * part (without the padding each batch read its last page: ~4 KiB a batch).
+ * The zeros lie past the log's end, and the records read back after a
+ * reopen. */
+static void test_appends_read_no_page(void)
+{
+    char path[600];
+    uint64_t last;
+    int n;
+    clog_t *c = log_with_recycled_spare(path, sizeof path, &last, &n);
+    size_t pages, in = evict(path, &pages);
+    TU_REQUIRE(in * 4 < pages, "evicted, most of the recycled spare is not cached (%zu of %zu)", in, pages);
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "a held step (no read-back): %s", err);
+    static char p[4000];
+    clog_batch_t b = { 0 };
+    uint64_t id = 0, before = process_read_bytes();
+    int batches = 0, k = 0;
+    while (id < 2 * STEP_SEG + (1 << 20)) { /* batches of 3 records: 12 KiB and a bit, so a partial last page */
+        for (int r = 0; r < 3; r++, k++) {
+            payload(p, sizeof p, 9000 + (uint64_t)k);
+            int rc = clog_batch_add(c, &b, p, sizeof p, &id, err, sizeof err);
+            if (rc == CLOG_BATCH_FULL) { /* at the segment's end: this batch out, the record into the next */
+                TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+                rc = clog_batch_add(c, &b, p, sizeof p, &id, err, sizeof err);
+            }
+            TU_REQUIRE(rc == 0, "add: %s", err);
+        }
+        TU_REQUIRE(clog_append(c, &b, err, sizeof err) == 0, "append: %s", err);
+        batches += id >= 2 * STEP_SEG;
+    }
+    clog_batch_free(&b);
+    uint64_t read = process_read_bytes() - before;
+    /* the switch's header write may read the segment's first page: one page, not one a batch */
+    TU_CHECK(read <= 8192, "%d batches into the evicted spare read %" PRIu64 " bytes from disk", batches, read);
+    uint64_t end = clog_end(c) - 2 * STEP_SEG, page = (uint64_t)sysconf(_SC_PAGESIZE);
+    size_t pad = (size_t)((end + page - 1) / page * page - end);
+    static char tail[1 << 16];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    TU_REQUIRE(fd >= 0 && pad <= sizeof tail && pread(fd, tail, pad, (off_t)end) == (ssize_t)pad, "read past the end");
+    close(fd);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < pad; i++) {
+        nonzero += tail[i] != 0;
+    }
+    TU_CHECK(pad > 0 && nonzero == 0, "past the end, to the page's end: %zu zero bytes (%zu not zero)", pad, nonzero);
+    TU_REQUIRE(clog_sync(c, err, sizeof err) == 0, "sync: %s", err);
+    clog_close(c);
+    clog_options_t o = { dir, STEP_SEG, 0, 0, 0, 0 };
+    TU_REQUIRE(clog_open(&o, &c, NULL, err, sizeof err) == 0, "reopen: %s", err);
+    TU_CHECK(clog_end(c) == end + 2 * STEP_SEG, "the reopen ends where the appends did (%" PRIu64 ")", clog_end(c));
+    check_record(c, id, 4000, 9000 + (uint64_t)(k - 1));
+    check_record(c, last, 4000, 100 + (uint64_t)(n - 1));
+    clog_close(c);
+}
+
 static const tu_test_t clog_tests[] = {
     { "append, read, reopen", test_append_read_reopen },
     { "offsets raised to the floor", test_floor_raises_offsets },
@@ -1493,6 +1635,9 @@ static const tu_test_t clog_tests[] = {
     { "a read-back gives way to a close and to a spare to write", test_read_back_gives_way },
     { "a recycled spare still cached is not read again", test_cached_spare_not_read_again },
     { "a waiting spare is read back again in the segment's second half", test_waiting_spare_read_back_again },
+    { "the pre-writer's zeros bypass the page cache where O_DIRECT is taken, then are read back",
+      test_prewrite_direct_zeros },
+    { "appends into an uncached spare read no page from disk", test_appends_read_no_page },
     { NULL, NULL },
 };
 
