@@ -205,6 +205,8 @@ void cmd_add_id(resp_buf_t *b, uint64_t id)
     b->raw.len += total;
 }
 
+#define CMD_REPLY_RESERVE 64 /* buf_reserve's first capacity: no more is allocated until a reply outgrows it */
+
 void *cmd_job_new(size_t head_size, size_t extra, job_result_t (*exec)(job_t *, writer_t *), char **arena)
 {
     size_t head = (head_size + 15) & ~(size_t)15;
@@ -212,6 +214,14 @@ void *cmd_job_new(size_t head_size, size_t extra, job_result_t (*exec)(job_t *, 
     memset(mem, 0, head_size);
     job_t *j = (job_t *)(void *)mem;
     resp_buf_init(&j->reply);
+    /* The reply's first bytes reserved here, on the loop thread that frees
+     * them after the reply is written out: a malloc from the thread's own
+     * cache. Left to the storage thread, each job's reply was a malloc there
+     * whose free went to the other thread, so the storage thread's cache
+     * never refilled (_int_malloc and malloc_consolidate, ~5 % of its
+     * samples in the flood; docs/BENCH-broker.md, s54). SEND's reply (an id)
+     * and ACK's (a count) fit. */
+    (void)buf_reserve(&j->reply.raw, CMD_REPLY_RESERVE);
     j->exec = exec;
     if (arena) {
         *arena = mem + head;
