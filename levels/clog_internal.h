@@ -162,7 +162,8 @@ void clog_prewriter_init(clog_prewriter_t *p, const char *dir, uint64_t size);
  * CLOG_PREWRITE_READY: *fd is a whole, synced file of zeros at p->path, now
  * the caller's; *cached is 1 when its pages are in the page cache (written
  * through it), 0 when the zeros bypassed it (O_DIRECT: the spare is to be
- * read back like a recycled one, clog_prewriter_warm). CLOG_PREWRITE_FAILED: err says why (the file is removed).
+ * read back like a recycled one, clog_prewriter_warm).
+ * CLOG_PREWRITE_FAILED: err says why (the file is removed).
  * Otherwise CLOG_PREWRITE_IDLE, and when it was idle and want is set, a file
  * is begun; when it was reading a spare back (clog_prewriter_warm) and want
  * is set, the read-back ends at its next chunk, and a later poll begins the

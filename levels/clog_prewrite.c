@@ -160,7 +160,7 @@ static int zeros_chunk(int fd, int *direct, uint64_t at, uint64_t to, uint64_t *
  * filesystem takes it: written by the device from one buffer, no page of
  * the page cache filled by this thread's CPU (docs/BENCH-broker.md, s54: on
  * a virtual machine each new page-cache page costs its first touch, ~10 µs,
- * which made the zeros 36 % of a core in the flood); p->cached says which
+ * which made the zeros 37 % of a core in the flood); p->cached says which
  * way they went. Called without mu. */
 static int write_one(clog_prewriter_t *p)
 {
@@ -171,35 +171,30 @@ static int write_one(clog_prewriter_t *p)
     }
     int direct = open(p->path, O_WRONLY | O_DIRECT | O_CLOEXEC); /* -1 (EINVAL) where O_DIRECT is not taken */
     p->cached = direct < 0;
-    for (uint64_t at = 0; at < p->size; at += PREWRITE_CHUNK) {
+    int rc = 0;
+    for (uint64_t at = 0; at < p->size && rc == 0; at += PREWRITE_CHUNK) {
         if (chunk_wait(p, at)) {
-            if (direct >= 0) {
-                close(direct);
-            }
-            close(fd);
-            unlink(p->path);
-            return 1;
+            rc = 1;
+            break;
         }
         uint64_t to = at + PREWRITE_CHUNK < p->size ? at + PREWRITE_CHUNK : p->size, failed_at = 0;
         if (zeros_chunk(fd, &direct, at, to, &failed_at) != 0) {
-            if (direct >= 0) {
-                close(direct);
-            }
             snprintf(p->error, sizeof p->error, "cannot pre-write %s at byte %" PRIu64 ": %s", p->path, failed_at,
                      strerror(errno));
-            close(fd);
-            unlink(p->path);
-            return -1;
+            rc = -1;
         }
     }
     if (direct >= 0) {
         close(direct);
     }
-    if (fdatasync(fd) != 0) { /* the file's size and extents; the direct writes' data is on the device already */
+    if (rc == 0 && fdatasync(fd) != 0) { /* the file's size and extents; the direct writes' data is on the device */
         snprintf(p->error, sizeof p->error, "cannot sync the pre-written %s: %s", p->path, strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0) {
         close(fd);
         unlink(p->path);
-        return -1;
+        return rc;
     }
     p->fd = fd;
     return 0;

@@ -1270,6 +1270,18 @@ static clog_t *log_with_recycled_spare(char *path, size_t pathlen, uint64_t *las
     return c;
 }
 
+/* log_with_recycled_spare, the spare then evicted (most of its pages: *in
+ * of *pages still cached) and a held step taken (nothing read back). */
+static clog_t *log_with_evicted_spare(char *path, size_t pathlen, uint64_t *last, int *n, size_t *in, size_t *pages)
+{
+    clog_t *c = log_with_recycled_spare(path, pathlen, last, n);
+    TU_REQUIRE(clog_is_spare(c, 2 * STEP_SEG), "the recycled segment is the spare at %" PRIu64, 2 * STEP_SEG);
+    *in = evict(path, pages);
+    TU_REQUIRE(*in * 4 < *pages, "evicted, most of the recycled spare is not cached (%zu of %zu)", *in, *pages);
+    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "a held step: %s", err);
+    return c;
+}
+
 /* A recycled spare keeps its old data, no zeros, and in a delay queue its
  * pages were written long ago: the next switch would read each batch's
  * partial last page from disk. Recycled (4 MiB segments) and evicted
@@ -1282,12 +1294,8 @@ static void test_recycled_spare_read_back(void)
     char path[600];
     uint64_t last;
     int n;
-    clog_t *c = log_with_recycled_spare(path, sizeof path, &last, &n);
-    TU_REQUIRE(clog_is_spare(c, 2 * STEP_SEG), "the recycled segment is the spare at %" PRIu64, 2 * STEP_SEG);
-    size_t pages, evicted_in = evict(path, &pages), in;
-    TU_REQUIRE(evicted_in * 4 < pages, "evicted, most of the recycled spare is not cached (%zu of %zu)", evicted_in,
-               pages);
-    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "a held step: %s", err);
+    size_t pages, evicted_in, in;
+    clog_t *c = log_with_evicted_spare(path, sizeof path, &last, &n, &evicted_in, &pages);
     usleep(STEP_QUIET_MS * 1000); /* a wait that nothing happens: it can only pass wrongly */
     in = resident_pages(path, &pages);
     TU_CHECK(in <= evicted_in, "a held step reads nothing back (%zu of %zu pages cached)", in, pages);
@@ -1563,10 +1571,8 @@ static void test_appends_read_no_page(void)
     char path[600];
     uint64_t last;
     int n;
-    clog_t *c = log_with_recycled_spare(path, sizeof path, &last, &n);
-    size_t pages, in = evict(path, &pages);
-    TU_REQUIRE(in * 4 < pages, "evicted, most of the recycled spare is not cached (%zu of %zu)", in, pages);
-    TU_CHECK(clog_prepare_step(c, CLOG_PREPARE_HOLD, err, sizeof err) == 0, "a held step (no read-back): %s", err);
+    size_t pages, in;
+    clog_t *c = log_with_evicted_spare(path, sizeof path, &last, &n, &in, &pages);
     static char p[4000];
     clog_batch_t b = { 0 };
     uint64_t id = 0, before = process_read_bytes();
