@@ -426,9 +426,8 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     uint64_t rb_spares, rb_bytes, rb_failures;
     store_log_read_back_counts(s, &rb_spares, &rb_bytes, &rb_failures);
     prom_metric_u64(o, "hourglass_log_spares_read_back_total", "counter",
-                    "Read-backs of the commit log's next spare segment into the page cache (a recycled one, one "
-                    "pre-written with O_DIRECT, and any once more in the second half of the segment before it) run "
-                    "through.",
+                    "Read-backs of the commit log's next spare segment into the page cache (a recycled one, a new "
+                    "one, and any once more in the second half of the segment before it) run through.",
                     rb_spares);
     prom_metric_u64(o, "hourglass_log_spare_read_back_bytes_total", "counter",
                     "Bytes those read-backs read from the segments (1 MiB chunks already cached are skipped).",

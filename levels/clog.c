@@ -218,7 +218,7 @@ static int prewrite_zeros(clog_t *c, int fd, uint64_t from, uint64_t to, const c
 /* The wholly pre-written file fd at tmp becomes the spare at base: a header
  * with a new life, the file synced, renamed into place, the directory synced,
  * added as a spare. On failure fd is closed and tmp removed; -1 with err. */
-int clog_seg_finish(clog_t *c, int fd, const char *tmp, uint64_t base, int cached, char *err, size_t errlen)
+int clog_seg_finish(clog_t *c, int fd, const char *tmp, uint64_t base, char *err, size_t errlen)
 {
     char path[PATH_MAX];
     clog_seg_path(c, base, path, sizeof path);
@@ -235,7 +235,9 @@ int clog_seg_finish(clog_t *c, int fd, const char *tmp, uint64_t base, int cache
         unlink(tmp);
         return -1;
     }
-    clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0, cached });
+    /* not resident: the pre-writer's zeros bypass the page cache where O_DIRECT is taken; where they did not,
+       the read-back finds every chunk cached and reads nothing (a few mincore calls) */
+    clog_seg_insert(c, (seg_t){ base, life, fd, 1, 0, 0 });
     return 0;
 }
 
@@ -255,7 +257,7 @@ int clog_seg_create(clog_t *c, uint64_t base, char *err, size_t errlen)
         unlink(tmp);
         return -1;
     }
-    return clog_seg_finish(c, fd, tmp, base, 1, err, errlen); /* its zeros just written through the page cache */
+    return clog_seg_finish(c, fd, tmp, base, err, errlen);
 }
 
 
@@ -380,8 +382,8 @@ int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen)
     int write_errno = c->write_errno; /* clog_write_errno speaks of the appends, not of this */
     uint64_t seg = seg_base_of(c, c->end);
     int want = pace_ms != CLOG_PREPARE_HOLD && !step_needless(c);
-    int fd = -1, cached = 1;
-    int state = clog_prewriter_poll(&c->pre, want, pace_ms, &fd, &cached, err, errlen);
+    int fd = -1;
+    int state = clog_prewriter_poll(&c->pre, want, pace_ms, &fd, err, errlen);
     if (state == CLOG_PREWRITE_IDLE) {
         if (!want && pace_ms != CLOG_PREPARE_HOLD) {
             warm_next_spare(c);
@@ -390,7 +392,7 @@ int clog_prepare_step(clog_t *c, unsigned pace_ms, char *err, size_t errlen)
     }
     int rc = -1;
     if (state == CLOG_PREWRITE_READY) {
-        rc = clog_seg_finish(c, fd, c->pre.path, past_every_segment(c), cached, err, errlen) == 0
+        rc = clog_seg_finish(c, fd, c->pre.path, past_every_segment(c), err, errlen) == 0
                  ? 1
                  : -1; /* closes fd on failure */
     }

@@ -50,13 +50,19 @@ void clog_batch_begin(clog_t *c, clog_batch_t *b)
     b->life_known = 0;
 }
 
+/* Room for n more bytes in b's buffer (grown to twice what it then holds). */
+static void batch_room_for(clog_batch_t *b, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2;
+        b->buf = xrealloc(b->buf, b->cap);
+    }
+}
+
 static void record_put(clog_batch_t *b, int type, const void *p, size_t n, uint64_t off, uint64_t life)
 {
     size_t foot = CLOG_RECORD_HEADER + (size_t)pad8(n);
-    if (b->len + foot > b->cap) {
-        b->cap = (b->len + foot) * 2;
-        b->buf = xrealloc(b->buf, b->cap);
-    }
+    batch_room_for(b, foot);
     char *h = b->buf + b->len;
     h[4] = (char)type;
     h[5] = h[6] = h[7] = 0;
@@ -128,11 +134,11 @@ int clog_batch_add(clog_t *c, clog_batch_t *b, const void *p, size_t n, uint64_t
  * appends, so it is kept. */
 static int seg_from_prewriter(clog_t *c, uint64_t base)
 {
-    int write_errno = c->write_errno, fd = -1, cached = 1;
+    int write_errno = c->write_errno, fd = -1;
     char why[PATH_MAX + 128];
-    int state = clog_prewriter_finish(&c->pre, &fd, &cached, why, sizeof why), rc = -1;
+    int state = clog_prewriter_finish(&c->pre, &fd, why, sizeof why), rc = -1;
     if (state == CLOG_PREWRITE_READY) {
-        rc = clog_seg_finish(c, fd, c->pre.path, base, cached, why, sizeof why); /* closes fd on failure */
+        rc = clog_seg_finish(c, fd, c->pre.path, base, why, sizeof why); /* closes fd on failure */
     }
     if (state != CLOG_PREWRITE_IDLE && rc != 0) {
         snprintf(c->switch_failure, sizeof c->switch_failure,
@@ -227,10 +233,7 @@ int clog_append(clog_t *c, clog_batch_t *b, char *err, size_t errlen)
     record_put(b, CLOG_COMMIT, cp, sizeof cp, b->first + b->len, s->life);
     uint64_t end = b->first - base + b->len, page_end = (end + c->page - 1) / c->page * c->page;
     size_t pad = (size_t)((page_end < c->size ? page_end : c->size) - end);
-    if (b->len + pad > b->cap) {
-        b->cap = b->len + pad;
-        b->buf = xrealloc(b->buf, b->cap);
-    }
+    batch_room_for(b, pad);
     memset(b->buf + b->len, 0, pad);
     if (clog_pwrite_all(s->fd, b->buf, b->len + pad, b->first - base) != 0) {
         char path[PATH_MAX];

@@ -44,7 +44,6 @@ typedef struct clog_prewriter {
     uint64_t size;
     uint64_t done;          /* WRITING: bytes of the file written so far */
     int fd;                 /* READY: the whole, synced file at path */
-    int cached;             /* READY: 1 when its zeros went through the page cache (no O_DIRECT), so are cached */
     int warm_fd;            /* WARMING: the thread's own duplicate of the spare's descriptor, closed by the thread */
     int write_wanted;       /* WARMING: a poll wants a file written: the read-back stops at its next chunk */
     uint64_t warmed;        /* spares read back whole (their cached chunks skipped) */
@@ -59,9 +58,9 @@ typedef struct seg {
     int fd;
     int spare;     /* 1: holds no batch of this log (pre-written, recycled, or cut) */
     int abandoned; /* 1: a sync of it failed (clog_abandon): never synced or appended to again */
-    int resident;  /* spare: 1 when this run wrote its pages (pre-written) or had them read back (warmed), 0 when
-                      they may be long evicted (recycled, or found by the open): clog_prepare_step reads the next
-                      such spare back before a switch takes it */
+    int resident;  /* spare: 1 once read back (warmed), 0 while its pages may not be cached (new: its zeros may
+                      have bypassed the page cache; recycled; found by the open): clog_prepare_step reads the next
+                      such spare back before a switch takes it, skipping what is cached */
 } seg_t;
 
 struct clog {
@@ -160,24 +159,20 @@ void clog_prewriter_init(clog_prewriter_t *p, const char *dir, uint64_t size);
 /* The owner's look at the pre-writer, with the pace it is to keep
  * (milliseconds between its 1 MiB chunks; 0: back to back).
  * CLOG_PREWRITE_READY: *fd is a whole, synced file of zeros at p->path, now
- * the caller's; *cached is 1 when its pages are in the page cache (written
- * through it), 0 when the zeros bypassed it (O_DIRECT: the spare is to be
- * read back like a recycled one, clog_prewriter_warm).
- * CLOG_PREWRITE_FAILED: err says why (the file is removed).
+ * the caller's (its zeros written with O_DIRECT where the filesystem takes
+ * it, so not cached). CLOG_PREWRITE_FAILED: err says why (the file is removed).
  * Otherwise CLOG_PREWRITE_IDLE, and when it was idle and want is set, a file
  * is begun; when it was reading a spare back (clog_prewriter_warm) and want
  * is set, the read-back ends at its next chunk, and a later poll begins the
  * file. Owner thread. */
-int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, int *cached, char *err,
-                        size_t errlen);
+int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, char *err, size_t errlen);
 
 /* The file being written, finished now for a segment switch that found no
  * spare (cheaper than a second whole file beside it, and on a disk near full
  * the only room there is): its pace set to 0, a hold lifted, waited for.
- * CLOG_PREWRITE_READY with *fd and *cached (as clog_prewriter_poll),
- * CLOG_PREWRITE_FAILED with err, or CLOG_PREWRITE_IDLE when none was begun.
- * Owner thread. */
-int clog_prewriter_finish(clog_prewriter_t *p, int *fd, int *cached, char *err, size_t errlen);
+ * CLOG_PREWRITE_READY with *fd, CLOG_PREWRITE_FAILED with err, or
+ * CLOG_PREWRITE_IDLE when none was begun. Owner thread. */
+int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen);
 
 /* Have the thread read the spare whose descriptor is fd through, 1 MiB a
  * chunk at the pace of the zeros (into a scratch buffer: no dirty page, no
@@ -215,10 +210,10 @@ int clog_seg_create(clog_t *c, uint64_t base, char *err, size_t errlen);
 
 /* The wholly pre-written file fd at tmp becomes the spare at base: a header
  * with a new life, the file synced, renamed into place, the directory synced,
- * added as a spare, resident (cached: its pages in the page cache) or to be
- * read back before a switch takes it. On failure fd is closed and tmp
- * removed; -1 with err. */
-int clog_seg_finish(clog_t *c, int fd, const char *tmp, uint64_t base, int cached, char *err, size_t errlen);
+ * added as a spare not resident (read back before a switch takes it; what
+ * is cached is skipped). On failure fd is closed and tmp removed; -1 with
+ * err. */
+int clog_seg_finish(clog_t *c, int fd, const char *tmp, uint64_t base, char *err, size_t errlen);
 
 /* fsync the log's directory: 0, or -1 with err. */
 int clog_sync_dir(const clog_t *c, char *err, size_t errlen);

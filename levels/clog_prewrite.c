@@ -20,7 +20,10 @@
  * backs it then): 37 % of a core in the flood, beside a storage thread that
  * needs a whole one of the two. Written with O_DIRECT the device reads them
  * from one buffer; the file is then not cached, and is read back like a
- * recycled spare (below), which fills the pages by the device's DMA.
+ * recycled spare (below), which fills the pages by the device's DMA. Every
+ * new spare is read back so (clog_seg_finish): where the zeros went through
+ * the page cache after all, the read-back finds each chunk cached and reads
+ * nothing.
  *
  * Why a read-back: a recycled spare keeps its old data (no zeros), and in a
  * delay queue it was written 30 min or hours ago, so its pages are likely
@@ -160,8 +163,7 @@ static int zeros_chunk(int fd, int *direct, uint64_t at, uint64_t to, uint64_t *
  * filesystem takes it: written by the device from one buffer, no page of
  * the page cache filled by this thread's CPU (docs/BENCH-broker.md, s54: on
  * a virtual machine each new page-cache page costs its first touch, ~10 µs,
- * which made the zeros 37 % of a core in the flood); p->cached says which
- * way they went. Called without mu. */
+ * which made the zeros 37 % of a core in the flood). Called without mu. */
 static int write_one(clog_prewriter_t *p)
 {
     int fd = open(p->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -170,7 +172,6 @@ static int write_one(clog_prewriter_t *p)
         return -1;
     }
     int direct = open(p->path, O_WRONLY | O_DIRECT | O_CLOEXEC); /* -1 (EINVAL) where O_DIRECT is not taken */
-    p->cached = direct < 0;
     int rc = 0;
     for (uint64_t at = 0; at < p->size && rc == 0; at += PREWRITE_CHUNK) {
         if (chunk_wait(p, at)) {
@@ -227,7 +228,7 @@ static int chunk_cached(const char *map, uint64_t at, size_t n)
  * the state goes back to IDLE in the caller. */
 static void warm_one(clog_prewriter_t *p)
 {
-    char *scratch = xmalloc(PREWRITE_CHUNK);
+    char *scratch = NULL; /* allocated at the first chunk read: none for a spare cached whole */
     char *map = mmap(NULL, (size_t)p->size, PROT_READ, MAP_SHARED, p->warm_fd, 0);
     map = map == MAP_FAILED ? NULL : map; /* no mapping: every chunk is read */
     int cut = 0, failed = 0;
@@ -240,6 +241,7 @@ static void warm_one(clog_prewriter_t *p)
         if ((cut = chunk_wait(p, at)) != 0) {
             break;
         }
+        scratch = scratch != NULL ? scratch : xmalloc(PREWRITE_CHUNK);
         failed = clog_pread_all(p->warm_fd, scratch, n, at) != 0;
         read += n;
     }
@@ -313,14 +315,13 @@ void clog_prewriter_init(clog_prewriter_t *p, const char *dir, uint64_t size)
     pthread_condattr_destroy(&a);
 }
 
-/* Take what the thread finished (READY: *fd, *cached; FAILED: err), with mu
- * held: the state it had. */
-static int take_locked(clog_prewriter_t *p, int *fd, int *cached, char *err, size_t errlen)
+/* Take what the thread finished (READY: *fd; FAILED: err), with mu held:
+ * the state it had. */
+static int take_locked(clog_prewriter_t *p, int *fd, char *err, size_t errlen)
 {
     int state = p->state;
     if (state == CLOG_PREWRITE_READY) {
         *fd = p->fd;
-        *cached = p->cached;
         p->fd = -1;
         p->state = CLOG_PREWRITE_IDLE;
     } else if (state == CLOG_PREWRITE_FAILED) {
@@ -330,7 +331,7 @@ static int take_locked(clog_prewriter_t *p, int *fd, int *cached, char *err, siz
     return state;
 }
 
-int clog_prewriter_finish(clog_prewriter_t *p, int *fd, int *cached, char *err, size_t errlen)
+int clog_prewriter_finish(clog_prewriter_t *p, int *fd, char *err, size_t errlen)
 {
     pthread_mutex_lock(&p->mu);
     if (p->state == CLOG_PREWRITE_WRITING) {
@@ -340,19 +341,19 @@ int clog_prewriter_finish(clog_prewriter_t *p, int *fd, int *cached, char *err, 
             pthread_cond_wait(&p->finished, &p->mu);
         }
     }
-    int state = take_locked(p, fd, cached, err, errlen);
+    int state = take_locked(p, fd, err, errlen);
     pthread_mutex_unlock(&p->mu);
     return state == CLOG_PREWRITE_WARMING ? CLOG_PREWRITE_IDLE : state; /* a read-back is no file */
 }
 
-int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, int *cached, char *err, size_t errlen)
+int clog_prewriter_poll(clog_prewriter_t *p, int want, unsigned pace_ms, int *fd, char *err, size_t errlen)
 {
     pthread_mutex_lock(&p->mu);
     if (p->pace_ms != pace_ms) {
         p->pace_ms = pace_ms;
         pthread_cond_signal(&p->wake);
     }
-    int state = take_locked(p, fd, cached, err, errlen);
+    int state = take_locked(p, fd, err, errlen);
     if (state == CLOG_PREWRITE_WARMING && want && !p->write_wanted) {
         p->write_wanted = 1; /* the read-back ends at its next chunk; a later poll begins the file */
         pthread_cond_signal(&p->wake);
